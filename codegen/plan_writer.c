@@ -1,0 +1,80 @@
+/* plan_writer.c — lays out a plan file (runtime/plan_format.h): header,
+ * section table with xxHash64 checksums, 64-byte aligned payloads, written
+ * to a temporary name and renamed into place. */
+#include <string.h>
+
+#include "runtime/plan_format.h"
+
+typedef struct {
+  char tag[4];
+  dc_buf data;
+} section;
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static dc_status *build_sections(const dc_plan *plan, section *s) {
+  memcpy(s[0].tag, "OPTS", 4);
+  dc_buf_append(&s[0].data, plan->options_json, strlen(plan->options_json));
+  memcpy(s[1].tag, "WREF", 4);
+  DC_TRY(dc_serialize_weights(plan->module, &s[1].data));
+  memcpy(s[2].tag, "SCHD", 4);
+  DC_TRY(dc_serialize(plan->module, &s[2].data));
+  memcpy(s[3].tag, "KERN", 4);
+  dc_buf_u32(&s[3].data, 0); /* the reference backend runs no compiled kernels */
+  memcpy(s[4].tag, "IRTX", 4);
+  dc_buf_append(&s[4].data, plan->ir_text, strlen(plan->ir_text));
+  for (int i = 0; i < 5; i++) DC_TRY(dc_buf_status(&s[i].data, "building the plan"));
+  return NULL;
+}
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+static dc_status *write_file(const char *path, uint32_t target, section *s, int n) {
+  uint64_t table_end = DC_PLAN_HEADER_SIZE + (uint64_t)n * DC_PLAN_ENTRY_SIZE + 8;
+  uint64_t offsets[DC_PLAN_MAX_SECTIONS], pos = align64(table_end);
+  for (int i = 0; i < n; i++) {
+    offsets[i] = pos;
+    pos = align64(pos + s[i].data.len);
+  }
+  uint8_t head[DC_PLAN_HEADER_SIZE + DC_PLAN_MAX_SECTIONS * DC_PLAN_ENTRY_SIZE + 8];
+  memset(head, 0, sizeof head);
+  memcpy(head, DC_PLAN_MAGIC, 8);
+  put_le(head + 8, DC_PLAN_VERSION, 4);
+  put_le(head + 12, target, 4);
+  put_le(head + 16, (uint64_t)n, 4);
+  put_le(head + 24, pos, 8);
+  for (int i = 0; i < n; i++) {
+    uint8_t *e = head + DC_PLAN_HEADER_SIZE + i * DC_PLAN_ENTRY_SIZE;
+    memcpy(e, s[i].tag, 4);
+    put_le(e + 8, offsets[i], 8);
+    put_le(e + 16, s[i].data.len, 8);
+    put_le(e + 24, dc_hash64(s[i].data.data, s[i].data.len), 8);
+  }
+  size_t hsize = DC_PLAN_HEADER_SIZE + (size_t)n * DC_PLAN_ENTRY_SIZE;
+  put_le(head + hsize, dc_hash64(head, hsize), 8);
+
+  dc_atomic_file f;
+  DC_TRY(dc_atomic_open(path, &f));
+  static const uint8_t zeros[64];
+  dc_atomic_write(&f, head, hsize + 8);
+  uint64_t at = hsize + 8;
+  for (int i = 0; i < n; i++) {
+    dc_atomic_write(&f, zeros, offsets[i] - at);
+    dc_atomic_write(&f, s[i].data.data, s[i].data.len);
+    at = offsets[i] + s[i].data.len;
+  }
+  dc_atomic_write(&f, zeros, pos - at);
+  return dc_atomic_commit(&f);
+}
+
+dc_status *dc_plan_write(const char *path, const dc_plan *plan) {
+  section s[5];
+  memset(s, 0, sizeof s);
+  for (int i = 0; i < 5; i++) dc_buf_init(&s[i].data);
+  dc_status *st = build_sections(plan, s);
+  if (!st) st = write_file(path, plan->target, s, 5);
+  for (int i = 0; i < 5; i++) dc_buf_deinit(&s[i].data);
+  return st;
+}

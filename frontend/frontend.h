@@ -1,0 +1,167 @@
+/* frontend.h — from a diffusers folder on disk to an IR module.
+ *
+ * Sections (file: exports)
+ *   frontend/safetensors.c: dc_st_open/close/find — the format's rules, checked
+ *                           dc_st_write — write tensors (diffrun outputs, tests)
+ *   frontend/json.c:        dc_json_* — parse with line:column errors; typed getters
+ *                           whose messages name the file and the key
+ *   frontend/folder.c:      dc_folder_open — config.json + weights (single file,
+ *                           sharded index, variant) or a pipeline's component
+ *   frontend/weights.c:     dc_weights_bind — check a weight's presence and shape
+ *                           against what the config implies and add it to the IR
+ *   frontend/unet.c:        UNet2DConditionModel builder
+ *   frontend/vae.c:         AutoencoderKL builder (encode, decode)
+ *   frontend/build.c:       dc_frontend_build — choose the builder by _class_name
+ */
+#ifndef DC_FRONTEND_H
+#define DC_FRONTEND_H
+
+#include <cjson/cJSON.h>
+
+#include "../ir/ir.h"
+
+/* ---- safetensors ------------------------------------------------------ */
+typedef struct {
+  char *name;
+  dc_dtype dtype;
+  int rank;
+  int64_t dims[DC_MAX_DIMS];
+  uint64_t offset; /* absolute offset in the file (8 + header_len + begin) */
+  uint64_t bytes;
+} dc_st_tensor;
+
+typedef struct {
+  dc_mapped_file file;
+  uint64_t header_len;   /* N, the JSON header's length */
+  uint64_t header_hash;  /* xxHash64 of the first 8 + N bytes */
+  dc_st_tensor *tensors; /* sorted by name */
+  int ntensors;
+} dc_st_file;
+
+/* Maps the file and validates the header against the format's rules:
+ * 8-byte LE length <= 100,000,000 and within the file, JSON object header,
+ * known dtypes, rank <= DC_MAX_DIMS, non-negative dims, data_offsets that
+ * tile the data buffer with no holes or overlaps, end - begin == numel *
+ * dtype size, and 8 + N + buffer size == file size.  Every error names the
+ * file, the tensor and the byte offsets. */
+dc_status *dc_st_open(const char *path, dc_st_file *out);
+void dc_st_close(dc_st_file *f);
+const dc_st_tensor *dc_st_find(const dc_st_file *f, const char *name);
+
+/* Writes float tensors (or any dtype) to a safetensors file atomically. */
+typedef struct {
+  const char *name;
+  dc_type type;
+  const void *data; /* type.dtype elements, C order */
+} dc_st_out;
+dc_status *dc_st_write(const char *path, const dc_st_out *tensors, int n);
+
+/* ---- JSON with good messages ------------------------------------------ */
+typedef struct {
+  char *path;   /* shown in messages, e.g. "models/unet/config.json" */
+  char *text;
+  cJSON *root;
+} dc_json_doc;
+
+/* Errors: "<path>:<line>:<col>: not valid JSON (...)" */
+dc_status *dc_json_load(const char *path, dc_json_doc *out);
+void dc_json_free(dc_json_doc *d);
+/* Typed getters.  `def` is used when the key is absent or null; a present key
+ * of the wrong type is an error: "<path>: \"key\" must be ..., got ...". */
+dc_status *dc_json_int(const dc_json_doc *d, const char *key, int64_t def, int64_t *out);
+dc_status *dc_json_num(const dc_json_doc *d, const char *key, double def, double *out);
+dc_status *dc_json_bool(const dc_json_doc *d, const char *key, int def, int *out);
+/* *out is NULL when absent/null and def is NULL; the string belongs to d. */
+dc_status *dc_json_str(const dc_json_doc *d, const char *key, const char *def, const char **out);
+/* A list of ints, or (when allow_scalar) one int broadcast to `want` entries
+ * (want 0 means: take the list's length).  Checks the length against want
+ * (when want > 0) and each entry >= min_value.  *out_n receives the count. */
+dc_status *dc_json_int_list(const dc_json_doc *d, const char *key, int allow_scalar, int want,
+                            int64_t min_value, int64_t *out, int max_n, int *out_n,
+                            int *out_present);
+/* A list of strings; the strings belong to d. */
+dc_status *dc_json_str_list(const dc_json_doc *d, const char *key, const char **out, int max_n,
+                            int *out_n);
+
+/* ---- model folders ---------------------------------------------------- */
+typedef struct {
+  char *dir;            /* the model folder (the component folder for pipelines) */
+  dc_json_doc config;   /* config.json */
+  const char *class_name;
+  dc_st_file *shards;   /* one or more weight files */
+  int nshards;
+  /* name -> (shard, tensor) for every tensor of every shard, sorted by name */
+  struct dc_folder_entry {
+    const char *name;
+    int shard;
+    const dc_st_tensor *tensor;
+  } *entries;
+  int nentries;
+} dc_folder;
+
+typedef struct {
+  const char *component; /* for a pipeline folder: "unet", "vae"; NULL otherwise */
+  const char *variant;   /* "fp16", "bf16"...: diffusion_pytorch_model.<variant>.safetensors */
+} dc_folder_options;
+
+/* Opens a model folder: config.json, then the weights:
+ *   diffusion_pytorch_model[.<variant>].safetensors, or
+ *   diffusion_pytorch_model.safetensors[.index.<variant>].json with weight_map
+ * (every shard it names must exist and hold exactly the tensors mapped to it).
+ * A folder with model_index.json is a pipeline: `component` selects a
+ * subfolder (an error lists the components when it is missing). */
+dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_folder *out);
+void dc_folder_close(dc_folder *f);
+const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name);
+
+/* ---- binding weights into the IR -------------------------------------- */
+/* Tracks which tensors of the folder the builder used (so unused ones can be
+ * reported) and adds OP_WEIGHT nodes.  Non-f32 weights (and f32 weights whose
+ * offset is not 4-byte aligned) get a following OP_CAST to f32. */
+typedef struct {
+  dc_module *m;
+  const dc_folder *folder;
+  int32_t *file_of_shard; /* module file index per shard, -1 until used */
+  unsigned char *used;    /* per folder entry */
+} dc_weights;
+
+dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder);
+void dc_weights_deinit(dc_weights *w);
+/* Returns (in *out) the f32 value of tensor `name`, whose shape must equal
+ * dims[0..rank).  Errors:
+ *   "<dir>: weight \"conv_in.weight\" is missing (the config implies f32[32,4,3,3])"
+ *   "<dir>: weight \"conv_in.weight\" has shape [32,4,3,3] but the config implies [16,4,3,3]" */
+dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64_t *dims,
+                          int32_t *out);
+/* Lists unused tensors (an error naming the first few: a checkpoint with
+ * weights the builder did not use means the graph is not the model). */
+dc_status *dc_weights_check_all_used(const dc_weights *w);
+
+/* ---- graph builders --------------------------------------------------- */
+/* Input shapes requested by the user (--input NAME=DIMS). */
+typedef struct {
+  const char *name;
+  int rank;
+  int64_t dims[DC_MAX_DIMS];
+} dc_input_shape;
+
+typedef struct {
+  const char *entry;               /* "forward" (UNet), "encode"/"decode" (VAE); NULL = default */
+  const dc_input_shape *shapes;    /* overrides of the default input shapes */
+  int nshapes;
+} dc_build_options;
+
+/* Builds the IR for the folder's model class.  Unknown classes, block
+ * types, or config values are errors naming the file, key and value. */
+dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc_module **out);
+dc_status *dc_build_unet(const dc_folder *f, const dc_build_options *opt, dc_module *m);
+dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m);
+
+/* Helper shared by the builders: the shape for input `name`, from the
+ * options if given (rank must match) else from `def`.  An override naming
+ * an input the model does not have is reported by dc_build_check_shapes. */
+dc_status *dc_build_input_shape(const dc_build_options *opt, const char *name, int rank,
+                                const int64_t *def, int64_t *out);
+dc_status *dc_build_check_shapes(const dc_build_options *opt, const dc_module *m);
+
+#endif

@@ -1,0 +1,112 @@
+/* layers.c — see layers.h. */
+#include "layers.h"
+
+#include <assert.h>
+#include <string.h>
+
+const char *gb_path(char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+  (void)n; /* only the assert reads it */
+  assert(n >= 0 && (size_t)n < cap && "module path too long for its buffer");
+  return buf;
+}
+
+const dc_type *gb_type(const dc_gb *g, int32_t x) { return &g->m->nodes[x].type; }
+
+dc_status *gb_add(dc_gb *g, dc_node *n, const char *scope, int32_t *out) {
+  n->scope = scope ? dc_arena_strdup(g->m->arena, scope) : NULL;
+  if (scope && !n->scope) return dc_nomem("building the graph");
+  /* For ops with a given type this checks it; for the others it derives it. */
+  DC_TRY(dc_infer_type(g->m, n, &n->type));
+  n->layout = n->type.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  int32_t id = dc_module_add_node(g->m, n);
+  if (id < 0) return dc_nomem("building the graph");
+  *out = id;
+  return NULL;
+}
+
+dc_status *gb_param(dc_gb *g, const char *prefix, const char *leaf, int rank, const int64_t *dims,
+                    int32_t *out) {
+  char name[512];
+  return dc_weights_get(g->w, gb_path(name, sizeof name, "%s.%s", prefix, leaf), rank, dims, out);
+}
+
+dc_status *gb_conv2d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout, int64_t k,
+                     int64_t stride, const int64_t pad[4], int32_t *out) {
+  int32_t in[3] = {x, -1, -1};
+  DC_TRY(gb_param(g, prefix, "weight", 4, (int64_t[]){cout, cin, k, k}, &in[1]));
+  DC_TRY(gb_param(g, prefix, "bias", 1, (int64_t[]){cout}, &in[2]));
+  dc_node n = dc_node_make(OP_CONV2D, 3, in);
+  dc_node_set_int(&n, "stride", stride);
+  dc_node_set_int(&n, "pad_t", pad[0]);
+  dc_node_set_int(&n, "pad_b", pad[1]);
+  dc_node_set_int(&n, "pad_l", pad[2]);
+  dc_node_set_int(&n, "pad_r", pad[3]);
+  return gb_add(g, &n, prefix, out);
+}
+
+dc_status *gb_conv2d_same(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout,
+                          int64_t k, int64_t stride, int32_t *out) {
+  int64_t p = k / 2;
+  return gb_conv2d(g, prefix, x, cin, cout, k, stride, (int64_t[]){p, p, p, p}, out);
+}
+
+dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in_features, int64_t out_features,
+                     int bias, int32_t *out) {
+  int32_t in[3] = {x, -1, -1};
+  DC_TRY(gb_param(g, prefix, "weight", 2, (int64_t[]){out_features, in_features}, &in[1]));
+  if (bias) DC_TRY(gb_param(g, prefix, "bias", 1, (int64_t[]){out_features}, &in[2]));
+  dc_node n = dc_node_make(OP_LINEAR, bias ? 3 : 2, in);
+  return gb_add(g, &n, prefix, out);
+}
+
+static dc_status *norm(dc_gb *g, dc_op op, const char *prefix, int32_t x, int64_t c, int64_t groups,
+                       double eps, int32_t *out) {
+  int32_t in[3] = {x, -1, -1};
+  DC_TRY(gb_param(g, prefix, "weight", 1, &c, &in[1]));
+  DC_TRY(gb_param(g, prefix, "bias", 1, &c, &in[2]));
+  dc_node n = dc_node_make(op, 3, in);
+  dc_node_set_float(&n, "eps", eps);
+  if (op == OP_GROUP_NORM) dc_node_set_int(&n, "groups", groups);
+  return gb_add(g, &n, prefix, out);
+}
+
+dc_status *gb_group_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, int64_t groups,
+                         double eps, int32_t *out) {
+  return norm(g, OP_GROUP_NORM, prefix, x, channels, groups, eps, out);
+}
+
+dc_status *gb_layer_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, double eps,
+                         int32_t *out) {
+  return norm(g, OP_LAYER_NORM, prefix, x, channels, 0, eps, out);
+}
+
+dc_status *gb_unary(dc_gb *g, dc_op op, const char *scope, int32_t x, int32_t *out) {
+  dc_node n = dc_node_make(op, 1, &x);
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_binary(dc_gb *g, dc_op op, const char *scope, int32_t a, int32_t b, int32_t *out) {
+  dc_node n = dc_node_make(op, 2, (int32_t[]){a, b});
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_reshape(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *dims,
+                      int32_t *out) {
+  dc_node n = dc_node_make(OP_RESHAPE, 1, &x);
+  n.type.dtype = gb_type(g, x)->dtype;
+  n.type.rank = rank;
+  memcpy(n.type.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *perm,
+                      int32_t *out) {
+  dc_node n = dc_node_make(OP_PERMUTE, 1, &x);
+  n.nlist = rank;
+  memcpy(n.list, perm, sizeof(int64_t) * (size_t)rank);
+  return gb_add(g, &n, scope, out);
+}

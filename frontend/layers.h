@@ -1,0 +1,52 @@
+/* layers.h — the graph-building vocabulary shared by the model builders
+ * (unet.c, vae.c): one call per torch module, named by its module path, that
+ * fetches and shape-checks the module's weights and appends typed nodes.
+ * Every call infers the new node's type (dc_infer_type) as it adds it, so a
+ * wrong graph is an error at the line that built it. */
+#ifndef DC_LAYERS_H
+#define DC_LAYERS_H
+
+#include "frontend.h"
+
+typedef struct {
+  dc_module *m;
+  dc_weights *w;
+} dc_gb;
+
+/* Adds n (scope set from `scope`, copied into the arena), inferring its type
+ * unless the op's type is given; layout NCHW for rank-4 results. */
+dc_status *gb_add(dc_gb *g, dc_node *n, const char *scope, int32_t *out);
+
+/* The f32 value of weight "<prefix>.<leaf>" with the given shape. */
+dc_status *gb_param(dc_gb *g, const char *prefix, const char *leaf, int rank, const int64_t *dims,
+                    int32_t *out);
+
+/* nn.Conv2d(cin, cout, k, stride, padding) at module path prefix, with bias.
+ * pad = {top, bottom, left, right}. */
+dc_status *gb_conv2d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout, int64_t k,
+                     int64_t stride, const int64_t pad[4], int32_t *out);
+/* Symmetric padding k/2 (the common case). */
+dc_status *gb_conv2d_same(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout,
+                          int64_t k, int64_t stride, int32_t *out);
+/* nn.Linear(in, out, bias) applied to the last dim. */
+dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in, int64_t out_features,
+                     int bias, int32_t *out);
+dc_status *gb_group_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, int64_t groups,
+                         double eps, int32_t *out);
+dc_status *gb_layer_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, double eps,
+                         int32_t *out);
+/* silu, gelu: one input. add, mul: a op b with b broadcast. */
+dc_status *gb_unary(dc_gb *g, dc_op op, const char *scope, int32_t x, int32_t *out);
+dc_status *gb_binary(dc_gb *g, dc_op op, const char *scope, int32_t a, int32_t b, int32_t *out);
+dc_status *gb_reshape(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *dims,
+                      int32_t *out);
+dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *perm,
+                      int32_t *out);
+/* The type of a value already in the graph. */
+const dc_type *gb_type(const dc_gb *g, int32_t x);
+
+/* "<a>.<b>" in a small caller-owned buffer; paths longer than the buffer are
+ * an internal error (asserted), never truncated silently. */
+const char *gb_path(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

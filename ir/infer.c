@@ -1,0 +1,225 @@
+/* infer.c — the type rule of every op, in one place.  The builders call it
+ * as they add nodes and the verifier calls it again after every pass, so a
+ * pass that breaks a shape is caught at the pass, not at run time. */
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct {
+  const dc_module *m;
+  const dc_node *n;
+  const dc_type *in[DC_MAX_INPUTS];
+} ctx;
+
+static dc_status *fail(const ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static dc_status *fail(const ctx *c, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return dc_error(DC_ERR_MISMATCH, "%s (%s): %s", dc_op_get(c->n->op)->name,
+                  c->n->scope ? c->n->scope : "?", msg);
+}
+
+static const char *ts(const dc_type *t, char *buf) { return dc_type_str(t, buf, 160); }
+
+static dc_status *want_rank(const ctx *c, int i, int lo, int hi) {
+  char b[160];
+  if (c->in[i]->rank < lo || c->in[i]->rank > hi)
+    return fail(c, "input %d is %s; expected rank %d..%d", i, ts(c->in[i], b), lo, hi);
+  return NULL;
+}
+
+static dc_status *want_f32(const ctx *c) {
+  char b[160];
+  for (int i = 0; i < c->n->ninputs; i++)
+    if (c->in[i]->dtype != DT_F32) return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
+  return NULL;
+}
+
+/* A 1-D parameter (bias, gamma, beta) of length len. */
+static dc_status *want_vec(const ctx *c, int i, int64_t len) {
+  char b[160];
+  if (c->in[i]->rank != 1 || c->in[i]->dims[0] != len)
+    return fail(c, "input %d is %s; expected [%lld]", i, ts(c->in[i], b), (long long)len);
+  return NULL;
+}
+
+static dc_status *infer_conv(const ctx *c, dc_type *o) {
+  const dc_type *x = c->in[0], *w = c->in[1];
+  char b1[160], b2[160];
+  DC_TRY(want_rank(c, 0, 4, 4));
+  DC_TRY(want_rank(c, 1, 4, 4));
+  if (w->dims[1] != x->dims[1])
+    return fail(c, "weight %s does not match input %s channels", ts(w, b1), ts(x, b2));
+  if (c->n->ninputs == 3) DC_TRY(want_vec(c, 2, w->dims[0]));
+  int64_t s = dc_node_int(c->n, "stride");
+  int64_t pt = dc_node_int(c->n, "pad_t"), pb = dc_node_int(c->n, "pad_b");
+  int64_t pl = dc_node_int(c->n, "pad_l"), pr = dc_node_int(c->n, "pad_r");
+  if (s < 1 || pt < 0 || pb < 0 || pl < 0 || pr < 0) return fail(c, "bad stride or padding");
+  int64_t h = x->dims[2] + pt + pb - w->dims[2], wd = x->dims[3] + pl + pr - w->dims[3];
+  if (h < 0 || wd < 0) return fail(c, "kernel %s larger than padded input %s", ts(w, b1), ts(x, b2));
+  *o = (dc_type){DT_F32, 4, {x->dims[0], w->dims[0], h / s + 1, wd / s + 1}};
+  return NULL;
+}
+
+static dc_status *infer_linear(const ctx *c, dc_type *o) {
+  const dc_type *x = c->in[0], *w = c->in[1];
+  char b1[160], b2[160];
+  DC_TRY(want_rank(c, 0, 1, DC_MAX_DIMS));
+  DC_TRY(want_rank(c, 1, 2, 2));
+  if (w->dims[1] != x->dims[x->rank - 1])
+    return fail(c, "weight %s does not match input %s", ts(w, b1), ts(x, b2));
+  if (c->n->ninputs == 3) DC_TRY(want_vec(c, 2, w->dims[0]));
+  *o = *x;
+  o->dims[x->rank - 1] = w->dims[0];
+  return NULL;
+}
+
+static dc_status *infer_norm(const ctx *c, dc_type *o, int channel_axis) {
+  DC_TRY(want_rank(c, 0, channel_axis + 1, DC_MAX_DIMS));
+  int64_t ch = c->in[0]->dims[channel_axis < 0 ? c->in[0]->rank - 1 : channel_axis];
+  DC_TRY(want_vec(c, 1, ch));
+  DC_TRY(want_vec(c, 2, ch));
+  if (c->n->op == OP_GROUP_NORM) {
+    int64_t g = dc_node_int(c->n, "groups");
+    if (g < 1 || ch % g) return fail(c, "%lld channels do not split into %lld groups", (long long)ch, (long long)g);
+  }
+  *o = *c->in[0];
+  return NULL;
+}
+
+static dc_status *infer_broadcast(const ctx *c, dc_type *o) {
+  const dc_type *a = c->in[0], *b = c->in[1];
+  char b1[160], b2[160];
+  if (b->rank > a->rank) return fail(c, "%s does not broadcast onto %s", ts(b, b1), ts(a, b2));
+  for (int i = 0; i < b->rank; i++) {
+    int64_t db = b->dims[b->rank - 1 - i], da = a->dims[a->rank - 1 - i];
+    if (db != da && db != 1) return fail(c, "%s does not broadcast onto %s", ts(b, b1), ts(a, b2));
+  }
+  *o = *a;
+  return NULL;
+}
+
+static dc_status *infer_attention(const ctx *c, dc_type *o) {
+  const dc_type *q = c->in[0], *k = c->in[1], *v = c->in[2];
+  char b1[160], b2[160], b3[160];
+  for (int i = 0; i < 3; i++) DC_TRY(want_rank(c, i, 3, 3));
+  int64_t h = dc_node_int(c->n, "heads");
+  if (k->dims[0] != q->dims[0] || !dc_type_equal(k, v) || k->dims[2] != q->dims[2] || h < 1 ||
+      q->dims[2] % h)
+    return fail(c, "q %s, k %s, v %s with %lld heads are not compatible", ts(q, b1), ts(k, b2),
+                ts(v, b3), (long long)h);
+  *o = *q;
+  return NULL;
+}
+
+static dc_status *infer_permute(const ctx *c, dc_type *o) {
+  const dc_type *x = c->in[0];
+  int seen[DC_MAX_DIMS] = {0};
+  if (c->n->nlist != x->rank) return fail(c, "perm has %d entries for a rank-%d input", c->n->nlist, x->rank);
+  *o = *x;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t p = c->n->list[i];
+    if (p < 0 || p >= x->rank || seen[p]++) return fail(c, "perm is not a permutation");
+    o->dims[i] = x->dims[p];
+  }
+  return NULL;
+}
+
+static dc_status *axis_ok(const ctx *c, int64_t axis, int rank) {
+  if (axis < 0 || axis >= rank) return fail(c, "axis %lld out of range for rank %d", (long long)axis, rank);
+  return NULL;
+}
+
+static dc_status *infer_concat(const ctx *c, dc_type *o) {
+  const dc_type *a = c->in[0], *b = c->in[1];
+  char b1[160], b2[160];
+  int64_t axis = dc_node_int(c->n, "axis");
+  DC_TRY(axis_ok(c, axis, a->rank));
+  int ok = a->rank == b->rank;
+  for (int i = 0; ok && i < a->rank; i++) ok = i == axis || a->dims[i] == b->dims[i];
+  if (!ok) return fail(c, "cannot concatenate %s and %s on axis %lld", ts(a, b1), ts(b, b2), (long long)axis);
+  *o = *a;
+  o->dims[axis] += b->dims[axis];
+  return NULL;
+}
+
+static dc_status *infer_slice(const ctx *c, dc_type *o) {
+  int64_t axis = dc_node_int(c->n, "axis"), s = dc_node_int(c->n, "start"), e = dc_node_int(c->n, "end");
+  DC_TRY(axis_ok(c, axis, c->in[0]->rank));
+  if (s < 0 || e <= s || e > c->in[0]->dims[axis]) return fail(c, "bad slice [%lld, %lld)", (long long)s, (long long)e);
+  *o = *c->in[0];
+  o->dims[axis] = e - s;
+  return NULL;
+}
+
+/* Ops whose type the builder states: check it against the input. */
+static dc_status *check_given(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  const dc_type *t = &c->n->type;
+  if (t->rank < 0 || t->rank > DC_MAX_DIMS || t->dtype >= DT_COUNT) return fail(c, "bad type");
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] < 0) return fail(c, "negative dimension in %s", ts(t, b1));
+  if (c->n->op == OP_RESHAPE) {
+    if (dc_type_numel(t) != dc_type_numel(c->in[0]) || t->dtype != c->in[0]->dtype)
+      return fail(c, "cannot reshape %s to %s", ts(c->in[0], b1), ts(t, b2));
+  } else if (c->n->op == OP_CAST) {
+    dc_type same = *c->in[0];
+    same.dtype = t->dtype;
+    if (!dc_type_equal(&same, t)) return fail(c, "cast changes the shape: %s to %s", ts(c->in[0], b1), ts(t, b2));
+  }
+  *o = *t;
+  return NULL;
+}
+
+dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
+  ctx c = {m, n, {0}};
+  const dc_op_info *info = dc_op_get(n->op);
+  if (n->ninputs < info->min_inputs || n->ninputs > info->max_inputs)
+    return fail(&c, "has %d inputs; expected %d..%d", n->ninputs, info->min_inputs, info->max_inputs);
+  for (int i = 0; i < n->ninputs; i++) c.in[i] = &m->nodes[n->inputs[i]].type;
+  if (info->flags & OPF_TYPE_GIVEN) {
+    if (n->op == OP_INPUT || n->op == OP_WEIGHT) return *o = n->type, NULL;
+    return check_given(&c, o);
+  }
+  DC_TRY(want_f32(&c));
+  switch (n->op) {
+    case OP_CONV2D: return infer_conv(&c, o);
+    case OP_LINEAR: return infer_linear(&c, o);
+    case OP_GROUP_NORM: return infer_norm(&c, o, 1);
+    case OP_LAYER_NORM: return infer_norm(&c, o, -1);
+    case OP_ADD:
+    case OP_MUL: return infer_broadcast(&c, o);
+    case OP_SILU:
+    case OP_GELU:
+    case OP_CLAMP: return *o = *c.in[0], NULL;
+    case OP_GEGLU:
+      if (c.in[0]->rank < 1 || c.in[0]->dims[c.in[0]->rank - 1] % 2) return fail(&c, "last dim must be even");
+      *o = *c.in[0];
+      o->dims[o->rank - 1] /= 2;
+      return NULL;
+    case OP_ATTENTION: return infer_attention(&c, o);
+    case OP_PERMUTE: return infer_permute(&c, o);
+    case OP_UPSAMPLE: {
+      int64_t f = dc_node_int(n, "factor");
+      DC_TRY(want_rank(&c, 0, 3, DC_MAX_DIMS));
+      if (f < 1) return fail(&c, "factor must be >= 1");
+      *o = *c.in[0];
+      o->dims[o->rank - 1] *= f;
+      o->dims[o->rank - 2] *= f;
+      return NULL;
+    }
+    case OP_CONCAT: return infer_concat(&c, o);
+    case OP_SLICE: return infer_slice(&c, o);
+    case OP_TIME_EMBED: {
+      DC_TRY(want_rank(&c, 0, 1, 1));
+      int64_t dim = dc_node_int(n, "dim");
+      if (dim < 2) return fail(&c, "dim must be >= 2");
+      *o = (dc_type){DT_F32, 2, {c.in[0]->dims[0], dim}};
+      return NULL;
+    }
+    default: return fail(&c, "no type rule");
+  }
+}

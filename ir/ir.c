@@ -1,0 +1,253 @@
+/* ir.c — dtypes, the op table (built from ops.def), and the module: the
+ * arrays of nodes, weight files, weights, inputs and outputs it owns. */
+#include "ir.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* ---- dtypes ---- */
+static const struct {
+  const char *name, *st_name;
+  int size;
+} dtype_info[DT_COUNT] = {
+    [DT_F32] = {"f32", "F32", 4},          [DT_F16] = {"f16", "F16", 2},
+    [DT_BF16] = {"bf16", "BF16", 2},       [DT_F8_E4M3] = {"f8e4m3", "F8_E4M3", 1},
+    [DT_F8_E5M2] = {"f8e5m2", "F8_E5M2", 1},
+};
+
+const char *dc_dtype_name(dc_dtype t) { return t < DT_COUNT ? dtype_info[t].name : "?"; }
+const char *dc_dtype_safetensors_name(dc_dtype t) {
+  return t < DT_COUNT ? dtype_info[t].st_name : "?";
+}
+int dc_dtype_size(dc_dtype t) { return t < DT_COUNT ? dtype_info[t].size : 0; }
+
+int dc_dtype_from_name(const char *name, dc_dtype *out) {
+  for (int i = 0; i < DT_COUNT; i++)
+    if (strcmp(name, dtype_info[i].name) == 0) return *out = (dc_dtype)i, 0;
+  return -1;
+}
+int dc_dtype_from_safetensors(const char *name, dc_dtype *out) {
+  for (int i = 0; i < DT_COUNT; i++)
+    if (strcmp(name, dtype_info[i].st_name) == 0) return *out = (dc_dtype)i, 0;
+  return -1;
+}
+
+uint64_t dc_type_numel(const dc_type *t) {
+  uint64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (uint64_t)t->dims[i];
+  return n;
+}
+uint64_t dc_type_bytes(const dc_type *t) { return dc_type_numel(t) * (uint64_t)dc_dtype_size(t->dtype); }
+
+int dc_type_equal(const dc_type *a, const dc_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+const char *dc_dims_str(const int64_t *dims, int rank, char *buf, size_t cap) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, cap - k, "[");
+  for (int i = 0; i < rank && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, i ? ",%lld" : "%lld", (long long)dims[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+  return buf;
+}
+
+const char *dc_type_str(const dc_type *t, char *buf, size_t cap) {
+  char dims[160];
+  snprintf(buf, cap, "%s%s", dc_dtype_name(t->dtype), dc_dims_str(t->dims, t->rank, dims, sizeof dims));
+  return buf;
+}
+
+/* ---- op table ---- */
+static const struct {
+  const char *name;
+  int mi, ma;
+  unsigned flags;
+  const char *attrs;
+} op_src[OP_COUNT] = {
+#define OP(e, nm, mi, ma, fl, at) [OP_##e] = {nm, mi, ma, fl, at},
+#include "ops.def"
+#undef OP
+};
+
+static dc_op_info op_table[OP_COUNT];
+static char attr_storage[OP_COUNT][128];
+static int op_table_ready;
+
+/* Splits "a:i b:f" into names and kinds once; the table is static data. */
+static void op_table_init(void) {
+  for (int op = 0; op < OP_COUNT; op++) {
+    dc_op_info *info = &op_table[op];
+    info->name = op_src[op].name;
+    info->min_inputs = op_src[op].mi;
+    info->max_inputs = op_src[op].ma;
+    info->flags = op_src[op].flags;
+    char *s = attr_storage[op];
+    assert(strlen(op_src[op].attrs) < sizeof attr_storage[op]);
+    strcpy(s, op_src[op].attrs);
+    for (char *tok = strtok(s, " "); tok; tok = strtok(NULL, " ")) {
+      char *colon = strchr(tok, ':');
+      assert(colon && info->nattrs < DC_MAX_ATTRS);
+      *colon = 0;
+      info->attr_names[info->nattrs] = tok;
+      info->attr_kinds[info->nattrs] =
+          colon[1] == 'i' ? ATTR_INT : colon[1] == 'f' ? ATTR_FLOAT : ATTR_LIST;
+      info->nattrs++;
+    }
+  }
+  op_table_ready = 1;
+}
+
+const dc_op_info *dc_op_get(dc_op op) {
+  if (!op_table_ready) op_table_init();
+  assert(op < OP_COUNT);
+  return &op_table[op];
+}
+
+dc_op dc_op_from_name(const char *name) {
+  for (int op = 0; op < OP_COUNT; op++)
+    if (strcmp(dc_op_get((dc_op)op)->name, name) == 0) return (dc_op)op;
+  return OP_COUNT;
+}
+
+int dc_op_attr_index(dc_op op, const char *attr) {
+  const dc_op_info *info = dc_op_get(op);
+  for (int i = 0; i < info->nattrs; i++)
+    if (strcmp(info->attr_names[i], attr) == 0) return i;
+  return -1;
+}
+
+/* ---- nodes ---- */
+dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs) {
+  dc_node n;
+  memset(&n, 0, sizeof n);
+  n.op = op;
+  n.ninputs = ninputs;
+  assert(ninputs <= DC_MAX_INPUTS);
+  for (int i = 0; i < ninputs; i++) n.inputs[i] = inputs[i];
+  n.ref = -1;
+  n.type.dtype = DT_F32;
+  return n;
+}
+
+static int attr_slot(const dc_node *n, const char *attr) {
+  int i = dc_op_attr_index(n->op, attr);
+  assert(i >= 0 && "attribute not in the op table");
+  return i;
+}
+void dc_node_set_int(dc_node *n, const char *attr, int64_t v) { n->attrs[attr_slot(n, attr)].i = v; }
+void dc_node_set_float(dc_node *n, const char *attr, double v) { n->attrs[attr_slot(n, attr)].f = v; }
+int64_t dc_node_int(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr)].i; }
+double dc_node_float(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr)].f; }
+
+int dc_node_is_activation(const dc_node *n) { return n->op != OP_WEIGHT; }
+
+/* ---- module ---- */
+dc_module *dc_module_create(void) {
+  dc_module *m = dc_calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->arena = dc_arena_create();
+  if (!m->arena) {
+    dc_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void dc_module_destroy(dc_module *m) {
+  if (!m) return;
+  dc_free(m->nodes);
+  dc_free(m->files);
+  dc_free(m->weights);
+  dc_free(m->inputs);
+  dc_free(m->outputs);
+  dc_free(m->meta);
+  dc_arena_destroy(m->arena);
+  dc_free(m);
+}
+
+/* Grows an array of elem-sized items to hold one more; 0 on success. */
+static int grow(void **arr, int32_t *cap, int32_t count, size_t elem) {
+  if (count < *cap) return 0;
+  int32_t ncap = *cap ? *cap * 2 : 16;
+  void *p = dc_realloc(*arr, (size_t)ncap * elem);
+  if (!p) return -1;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+int32_t dc_module_add_node(dc_module *m, const dc_node *n) {
+  if (grow((void **)&m->nodes, &m->cap_nodes, m->nnodes, sizeof *n)) return -1;
+  m->nodes[m->nnodes] = *n;
+  return m->nnodes++;
+}
+
+int32_t dc_module_add_file(dc_module *m, const dc_weight_file *f) {
+  if (grow((void **)&m->files, &m->cap_files, m->nfiles, sizeof *f)) return -1;
+  dc_weight_file c = *f;
+  c.path = dc_arena_strdup(m->arena, f->path);
+  if (!c.path) return -1;
+  m->files[m->nfiles] = c;
+  return m->nfiles++;
+}
+
+int32_t dc_module_add_weight(dc_module *m, const dc_weight *w) {
+  if (grow((void **)&m->weights, &m->cap_weights, m->nweights, sizeof *w)) return -1;
+  dc_weight c = *w;
+  c.name = dc_arena_strdup(m->arena, w->name);
+  if (!c.name) return -1;
+  m->weights[m->nweights] = c;
+  return m->nweights++;
+}
+
+int32_t dc_module_add_input(dc_module *m, const char *name, const dc_type *t, dc_input_init init) {
+  if (grow((void **)&m->inputs, &m->cap_inputs, m->ninputs, sizeof(dc_io))) return -1;
+  dc_node n = dc_node_make(OP_INPUT, 0, NULL);
+  n.type = *t;
+  n.layout = t->rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  n.ref = m->ninputs;
+  n.scope = dc_arena_strdup(m->arena, name);
+  const char *nm = dc_arena_strdup(m->arena, name);
+  if (!n.scope || !nm) return -1;
+  int32_t id = dc_module_add_node(m, &n);
+  if (id < 0) return -1;
+  m->inputs[m->ninputs++] = (dc_io){nm, id, init};
+  return id;
+}
+
+dc_status *dc_module_add_output(dc_module *m, const char *name, int32_t node) {
+  for (int i = 0; i < m->noutputs; i++)
+    if (strcmp(m->outputs[i].name, name) == 0)
+      return dc_error(DC_ERR_INTERNAL, "output \"%s\" added twice", name);
+  if (grow((void **)&m->outputs, &m->cap_outputs, m->noutputs, sizeof(dc_io)))
+    return dc_nomem("adding an output");
+  const char *nm = dc_arena_strdup(m->arena, name);
+  if (!nm) return dc_nomem("adding an output");
+  m->outputs[m->noutputs++] = (dc_io){nm, node, INIT_NORMAL};
+  return NULL;
+}
+
+dc_status *dc_module_set_meta(dc_module *m, const char *key, const char *value) {
+  const char *v = dc_arena_strdup(m->arena, value);
+  if (!v) return dc_nomem("setting module metadata");
+  for (int i = 0; i < m->nmeta; i++)
+    if (strcmp(m->meta[i].key, key) == 0) {
+      m->meta[i].value = v;
+      return NULL;
+    }
+  const char *k = dc_arena_strdup(m->arena, key);
+  if (!k || grow((void **)&m->meta, &m->cap_meta, m->nmeta, sizeof(dc_meta)))
+    return dc_nomem("setting module metadata");
+  m->meta[m->nmeta++] = (dc_meta){k, v};
+  return NULL;
+}
+
+const char *dc_module_get_meta(const dc_module *m, const char *key) {
+  for (int i = 0; i < m->nmeta; i++)
+    if (strcmp(m->meta[i].key, key) == 0) return m->meta[i].value;
+  return NULL;
+}

@@ -1,0 +1,212 @@
+/* ir.h — the diffc IR: a static-shape tensor graph in SSA form.
+ *
+ * A module is a list of nodes in schedule order; node i may only read nodes
+ * < i.  Each node has one output value with a type (dtype + shape), a layout
+ * and a placement.  Weights are references into safetensors files — (file,
+ * offset, bytes, dtype, shape) — and are never copied by the compiler.
+ * The module's arena owns every string and array of it.
+ *
+ * Sections (file: exports)
+ *   ir/ir.c:        dtypes, op table, module create/destroy, node/weight/input/output add
+ *   ir/infer.c:     dc_infer_type — the shape and dtype rule of every op
+ *   ir/verify.c:    dc_verify — structural and type checks, run between passes
+ *   ir/print.c:     dc_print — deterministic text dump with bytes and live ranges
+ *   ir/liveness.c:  dc_liveness — last use of every value and the activation peak
+ *   ir/serialize.c: dc_serialize / dc_deserialize — the plan's binary schedule
+ */
+#ifndef DC_IR_H
+#define DC_IR_H
+
+#include "../support/support.h"
+
+#define DC_MAX_DIMS 6
+#define DC_MAX_INPUTS 3
+#define DC_MAX_ATTRS 5
+
+/* ---- dtypes ----------------------------------------------------------- */
+typedef enum {
+  DT_F32,
+  DT_F16,
+  DT_BF16,
+  DT_F8_E4M3,
+  DT_F8_E5M2,
+  DT_COUNT
+} dc_dtype;
+
+const char *dc_dtype_name(dc_dtype t);            /* "f32", "f16", "bf16", "f8e4m3", "f8e5m2" */
+const char *dc_dtype_safetensors_name(dc_dtype t); /* "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2" */
+int dc_dtype_size(dc_dtype t);
+/* Returns 0 and sets *out when the name is known. */
+int dc_dtype_from_name(const char *name, dc_dtype *out);
+int dc_dtype_from_safetensors(const char *name, dc_dtype *out);
+
+typedef struct {
+  dc_dtype dtype;
+  int rank;
+  int64_t dims[DC_MAX_DIMS];
+} dc_type;
+
+uint64_t dc_type_numel(const dc_type *t);
+uint64_t dc_type_bytes(const dc_type *t);
+int dc_type_equal(const dc_type *a, const dc_type *b);
+/* "f32[2,4,64,64]" into buf; returns buf. */
+const char *dc_type_str(const dc_type *t, char *buf, size_t cap);
+/* "[2,4,64,64]" */
+const char *dc_dims_str(const int64_t *dims, int rank, char *buf, size_t cap);
+
+/* ---- the op table ----------------------------------------------------- */
+enum { OPF_ELEMENTWISE = 1, OPF_INPLACE = 2, OPF_LEAF = 4, OPF_TYPE_GIVEN = 8 };
+
+typedef enum {
+#define OP(e, name, mi, ma, fl, at) OP_##e,
+#include "ops.def"
+#undef OP
+  OP_COUNT
+} dc_op;
+
+typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_LIST } dc_attr_kind;
+
+typedef struct {
+  const char *name;
+  int min_inputs, max_inputs;
+  unsigned flags;
+  int nattrs;
+  const char *attr_names[DC_MAX_ATTRS]; /* sorted */
+  dc_attr_kind attr_kinds[DC_MAX_ATTRS];
+} dc_op_info;
+
+const dc_op_info *dc_op_get(dc_op op);
+/* Returns the op with this name, or OP_COUNT. */
+dc_op dc_op_from_name(const char *name);
+/* Index of the attribute in the op's table, or -1. */
+int dc_op_attr_index(dc_op op, const char *attr);
+
+/* ---- nodes ------------------------------------------------------------ */
+typedef enum { LAYOUT_ROWMAJOR, LAYOUT_NCHW } dc_layout;
+
+typedef struct {
+  int64_t i;
+  double f;
+} dc_attr;
+
+typedef struct {
+  dc_op op;
+  int ninputs;
+  int32_t inputs[DC_MAX_INPUTS];
+  dc_attr attrs[DC_MAX_ATTRS];    /* indexed like dc_op_info.attr_names */
+  int64_t list[DC_MAX_DIMS];      /* the op's one ATTR_LIST attribute */
+  int nlist;
+  int32_t ref;                    /* OP_WEIGHT: weight index; OP_INPUT: input index */
+  dc_type type;
+  dc_layout layout;
+  int device;                     /* placement: 0 = device 0 */
+  const char *scope;              /* module path, e.g. "down_blocks.0.resnets.1.conv1"; may be NULL */
+} dc_node;
+
+/* ---- weights ---------------------------------------------------------- */
+typedef struct {
+  const char *path;      /* absolute path of the .safetensors file */
+  uint64_t header_hash;  /* xxHash64 of the 8-byte length + JSON header */
+  uint64_t file_size;
+} dc_weight_file;
+
+typedef struct {
+  const char *name;      /* "down_blocks.0.resnets.0.conv1.weight" */
+  int32_t file;          /* index into module->files */
+  uint64_t offset;       /* absolute byte offset in the file */
+  uint64_t bytes;
+  dc_type type;
+} dc_weight;
+
+/* Graph inputs and outputs, by their diffusers names. */
+typedef enum { INIT_NORMAL, INIT_TIMESTEP } dc_input_init;
+typedef struct {
+  const char *name;
+  int32_t node;
+  dc_input_init init; /* how diffrun --random-inputs fills it */
+} dc_io;
+
+typedef struct {
+  const char *key, *value;
+} dc_meta;
+
+typedef struct dc_module {
+  dc_arena *arena;
+  dc_node *nodes;
+  int32_t nnodes, cap_nodes;
+  dc_weight_file *files;
+  int32_t nfiles, cap_files;
+  dc_weight *weights;
+  int32_t nweights, cap_weights;
+  dc_io *inputs, *outputs;
+  int32_t ninputs, noutputs, cap_inputs, cap_outputs;
+  dc_meta *meta;     /* shown in the dump header: class, entry, scaling_factor, ... */
+  int32_t nmeta, cap_meta;
+} dc_module;
+
+dc_module *dc_module_create(void);
+void dc_module_destroy(dc_module *m);
+
+/* Appends a node (copied) and returns its index, or -1 on OOM. */
+int32_t dc_module_add_node(dc_module *m, const dc_node *n);
+int32_t dc_module_add_file(dc_module *m, const dc_weight_file *f);   /* path copied */
+int32_t dc_module_add_weight(dc_module *m, const dc_weight *w);      /* name copied */
+/* Adds an OP_INPUT node and registers it under name; returns node or -1. */
+int32_t dc_module_add_input(dc_module *m, const char *name, const dc_type *t, dc_input_init init);
+dc_status *dc_module_add_output(dc_module *m, const char *name, int32_t node);
+dc_status *dc_module_set_meta(dc_module *m, const char *key, const char *value);
+const char *dc_module_get_meta(const dc_module *m, const char *key);
+
+/* A node with op and inputs set; attrs zeroed.  Helpers for builders. */
+dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs);
+void dc_node_set_int(dc_node *n, const char *attr, int64_t v);   /* asserts attr exists */
+void dc_node_set_float(dc_node *n, const char *attr, double v);
+int64_t dc_node_int(const dc_node *n, const char *attr);
+double dc_node_float(const dc_node *n, const char *attr);
+
+/* ---- type inference (ir/infer.c) -------------------------------------- */
+/* Computes the output type of node n from its inputs' types and attributes.
+ * For OPF_TYPE_GIVEN ops it checks the given type against the inputs
+ * (reshape: same numel; cast: same shape).  Errors name the node's scope. */
+dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *out);
+
+/* ---- verifier (ir/verify.c) ------------------------------------------- */
+/* Checks: every op known, arity within the table, inputs refer to earlier
+ * nodes, weights/inputs refs in range, stored types equal inferred types,
+ * outputs refer to valid nodes, names unique.  `after` names the pass for
+ * the message. */
+dc_status *dc_verify(const dc_module *m, const char *after);
+
+/* ---- liveness (ir/liveness.c) ----------------------------------------- */
+/* Activation memory model shared by the dump and the runtime: a non-leaf
+ * value is allocated when its node runs and freed after its last reader
+ * runs; graph outputs live to the end; inputs live from the start to their
+ * last use (or the end if they are outputs).  Weights are counted
+ * separately as resident. */
+typedef struct {
+  int32_t *last_use;      /* per node; the step after which it is freed (nnodes-1 for outputs) */
+  uint64_t *live_bytes;   /* per step: activation bytes live while step i runs */
+  uint64_t peak_bytes;    /* max over steps */
+  int32_t peak_step;
+  uint64_t weight_bytes;  /* sum of all weights' bytes (resident) */
+} dc_liveness;
+dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *out);
+void dc_liveness_deinit(dc_liveness *l);
+/* True when the node's value occupies activation memory (not a weight). */
+int dc_node_is_activation(const dc_node *n);
+
+/* ---- text dump (ir/print.c) ------------------------------------------- */
+dc_status *dc_print(const dc_module *m, dc_buf *out);
+
+/* ---- binary form (ir/serialize.c) ------------------------------------- */
+/* Two parts, stored as two plan sections: the weight references (files and
+ * tensors) and the schedule (metadata, inputs, outputs, nodes). */
+dc_status *dc_serialize_weights(const dc_module *m, dc_buf *out);
+dc_status *dc_serialize(const dc_module *m, dc_buf *out);
+/* Validates every field and then runs dc_verify; the `what`s name the
+ * sources in messages (e.g. "unet.dplan: section SCHD"). */
+dc_status *dc_deserialize(const void *weights, size_t weights_size, const char *weights_what,
+                          const void *schedule, size_t schedule_size, const char *schedule_what,
+                          dc_module **out);
+
+#endif

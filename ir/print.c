@@ -1,0 +1,94 @@
+/* print.c — the deterministic text dump: values numbered in order, attributes
+ * in table (sorted) order, floats as %.9g, no pointers.  Each line shows the
+ * value's type, scope, layout, placement, bytes and live range; the tail
+ * shows the peak and what is live at the peak, so a reader sees where every
+ * byte goes. */
+#include <inttypes.h>
+
+#include "ir.h"
+
+static const char *layout_name(dc_layout l) { return l == LAYOUT_NCHW ? "nchw" : "row"; }
+
+static void print_attrs(const dc_node *n, dc_buf *b) {
+  const dc_op_info *info = dc_op_get(n->op);
+  if (info->nattrs == 0) return;
+  dc_buf_printf(b, " {");
+  for (int i = 0; i < info->nattrs; i++) {
+    dc_buf_printf(b, "%s%s=", i ? ", " : "", info->attr_names[i]);
+    if (info->attr_kinds[i] == ATTR_INT) dc_buf_printf(b, "%" PRId64, n->attrs[i].i);
+    else if (info->attr_kinds[i] == ATTR_FLOAT) dc_buf_printf(b, "%.9g", n->attrs[i].f);
+    else {
+      dc_buf_printf(b, "[");
+      for (int k = 0; k < n->nlist; k++) dc_buf_printf(b, k ? ",%" PRId64 : "%" PRId64, n->list[k]);
+      dc_buf_printf(b, "]");
+    }
+  }
+  dc_buf_printf(b, "}");
+}
+
+static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_buf *b) {
+  const dc_node *n = &m->nodes[id];
+  char tb[160], bb[32];
+  dc_buf_printf(b, "%%%d = %s", id, dc_op_get(n->op)->name);
+  if (n->op == OP_INPUT) dc_buf_printf(b, " \"%s\"", m->inputs[n->ref].name);
+  if (n->op == OP_WEIGHT) dc_buf_printf(b, " @%s", m->weights[n->ref].name);
+  if (n->ninputs) {
+    dc_buf_printf(b, "(");
+    for (int i = 0; i < n->ninputs; i++) dc_buf_printf(b, i ? ", %%%d" : "%%%d", n->inputs[i]);
+    dc_buf_printf(b, ")");
+  }
+  print_attrs(n, b);
+  dc_buf_printf(b, " : %s  # ", dc_type_str(&n->type, tb, sizeof tb));
+  if (n->scope && n->op != OP_INPUT && n->op != OP_WEIGHT) dc_buf_printf(b, "%s, ", n->scope);
+  dc_buf_printf(b, "%s, dev%d, %s", layout_name(n->layout), n->device,
+                dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
+  if (n->op == OP_WEIGHT) {
+    const dc_weight *w = &m->weights[n->ref];
+    dc_buf_printf(b, ", resident, file %d @ %" PRIu64 "\n", w->file, w->offset);
+  } else {
+    dc_buf_printf(b, ", live %d..%d\n", n->op == OP_INPUT ? 0 : id, l->last_use[id]);
+  }
+}
+
+static void print_header(const dc_module *m, const dc_liveness *l, dc_buf *b) {
+  char bb[32];
+  dc_buf_printf(b, "# diffc IR\n");
+  for (int i = 0; i < m->nmeta; i++) dc_buf_printf(b, "# %s = %s\n", m->meta[i].key, m->meta[i].value);
+  dc_buf_printf(b, "# weights: %d tensors, %s (%" PRIu64 " bytes) in %d file(s)\n", m->nweights,
+                dc_format_bytes(l->weight_bytes, bb, sizeof bb), l->weight_bytes, m->nfiles);
+  for (int i = 0; i < m->nfiles; i++)
+    dc_buf_printf(b, "#   file %d: %s (%" PRIu64 " bytes, header xxh64 %016" PRIx64 ")\n", i, m->files[i].path,
+                  m->files[i].file_size, m->files[i].header_hash);
+  for (int i = 0; i < m->ninputs; i++) {
+    char tb[160];
+    dc_buf_printf(b, "# input %s : %s\n", m->inputs[i].name, dc_type_str(&m->nodes[m->inputs[i].node].type, tb, sizeof tb));
+  }
+}
+
+static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
+  char bb[32], b2[32], b3[32];
+  int32_t s = l->peak_step;
+  dc_buf_printf(b, "# peak activations: %s (%" PRIu64 " bytes) while %%%d runs; live then:\n",
+                dc_format_bytes(l->peak_bytes, bb, sizeof bb), l->peak_bytes, s);
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    int32_t first = n->op == OP_INPUT ? 0 : i;
+    if (!dc_node_is_activation(n) || first > s || l->last_use[i] < s) continue;
+    dc_buf_printf(b, "#   %%%d %s %s (%s)\n", i, dc_op_get(n->op)->name,
+                  dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb), n->scope ? n->scope : "");
+  }
+  dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
+                dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
+                dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));
+}
+
+dc_status *dc_print(const dc_module *m, dc_buf *b) {
+  dc_liveness l;
+  DC_TRY(dc_liveness_compute(m, &l));
+  print_header(m, &l, b);
+  for (int32_t i = 0; i < m->nnodes; i++) print_node(m, &l, i, b);
+  for (int i = 0; i < m->noutputs; i++) dc_buf_printf(b, "output %s = %%%d\n", m->outputs[i].name, m->outputs[i].node);
+  print_peak(m, &l, b);
+  dc_liveness_deinit(&l);
+  return dc_buf_status(b, "printing the IR");
+}

@@ -1,0 +1,43 @@
+/* passes.h — the pass interface and the pipeline that orders the passes.
+ *
+ * Every pass has one signature, a name (for --dump-after) and a contract
+ * comment at the top of its file: what it requires, what it guarantees, what
+ * it invalidates.  The pipeline runs the verifier after every pass, so a
+ * pass that breaks the IR is named in the error.
+ *
+ * Sections (file: exports)
+ *   passes/pipeline.c:    dc_pipeline_run, dc_pass_list
+ *   passes/shape_infer.c: dc_pass_shape_infer
+ *   passes/dce.c:         dc_pass_dce
+ */
+#ifndef DC_PASSES_H
+#define DC_PASSES_H
+
+#include "../ir/ir.h"
+
+typedef dc_status *(*dc_pass_fn)(dc_module *m);
+
+typedef struct {
+  const char *name;
+  const char *summary; /* one line for --help and --list-passes */
+  dc_pass_fn run;
+} dc_pass;
+
+/* The passes in pipeline order; *count receives how many. */
+const dc_pass *dc_pass_list(int *count);
+
+typedef struct {
+  /* Called with the IR text after the named pass (or after every pass for
+   * "all"); NULL to skip. */
+  const char *dump_after;
+  dc_status *(*dump)(void *user, const char *pass, const dc_module *m);
+  void *user;
+  int verbose; /* print each pass's name and node count to stderr */
+} dc_pipeline_options;
+
+dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt);
+
+dc_status *dc_pass_shape_infer(dc_module *m);
+dc_status *dc_pass_dce(dc_module *m);
+
+#endif

@@ -1,0 +1,55 @@
+/* pipeline.c — the list of passes, in order, and the loop that runs them
+ * with the verifier in between.  Later issues add passes here (fusion,
+ * memory planning, offload, casting, layout, tiling); the list is the one
+ * place that says in which order. */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+static const dc_pass passes[] = {
+    {"shape-infer", "derive every value's type from its inputs (checks what the frontend built)",
+     dc_pass_shape_infer},
+    {"dce", "remove values no output depends on; drop weights nothing reads", dc_pass_dce},
+};
+
+const dc_pass *dc_pass_list(int *count) {
+  *count = (int)(sizeof passes / sizeof passes[0]);
+  return passes;
+}
+
+static int pass_known(const char *name) {
+  if (strcmp(name, "all") == 0 || strcmp(name, "frontend") == 0) return 1;
+  for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+    if (strcmp(passes[i].name, name) == 0) return 1;
+  return 0;
+}
+
+static dc_status *maybe_dump(const dc_pipeline_options *opt, const char *pass, const dc_module *m) {
+  if (!opt || !opt->dump || !opt->dump_after) return NULL;
+  if (strcmp(opt->dump_after, "all") != 0 && strcmp(opt->dump_after, pass) != 0) return NULL;
+  return opt->dump(opt->user, pass, m);
+}
+
+dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
+  if (opt && opt->dump_after && !pass_known(opt->dump_after)) {
+    char names[256] = "frontend";
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+      strncat(names, ", ", sizeof names - strlen(names) - 1);
+      strncat(names, passes[i].name, sizeof names - strlen(names) - 1);
+    }
+    return dc_error(DC_ERR_ARGUMENT, "--dump-after %s: no such pass (passes: %s, all)", opt->dump_after, names);
+  }
+  DC_TRY(dc_verify(m, "frontend"));
+  DC_TRY(maybe_dump(opt, "frontend", m));
+  for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+    double t0 = dc_now_seconds();
+    DC_TRY(dc_status_annotate(passes[i].run(m), "pass %s", passes[i].name));
+    DC_TRY(dc_verify(m, passes[i].name));
+    if (opt && opt->verbose)
+      fprintf(stderr, "diffc: pass %-12s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,
+              (dc_now_seconds() - t0) * 1e3);
+    DC_TRY(maybe_dump(opt, passes[i].name, m));
+  }
+  return NULL;
+}

@@ -1,0 +1,31 @@
+/* kernels.h — the plain C reference kernel of every op: the oracle that the
+ * LLVM and CUDA backends are tested against, and what `diffrun --backend
+ * reference` runs.  Obviously correct first, fast never: straight loops in
+ * double-checked index order, accumulation in float (double where a sum is
+ * long: norms and softmax denominators).
+ *
+ * Contract: out points to dc_type_bytes(&n->type) bytes (suitably aligned,
+ * not aliasing any input); in[i] points to the data of input i, whose type is
+ * m->nodes[n->inputs[i]].type.  Activations are f32; CAST reads any dtype.
+ * Kernels may allocate bounded scratch (attention processes queries in blocks
+ * so the S×S matrix never exists) and return a status on failure. */
+#ifndef DC_KERNELS_H
+#define DC_KERNELS_H
+
+#include "../ir/ir.h"
+
+typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const void *const *in,
+                                    void *out);
+
+/* NULL for leaf ops (INPUT, WEIGHT), which have no kernel. */
+dc_ref_kernel dc_ref_kernel_for(dc_op op);
+
+/* Scalar conversions shared by CAST and the tests (round to nearest even). */
+float dc_f16_to_f32(uint16_t h);
+float dc_bf16_to_f32(uint16_t h);
+float dc_f8e4m3_to_f32(uint8_t v);
+float dc_f8e5m2_to_f32(uint8_t v);
+uint16_t dc_f32_to_bf16(float f);
+uint16_t dc_f32_to_f16(float f);
+
+#endif

@@ -1,0 +1,51 @@
+/* plan_format.h — the plan file: what diffc writes and diffrun reads.
+ *
+ *   offset 0   char[8]  magic "DIFFCPLN"
+ *          8   u32      format version (DC_PLAN_VERSION)
+ *         12   u32      target (DC_TARGET_CPU, ...)
+ *         16   u32      number of sections n (<= DC_PLAN_MAX_SECTIONS)
+ *         20   u32      reserved, 0
+ *         24   u64      total file size
+ *         32   n x { char tag[4]; u32 reserved; u64 offset; u64 size; u64 xxh64 }
+ *   32 + 32n   u64      xxh64 of bytes [0, 32 + 32n)
+ *   then the section payloads, each at a 64-byte aligned offset.
+ * All integers little-endian.  Sections:
+ *   OPTS  compile options and provenance, JSON text
+ *   WREF  weight references: files (path, size, xxh64 of the safetensors
+ *         header) and tensors (name, file, offset, bytes, dtype, shape)
+ *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
+ *         outputs, metadata) in ir/serialize.c's format
+ *   KERN  compiled kernels: u32 count, then per kernel (name, target, bytes);
+ *         the reference backend needs none, so count is 0 until codegen lands
+ *   IRTX  the IR dump text, for `diffrun --print-ir` and people
+ * Unknown sections are skipped; missing required ones are an error. */
+#ifndef DC_PLAN_FORMAT_H
+#define DC_PLAN_FORMAT_H
+
+#include "../ir/ir.h"
+
+#define DC_PLAN_MAGIC "DIFFCPLN"
+#define DC_PLAN_VERSION 1u
+#define DC_PLAN_MAX_SECTIONS 16u
+#define DC_PLAN_HEADER_SIZE 32u
+#define DC_PLAN_ENTRY_SIZE 32u
+
+enum { DC_TARGET_CPU = 0, DC_TARGET_CUDA = 1 };
+
+/* A plan in memory.  The writer fills it from a compilation; the reader fills
+ * it from a file (module deserialized and verified, texts NUL-terminated). */
+typedef struct {
+  uint32_t target;
+  char *options_json;
+  char *ir_text;
+  dc_module *module; /* with weights and files from WREF */
+} dc_plan;
+
+/* Writes atomically (temp name, then rename). */
+dc_status *dc_plan_write(const char *path, const dc_plan *plan);
+/* Reads and checks everything: magic, version, sizes, checksums, then the
+ * module through the verifier.  Messages name the file and the section. */
+dc_status *dc_plan_read(const char *path, dc_plan *out);
+void dc_plan_deinit(dc_plan *plan);
+
+#endif

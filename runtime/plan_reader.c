@@ -1,0 +1,116 @@
+/* plan_reader.c — reads a plan file and trusts none of it: magic, version,
+ * declared size, header checksum, each section's bounds and checksum, then
+ * the IR through the deserializer and the verifier. */
+#include <string.h>
+
+#include "plan_format.h"
+
+typedef struct {
+  char tag[5];
+  uint64_t offset, size, hash;
+} entry;
+
+static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_t *target, entry *e,
+                              uint32_t *n) {
+  if (f->size < DC_PLAN_HEADER_SIZE + 8)
+    return dc_error(DC_ERR_FORMAT, "%s: %zu bytes, too short for a diffc plan header (truncated?)", path, f->size);
+  if (memcmp(f->data, DC_PLAN_MAGIC, 8) != 0)
+    return dc_error(DC_ERR_FORMAT, "%s: not a diffc plan (no DIFFCPLN magic at the start)", path);
+  dc_reader r;
+  dc_reader_init(&r, f->data, f->size, path);
+  dc_read_bytes(&r, 8);
+  uint32_t version = dc_read_u32(&r);
+  if (version != DC_PLAN_VERSION)
+    return dc_error(DC_ERR_FORMAT,
+                    "%s: plan format version %u, but this diffrun reads version %u; recompile the model "
+                    "with this version of diffc",
+                    path, version, DC_PLAN_VERSION);
+  *target = dc_read_u32(&r);
+  *n = dc_read_u32(&r);
+  dc_read_u32(&r);
+  uint64_t total = dc_read_u64(&r);
+  if (total != f->size)
+    return dc_error(DC_ERR_FORMAT, "%s: the header says the plan is %llu bytes but the file has %zu (truncated or appended to?)",
+                    path, (unsigned long long)total, f->size);
+  if (*n > DC_PLAN_MAX_SECTIONS)
+    return dc_error(DC_ERR_FORMAT, "%s: %u sections (at most %u); corrupted?", path, *n, DC_PLAN_MAX_SECTIONS);
+  size_t hsize = DC_PLAN_HEADER_SIZE + (size_t)*n * DC_PLAN_ENTRY_SIZE;
+  if (hsize + 8 > f->size) return dc_error(DC_ERR_FORMAT, "%s: section table runs past the end (truncated?)", path);
+  for (uint32_t i = 0; i < *n; i++) {
+    memcpy(e[i].tag, dc_read_bytes(&r, 4), 4);
+    e[i].tag[4] = 0;
+    dc_read_u32(&r);
+    e[i].offset = dc_read_u64(&r);
+    e[i].size = dc_read_u64(&r);
+    e[i].hash = dc_read_u64(&r);
+  }
+  uint64_t hh = dc_read_u64(&r);
+  if (r.err) return r.err;
+  if (hh != dc_hash64(f->data, hsize))
+    return dc_error(DC_ERR_FORMAT, "%s: header checksum mismatch (the file is corrupted)", path);
+  for (uint32_t i = 0; i < *n; i++) {
+    if (e[i].offset > f->size || e[i].size > f->size - e[i].offset)
+      return dc_error(DC_ERR_FORMAT, "%s: section %s [%llu, +%llu) runs past the end of the file (truncated?)", path,
+                      e[i].tag, (unsigned long long)e[i].offset, (unsigned long long)e[i].size);
+    if (dc_hash64(f->data + e[i].offset, e[i].size) != e[i].hash)
+      return dc_error(DC_ERR_FORMAT, "%s: section %s checksum mismatch (the file is corrupted)", path, e[i].tag);
+  }
+  return NULL;
+}
+
+static const entry *find(const entry *e, uint32_t n, const char *tag) {
+  for (uint32_t i = 0; i < n; i++)
+    if (memcmp(e[i].tag, tag, 4) == 0) return &e[i];
+  return NULL;
+}
+
+static dc_status *need(const char *path, const entry *e, uint32_t n, const char *tag, const entry **out) {
+  *out = find(e, n, tag);
+  if (!*out) return dc_error(DC_ERR_FORMAT, "%s: the plan has no %s section", path, tag);
+  return NULL;
+}
+
+static char *copy_text(const dc_mapped_file *f, const entry *e) {
+  return dc_strndup((const char *)f->data + e->offset, e->size);
+}
+
+static dc_status *read_sections(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
+                                dc_plan *out) {
+  const entry *opts, *wref, *schd, *kern, *irtx;
+  DC_TRY(need(path, e, n, "OPTS", &opts));
+  DC_TRY(need(path, e, n, "WREF", &wref));
+  DC_TRY(need(path, e, n, "SCHD", &schd));
+  DC_TRY(need(path, e, n, "KERN", &kern));
+  DC_TRY(need(path, e, n, "IRTX", &irtx));
+  if (kern->size != 4 || f->data[kern->offset] | f->data[kern->offset + 1] | f->data[kern->offset + 2] |
+                             f->data[kern->offset + 3])
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan holds compiled kernels, which this diffrun cannot load", path);
+  out->options_json = copy_text(f, opts);
+  out->ir_text = copy_text(f, irtx);
+  if (!out->options_json || !out->ir_text) return dc_nomem("reading a plan");
+  char wwhat[600], swhat[600];
+  snprintf(wwhat, sizeof wwhat, "%s: section WREF", path);
+  snprintf(swhat, sizeof swhat, "%s: section SCHD", path);
+  return dc_deserialize(f->data + wref->offset, wref->size, wwhat, f->data + schd->offset, schd->size, swhat,
+                        &out->module);
+}
+
+dc_status *dc_plan_read(const char *path, dc_plan *out) {
+  memset(out, 0, sizeof *out);
+  dc_mapped_file f;
+  DC_TRY(dc_file_map(path, &f));
+  entry e[DC_PLAN_MAX_SECTIONS];
+  uint32_t n = 0;
+  dc_status *st = read_header(path, &f, &out->target, e, &n);
+  if (!st) st = read_sections(path, &f, e, n, out);
+  dc_file_unmap(&f);
+  if (st) dc_plan_deinit(out);
+  return st;
+}
+
+void dc_plan_deinit(dc_plan *plan) {
+  dc_free(plan->options_json);
+  dc_free(plan->ir_text);
+  dc_module_destroy(plan->module);
+  memset(plan, 0, sizeof *plan);
+}

@@ -1,0 +1,275 @@
+/* runtime.c — executes a plan on the CPU with the reference kernels, under
+ * the device-memory model of DESIGN.md: inputs are copied from host buffers
+ * into "device" allocations when a run starts, every value is allocated when
+ * its node runs and freed after its last reader, outputs are copied back to
+ * host buffers at the end.  The device allocator counts bytes, so the peak it
+ * measures is the one the plan predicted (ir/liveness.c), exactly. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffrun.h"
+#include "kernels.h"
+#include "plan_format.h"
+
+typedef struct {
+  dc_mapped_file map;
+} bound_file;
+
+struct drt_plan {
+  char *path;
+  dc_plan plan;
+  dc_liveness live;
+  bound_file *files;
+  drt_tensor_info *in_info, *out_info;
+  float **host_in, **host_out; /* user-facing copies */
+  void **value;                /* per node: its device buffer (or weight pointer) */
+  uint64_t device_bytes, device_peak;
+};
+
+/* ---- device allocation accounting ---- */
+static void *dev_alloc(drt_plan *p, uint64_t bytes) {
+  void *ptr = NULL;
+  if (posix_memalign(&ptr, 64, bytes ? bytes : 64) != 0) return NULL;
+  p->device_bytes += bytes;
+  if (p->device_bytes > p->device_peak) p->device_peak = p->device_bytes;
+  return ptr;
+}
+static void dev_free(drt_plan *p, void *ptr, uint64_t bytes) {
+  free(ptr);
+  p->device_bytes -= bytes;
+}
+
+/* ---- loading ---- */
+static dc_status *bind_file(const char *plan_path, const dc_weight_file *wf, bound_file *bf) {
+  dc_status *st = dc_file_map(wf->path, &bf->map);
+  if (st)
+    return dc_status_annotate(st, "%s: weight file named by the plan cannot be opened (moved or deleted since compile?)",
+                              plan_path);
+  const char *hint = "recompile the plan with diffc against the current weights";
+  if (bf->map.size != wf->file_size)
+    return dc_error(DC_ERR_MISMATCH, "%s: weight file %s changed since compile (it is %zu bytes, was %llu); %s",
+                    plan_path, wf->path, bf->map.size, (unsigned long long)wf->file_size, hint);
+  uint64_t n = 0;
+  for (int i = 0; i < 8 && bf->map.size >= 8; i++) n |= (uint64_t)bf->map.data[i] << (8 * i);
+  if (bf->map.size < 8 || n > bf->map.size - 8 || dc_hash64(bf->map.data, 8 + n) != wf->header_hash)
+    return dc_error(DC_ERR_MISMATCH, "%s: weight file %s changed since compile (its safetensors header differs); %s",
+                    plan_path, wf->path, hint);
+  return NULL;
+}
+
+static void fill_info(const dc_module *m, const dc_io *io, drt_tensor_info *info) {
+  const dc_type *t = &m->nodes[io->node].type;
+  info->name = io->name;
+  info->rank = t->rank;
+  memcpy(info->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  info->numel = dc_type_numel(t);
+}
+
+static dc_status *check_plan(drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  if (p->plan.target != DC_TARGET_CPU)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan was built for target %u (cuda), but this diffrun runs CPU plans only",
+                    p->path, p->plan.target);
+  for (int i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    if (!(dc_op_get(n->op)->flags & OPF_LEAF) && !dc_ref_kernel_for(n->op))
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: op %s has no reference kernel", p->path, dc_op_get(n->op)->name);
+  }
+  for (int i = 0; i < m->ninputs; i++)
+    if (m->nodes[m->inputs[i].node].type.dtype != DT_F32)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: input \"%s\" is not f32", p->path, m->inputs[i].name);
+  return NULL;
+}
+
+static dc_status *load(drt_plan *p) {
+  DC_TRY(dc_plan_read(p->path, &p->plan));
+  DC_TRY(check_plan(p));
+  const dc_module *m = p->plan.module;
+  DC_TRY(dc_liveness_compute(m, &p->live));
+  p->files = dc_calloc((size_t)m->nfiles + 1, sizeof *p->files);
+  p->value = dc_calloc((size_t)m->nnodes + 1, sizeof *p->value);
+  p->in_info = dc_calloc((size_t)m->ninputs + 1, sizeof *p->in_info);
+  p->out_info = dc_calloc((size_t)m->noutputs + 1, sizeof *p->out_info);
+  p->host_in = dc_calloc((size_t)m->ninputs + 1, sizeof *p->host_in);
+  p->host_out = dc_calloc((size_t)m->noutputs + 1, sizeof *p->host_out);
+  if (!p->files || !p->value || !p->in_info || !p->out_info || !p->host_in || !p->host_out)
+    return dc_nomem("loading a plan");
+  for (int i = 0; i < m->nfiles; i++) DC_TRY(bind_file(p->path, &m->files[i], &p->files[i]));
+  for (int i = 0; i < m->ninputs; i++) {
+    fill_info(m, &m->inputs[i], &p->in_info[i]);
+    p->host_in[i] = dc_calloc(p->in_info[i].numel, sizeof(float));
+    if (!p->host_in[i]) return dc_nomem("allocating inputs");
+  }
+  for (int i = 0; i < m->noutputs; i++) {
+    fill_info(m, &m->outputs[i], &p->out_info[i]);
+    p->host_out[i] = dc_calloc(p->out_info[i].numel, sizeof(float));
+    if (!p->host_out[i]) return dc_nomem("allocating outputs");
+  }
+  return NULL;
+}
+
+dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out) {
+  *out = NULL;
+  if (opt && opt->backend && strcmp(opt->backend, "reference") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: reference)", opt->backend);
+  drt_plan *p = dc_calloc(1, sizeof *p);
+  if (!p) return dc_nomem("loading a plan");
+  p->path = dc_strdup(path);
+  dc_status *st = p->path ? load(p) : dc_nomem("loading a plan");
+  if (st) {
+    drt_destroy(p);
+    return st;
+  }
+  *out = p;
+  return NULL;
+}
+
+void drt_destroy(drt_plan *p) {
+  if (!p) return;
+  const dc_module *m = p->plan.module;
+  if (m) {
+    for (int i = 0; p->files && i < m->nfiles; i++) dc_file_unmap(&p->files[i].map);
+    for (int i = 0; p->host_in && i < m->ninputs; i++) dc_free(p->host_in[i]);
+    for (int i = 0; p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
+  }
+  dc_free(p->files);
+  dc_free(p->value);
+  dc_free(p->in_info);
+  dc_free(p->out_info);
+  dc_free(p->host_in);
+  dc_free(p->host_out);
+  dc_liveness_deinit(&p->live);
+  dc_plan_deinit(&p->plan);
+  dc_free(p->path);
+  dc_free(p);
+}
+
+/* ---- the signature ---- */
+int drt_input_count(const drt_plan *p) { return p->plan.module->ninputs; }
+int drt_output_count(const drt_plan *p) { return p->plan.module->noutputs; }
+const drt_tensor_info *drt_input_info(const drt_plan *p, int i) { return &p->in_info[i]; }
+const drt_tensor_info *drt_output_info(const drt_plan *p, int i) { return &p->out_info[i]; }
+const char *drt_meta(const drt_plan *p, const char *key) { return dc_module_get_meta(p->plan.module, key); }
+const char *drt_ir_text(const drt_plan *p) { return p->plan.ir_text; }
+
+static int find_io(const dc_io *io, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(io[i].name, name) == 0) return i;
+  return -1;
+}
+
+dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel) {
+  const dc_module *m = p->plan.module;
+  int i = find_io(m->inputs, m->ninputs, name);
+  if (i < 0) return dc_error(DC_ERR_ARGUMENT, "%s: the plan has no input \"%s\"", p->path, name);
+  if (numel != p->in_info[i].numel)
+    return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" needs %zu values, got %zu", p->path, name, p->in_info[i].numel, numel);
+  memcpy(p->host_in[i], data, numel * sizeof(float));
+  return NULL;
+}
+
+const float *drt_output(const drt_plan *p, const char *name, size_t *numel) {
+  const dc_module *m = p->plan.module;
+  int i = find_io(m->outputs, m->noutputs, name);
+  if (i < 0) return NULL;
+  if (numel) *numel = p->out_info[i].numel;
+  return p->host_out[i];
+}
+
+/* splitmix64 + Box-Muller: reproducible across machines, no libc rand. */
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
+  const dc_module *m = p->plan.module;
+  uint64_t s = seed;
+  for (int i = 0; i < m->ninputs; i++) {
+    float *d = p->host_in[i];
+    for (size_t k = 0; k < p->in_info[i].numel; k++) {
+      if (m->inputs[i].init == INIT_TIMESTEP) {
+        d[k] = (float)(int)(next_unit(&s) * 1000.0);
+      } else {
+        double u1 = next_unit(&s), u2 = next_unit(&s);
+        d[k] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+      }
+    }
+  }
+}
+
+/* ---- execution ---- */
+static void release_after(drt_plan *p, int32_t step) {
+  const dc_module *m = p->plan.module;
+  const dc_node *n = &m->nodes[step];
+  /* Each distinct input whose last use is this step (and this step itself
+   * when nothing reads it) goes back to the allocator. */
+  for (int k = 0; k <= n->ninputs; k++) {
+    int32_t v = k < n->ninputs ? n->inputs[k] : step;
+    if (!dc_node_is_activation(&m->nodes[v]) || p->live.last_use[v] != step || !p->value[v]) continue;
+    int is_output = 0;
+    for (int o = 0; o < m->noutputs; o++) is_output |= m->outputs[o].node == v;
+    if (is_output) continue;
+    dev_free(p, p->value[v], dc_type_bytes(&m->nodes[v].type));
+    p->value[v] = NULL;
+  }
+}
+
+static dc_status *run_steps(drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  for (int i = 0; i < m->ninputs; i++) { /* host -> device */
+    int32_t v = m->inputs[i].node;
+    p->value[v] = dev_alloc(p, dc_type_bytes(&m->nodes[v].type));
+    if (!p->value[v]) return dc_nomem("allocating device memory for inputs");
+    memcpy(p->value[v], p->host_in[i], dc_type_bytes(&m->nodes[v].type));
+  }
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (n->op == OP_WEIGHT) {
+      const dc_weight *w = &m->weights[n->ref];
+      p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
+    } else if (n->op != OP_INPUT) {
+      const void *in[DC_MAX_INPUTS];
+      for (int k = 0; k < n->ninputs; k++) in[k] = p->value[n->inputs[k]];
+      p->value[s] = dev_alloc(p, dc_type_bytes(&n->type));
+      if (!p->value[s]) return dc_nomem("allocating device memory");
+      dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, p->value[s]);
+      if (st) return dc_status_annotate(st, "step %%%d (%s, %s)", s, dc_op_get(n->op)->name, n->scope ? n->scope : "");
+    }
+    release_after(p, s);
+  }
+  for (int i = 0; i < m->noutputs; i++) { /* device -> host */
+    int32_t v = m->outputs[i].node;
+    memcpy(p->host_out[i], p->value[v], dc_type_bytes(&m->nodes[v].type));
+  }
+  return NULL;
+}
+
+static void release_all(drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  for (int32_t v = 0; v < m->nnodes; v++) {
+    if (p->value[v] && dc_node_is_activation(&m->nodes[v])) dev_free(p, p->value[v], dc_type_bytes(&m->nodes[v].type));
+    p->value[v] = NULL;
+  }
+}
+
+dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+  p->device_bytes = p->device_peak = 0;
+  double t0 = dc_now_seconds();
+  dc_status *st = run_steps(p);
+  double t1 = dc_now_seconds();
+  release_all(p);
+  if (st) return st;
+  if (stats) {
+    stats->seconds = t1 - t0;
+    stats->device_peak_bytes = p->device_peak;
+    stats->device_predicted_bytes = p->live.peak_bytes;
+    stats->weight_bytes = p->live.weight_bytes;
+    stats->steps = p->plan.module->nnodes;
+  }
+  return NULL;
+}

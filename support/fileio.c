@@ -1,0 +1,156 @@
+/* fileio.c — mmap for weights (never copied), read-all for small text files,
+ * and atomic writes (temp name + fsync + rename) for every output we make. */
+#include "support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+dc_status *dc_file_map(const char *path, dc_mapped_file *out) {
+  memset(out, 0, sizeof *out);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return dc_error(DC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return dc_error(DC_ERR_IO, "%s: not a regular file", path);
+  }
+  out->size = (size_t)st.st_size;
+  if (out->size > 0) {
+    void *p = mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return dc_error(DC_ERR_IO, "%s: cannot mmap %zu bytes: %s", path, out->size, strerror(e));
+    }
+    out->data = p;
+  }
+  close(fd);
+  out->path = dc_strdup(path);
+  if (!out->path) {
+    dc_file_unmap(out);
+    return dc_nomem("mapping a file");
+  }
+  return NULL;
+}
+
+void dc_file_unmap(dc_mapped_file *f) {
+  if (f->data) munmap((void *)f->data, f->size);
+  dc_free(f->path);
+  memset(f, 0, sizeof *f);
+}
+
+dc_status *dc_file_read_all(const char *path, char **out, size_t *out_size) {
+  *out = NULL;
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return dc_error(DC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  dc_buf b;
+  dc_buf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) dc_buf_append(&b, chunk, n);
+  int err = ferror(fp);
+  fclose(fp);
+  dc_buf_u8(&b, 0);
+  if (err) {
+    dc_buf_deinit(&b);
+    return dc_error(DC_ERR_IO, "%s: read error", path);
+  }
+  if (b.failed) {
+    dc_buf_deinit(&b);
+    return dc_nomem("reading a file");
+  }
+  *out = (char *)b.data;
+  if (out_size) *out_size = b.len - 1;
+  return NULL;
+}
+
+int dc_file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+int dc_dir_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *dc_path_join(const char *dir, const char *name) {
+  size_t n = strlen(dir);
+  if (n > 0 && dir[n - 1] == '/') return dc_asprintf("%s%s", dir, name);
+  return dc_asprintf("%s/%s", dir, name);
+}
+
+dc_status *dc_atomic_open(const char *path, dc_atomic_file *out) {
+  memset(out, 0, sizeof *out);
+  out->path = dc_strdup(path);
+  out->tmp_path = dc_asprintf("%s.tmp.%ld", path, (long)getpid());
+  if (!out->path || !out->tmp_path) {
+    dc_atomic_abort(out);
+    return dc_nomem("opening an output file");
+  }
+  out->fp = fopen(out->tmp_path, "wb");
+  if (!out->fp) {
+    dc_status *st = dc_error(DC_ERR_IO, "%s: cannot create: %s", out->tmp_path, strerror(errno));
+    dc_atomic_abort(out);
+    return st;
+  }
+  return NULL;
+}
+
+void dc_atomic_write(dc_atomic_file *f, const void *p, size_t n) {
+  if (f->failed || !f->fp || n == 0) return;
+  if (fwrite(p, 1, n, f->fp) != n) f->failed = errno ? errno : EIO;
+}
+
+dc_status *dc_atomic_commit(dc_atomic_file *f) {
+  dc_status *st = NULL;
+  if (!f->fp) return dc_error(DC_ERR_INTERNAL, "atomic file committed twice");
+  if (!f->failed && fflush(f->fp) != 0) f->failed = errno;
+  if (!f->failed && fsync(fileno(f->fp)) != 0) f->failed = errno;
+  if (fclose(f->fp) != 0 && !f->failed) f->failed = errno;
+  f->fp = NULL;
+  if (f->failed) {
+    st = dc_error(DC_ERR_IO, "%s: write failed: %s", f->path, strerror(f->failed));
+  } else if (rename(f->tmp_path, f->path) != 0) {
+    st = dc_error(DC_ERR_IO, "%s: cannot rename into place: %s", f->path, strerror(errno));
+  }
+  if (st) unlink(f->tmp_path);
+  dc_free(f->path);
+  dc_free(f->tmp_path);
+  f->path = f->tmp_path = NULL;
+  return st;
+}
+
+void dc_atomic_abort(dc_atomic_file *f) {
+  if (f->fp) fclose(f->fp);
+  if (f->tmp_path) unlink(f->tmp_path);
+  dc_free(f->path);
+  dc_free(f->tmp_path);
+  memset(f, 0, sizeof *f);
+}
+
+double dc_now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *dc_format_bytes(uint64_t bytes, char *buf, size_t cap) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    u++;
+  }
+  if (u == 0) snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+  else snprintf(buf, cap, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+uint64_t dc_hash64(const void *p, size_t n) { return XXH64(p, n, 0); }

@@ -1,0 +1,77 @@
+/* testutil.c — see testutil.h. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int tu_passed, tu_failed;
+const char *tu_source_dir = ".";
+static char tmpdir[256];
+
+void tu_init(int argc, char **argv) {
+  if (argc > 1) tu_source_dir = argv[1];
+  setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+void tu_check_err(dc_status *st, const char *needle, const char *file, int line) {
+  if (!st) {
+    tu_failed++;
+    fprintf(stderr, "%s:%d: expected an error containing \"%s\", got success\n", file, line, needle);
+    return;
+  }
+  if (strstr(dc_status_message(st), needle)) {
+    tu_passed++;
+    printf("  ok: error \"%s\"\n", dc_status_message(st));
+  } else {
+    tu_failed++;
+    fprintf(stderr, "%s:%d: expected an error containing \"%s\", got \"%s\"\n", file, line, needle,
+            dc_status_message(st));
+  }
+  dc_status_free(st);
+}
+
+void tu_check_ok(dc_status *st, const char *file, int line) {
+  if (!st) {
+    tu_passed++;
+    return;
+  }
+  tu_failed++;
+  fprintf(stderr, "%s:%d: unexpected error: %s\n", file, line, dc_status_message(st));
+  dc_status_free(st);
+}
+
+const char *tu_tmpdir(void) {
+  if (!tmpdir[0]) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/diffc-test-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+      perror("mkdtemp");
+      exit(1);
+    }
+  }
+  return tmpdir;
+}
+
+char *tu_path(const char *name) {
+  char *p = malloc(strlen(tu_tmpdir()) + strlen(name) + 2);
+  sprintf(p, "%s/%s", tu_tmpdir(), name);
+  return p;
+}
+
+void tu_write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, n, f) != n) {
+    perror(path);
+    exit(1);
+  }
+  fclose(f);
+}
+
+int tu_finish(void) {
+  if (tmpdir[0]) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+  }
+  printf("%d passed, %d failed\n", tu_passed, tu_failed);
+  return tu_failed ? 1 : 0;
+}

@@ -1,0 +1,36 @@
+/* testutil.h — a tiny test harness: CHECK macros that print the failed
+ * expression with file:line, helpers for temp dirs and writing files, and a
+ * summary line "N passed, N failed" that CTest logs show. */
+#ifndef DC_TESTUTIL_H
+#define DC_TESTUTIL_H
+
+#include "support/support.h"
+
+extern int tu_passed, tu_failed;
+extern const char *tu_source_dir; /* argv[1]: tests/ in the source tree */
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (cond) tu_passed++;                                                   \
+    else {                                                                   \
+      tu_failed++;                                                           \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                        \
+  } while (0)
+
+/* Checks that st is an error whose message contains `needle`; frees st. */
+#define CHECK_ERR(st, needle) tu_check_err((st), (needle), __FILE__, __LINE__)
+/* Checks that st is NULL; prints and frees it otherwise. */
+#define CHECK_OK(st) tu_check_ok((st), __FILE__, __LINE__)
+
+void tu_check_err(dc_status *st, const char *needle, const char *file, int line);
+void tu_check_ok(dc_status *st, const char *file, int line);
+void tu_init(int argc, char **argv);
+int tu_finish(void); /* prints the summary; returns the exit code */
+
+/* A fresh temporary directory (removed by tu_finish). */
+const char *tu_tmpdir(void);
+char *tu_path(const char *name); /* tmpdir/name, malloc'd */
+void tu_write_file(const char *path, const void *data, size_t n);
+
+#endif

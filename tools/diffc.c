@@ -1,0 +1,223 @@
+/* diffc — compile a diffusers model folder into a plan file.
+ * A thin layer over the library: parse options, open the folder, build the
+ * graph, run the pass pipeline, write the IR dump and the plan. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/plan_format.h"
+
+#define DIFFC_VERSION "0.1.0"
+#define MAX_SHAPES 16
+
+static const char usage[] =
+    "usage: diffc MODEL_DIR -o PLAN [options]\n"
+    "\n"
+    "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
+    "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output PLAN        where to write the plan (written to a temporary name, then renamed)\n"
+    "  --component NAME         MODEL_DIR is a pipeline folder (model_index.json): compile this\n"
+    "                           component, e.g. unet or vae\n"
+    "  --variant NAME           read diffusion_pytorch_model.NAME.safetensors (e.g. fp16, bf16)\n"
+    "  --entry NAME             what to compile: forward (UNet2DConditionModel); encode or decode\n"
+    "                           (AutoencoderKL, default decode)\n"
+    "  --input NAME=DIMS        static shape of an input, e.g. --input sample=2x4x64x64;\n"
+    "                           repeatable. Defaults: batch 1, the config's sample_size, 77 tokens\n"
+    "  --target cpu             the plan's target (only cpu for now)\n"
+    "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
+    "                           ('-' for stdout)\n"
+    "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer, dce, all)\n"
+    "  --list-passes            print the pass pipeline and exit\n"
+    "  -v, --verbose            print progress and timings\n"
+    "  -h, --help               this help\n"
+    "  --version                print the version\n"
+    "\n"
+    "Inputs and outputs use the diffusers forward-argument names:\n"
+    "  UNet2DConditionModel: sample, timestep [B], encoder_hidden_states, and for SDXL-style\n"
+    "                        models text_embeds, time_ids; output sample\n"
+    "  AutoencoderKL encode: sample (image) -> mean, logvar;  decode: z -> sample\n"
+    "All computation is fp32; bf16/fp16/fp8 weights are converted to fp32 when read.\n";
+
+typedef struct {
+  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after;
+  dc_input_shape shapes[MAX_SHAPES];
+  int nshapes, verbose;
+} options;
+
+static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg)
+    return dc_error(DC_ERR_ARGUMENT, "--input %s: expected NAME=DIMS, e.g. sample=2x4x64x64", arg);
+  s->name = dc_strndup(arg, (size_t)(eq - arg));
+  if (!s->name) return dc_nomem("parsing arguments");
+  s->rank = 0;
+  const char *p = eq + 1;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 1 || errno || s->rank == DC_MAX_DIMS || (*end && *end != 'x' && *end != ','))
+      return dc_error(DC_ERR_ARGUMENT, "--input %s: DIMS must be positive integers separated by 'x' (at most %d)", arg,
+                      DC_MAX_DIMS);
+    s->dims[s->rank++] = v;
+    p = *end ? end + 1 : end;
+  }
+  if (s->rank == 0) return dc_error(DC_ERR_ARGUMENT, "--input %s: no dimensions", arg);
+  return NULL;
+}
+
+static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
+  memset(o, 0, sizeof *o);
+  o->target = "cpu";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char **slot = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      return *exit_now = 1, NULL;
+    }
+    if (!strcmp(a, "--version")) {
+      printf("diffc %s\n", DIFFC_VERSION);
+      return *exit_now = 1, NULL;
+    }
+    if (!strcmp(a, "--list-passes")) {
+      int n;
+      const dc_pass *ps = dc_pass_list(&n);
+      for (int k = 0; k < n; k++) printf("%-12s %s\n", ps[k].name, ps[k].summary);
+      return *exit_now = 1, NULL;
+    }
+    if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      o->verbose = 1;
+      continue;
+    }
+    if (!strcmp(a, "-o") || !strcmp(a, "--output")) slot = &o->output;
+    else if (!strcmp(a, "--component")) slot = &o->component;
+    else if (!strcmp(a, "--variant")) slot = &o->variant;
+    else if (!strcmp(a, "--entry")) slot = &o->entry;
+    else if (!strcmp(a, "--target")) slot = &o->target;
+    else if (!strcmp(a, "--dump-ir")) slot = &o->dump_ir;
+    else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
+    else if (!strcmp(a, "--input")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
+      if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
+      DC_TRY(parse_dims(argv[++i], &o->shapes[o->nshapes++]));
+      continue;
+    } else if (a[0] == '-') {
+      return dc_error(DC_ERR_ARGUMENT, "unknown option %s (see diffc --help)", a);
+    } else if (!o->model) {
+      o->model = a;
+      continue;
+    } else {
+      return dc_error(DC_ERR_ARGUMENT, "unexpected argument %s: one model folder at a time", a);
+    }
+    if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+    *slot = argv[++i];
+  }
+  if (!o->model) return dc_error(DC_ERR_ARGUMENT, "no model folder given (see diffc --help)");
+  if (!o->output) return dc_error(DC_ERR_ARGUMENT, "no output plan given: use -o PLAN");
+  if (strcmp(o->target, "cpu") != 0)
+    return dc_error(DC_ERR_UNSUPPORTED, "--target %s: only the cpu target is available in this version", o->target);
+  return NULL;
+}
+
+static dc_status *dump_to_stderr(void *user, const char *pass, const dc_module *m) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_status *st = dc_print(m, &b);
+  if (!st) fprintf(stderr, "# ---- IR after %s ----\n%.*s", pass, (int)b.len, (const char *)b.data);
+  dc_buf_deinit(&b);
+  return st;
+}
+
+static dc_status *write_text(const char *path, const dc_buf *text) {
+  if (!strcmp(path, "-")) {
+    fwrite(text->data, 1, text->len, stdout);
+    return NULL;
+  }
+  dc_atomic_file f;
+  DC_TRY(dc_atomic_open(path, &f));
+  dc_atomic_write(&f, text->data, text->len);
+  return dc_atomic_commit(&f);
+}
+
+static char *options_json(const options *o, const dc_folder *f) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
+  cJSON_AddStringToObject(j, "model", f->dir);
+  if (o->component) cJSON_AddStringToObject(j, "component", o->component);
+  if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
+  if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);
+  cJSON_AddStringToObject(j, "target", o->target);
+  cJSON_AddStringToObject(j, "backend", "reference");
+  char *s = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  return s;
+}
+
+static dc_status *compile(const options *o, dc_folder *f, dc_module **m) {
+  double t0 = dc_now_seconds();
+  dc_folder_options fo = {o->component, o->variant};
+  DC_TRY(dc_folder_open(o->model, &fo, f));
+  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
+  dc_build_options bo = {o->entry, o->shapes, o->nshapes};
+  DC_TRY(dc_frontend_build(f, &bo, m));
+  if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes in %.1f ms\n", (*m)->nnodes, (dc_now_seconds() - t0) * 1e3);
+  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
+  return dc_pipeline_run(*m, &po);
+}
+
+static dc_status *emit(const options *o, const dc_folder *f, dc_module *m) {
+  dc_buf text;
+  dc_buf_init(&text);
+  dc_status *st = dc_print(m, &text);
+  if (!st) dc_buf_u8(&text, 0), st = dc_buf_status(&text, "printing the IR");
+  if (!st && o->dump_ir) {
+    text.len--; /* without the NUL */
+    st = write_text(o->dump_ir, &text);
+    text.len++;
+  }
+  char *opts = st ? NULL : options_json(o, f);
+  if (!st && !opts) st = dc_nomem("writing the plan options");
+  if (!st) {
+    dc_plan plan = {DC_TARGET_CPU, opts, (char *)text.data, m};
+    st = dc_plan_write(o->output, &plan);
+  }
+  if (!st) {
+    dc_liveness l;
+    st = dc_liveness_compute(m, &l);
+    if (!st) {
+      char b1[32], b2[32];
+      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s\n", o->output, m->nnodes,
+              dc_format_bytes(l.weight_bytes, b1, sizeof b1), dc_format_bytes(l.peak_bytes, b2, sizeof b2));
+      dc_liveness_deinit(&l);
+    }
+  }
+  cJSON_free(opts);
+  dc_buf_deinit(&text);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int exit_now = 0;
+  dc_folder f;
+  memset(&f, 0, sizeof f);
+  dc_module *m = NULL;
+  dc_status *st = parse_args(argc, argv, &o, &exit_now);
+  if (!st && !exit_now) st = compile(&o, &f, &m);
+  if (!st && !exit_now) st = emit(&o, &f, m);
+  dc_module_destroy(m);
+  dc_folder_close(&f);
+  for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);
+  if (st) {
+    fprintf(stderr, "diffc: error: %s\n", dc_status_message(st));
+    dc_status_free(st);
+    return 1;
+  }
+  return 0;
+}

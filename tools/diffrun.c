@@ -1,0 +1,207 @@
+/* diffrun — execute a diffc plan.  A thin CLI over runtime/diffrun.h: read
+ * inputs from a .safetensors file (or make seeded random ones), run, write
+ * outputs, report time and memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "frontend/frontend.h"
+#include "runtime/diffrun.h"
+
+static const char usage[] =
+    "usage: diffrun PLAN [options]\n"
+    "\n"
+    "Executes a plan written by diffc on the CPU.\n"
+    "\n"
+    "options:\n"
+    "  --inputs FILE       read the inputs from a .safetensors file: one f32 tensor per plan\n"
+    "                      input, under the input's name, with the plan's shape (other tensors\n"
+    "                      in the file are ignored)\n"
+    "  --random-inputs     fill the inputs with seeded random values instead (normal; timesteps\n"
+    "                      uniform integers in [0, 1000))\n"
+    "  --seed N            seed for --random-inputs (default 0)\n"
+    "  --outputs FILE      write the outputs to a .safetensors file (temporary name, then rename)\n"
+    "  --repeat N          run N times and report each run's time (default 1)\n"
+    "  --backend NAME      kernels to run: reference (plain C, the default and for now the only one)\n"
+    "  --print-ir          print the IR stored in the plan and exit\n"
+    "  --info              print the plan's inputs and outputs and exit\n"
+    "  -q, --quiet         print only errors\n"
+    "  -h, --help          this help\n"
+    "\n"
+    "Reports wall time per run, the peak of the device arena (measured, and as the plan\n"
+    "predicted it), resident weight bytes and the process's peak host memory (max RSS).\n";
+
+typedef struct {
+  const char *plan, *inputs, *outputs, *backend;
+  int random_inputs, repeat, print_ir, info, quiet;
+  unsigned long long seed;
+} options;
+
+static dc_status *parse_int(const char *opt, const char *v, long long lo, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (!*v || *end || errno || x < lo) return dc_error(DC_ERR_ARGUMENT, "%s %s: expected an integer >= %lld", opt, v, lo);
+  *out = x;
+  return NULL;
+}
+
+static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
+  memset(o, 0, sizeof *o);
+  o->repeat = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      return *exit_now = 1, NULL;
+    }
+    if (!strcmp(a, "--random-inputs")) o->random_inputs = 1;
+    else if (!strcmp(a, "--print-ir")) o->print_ir = 1;
+    else if (!strcmp(a, "--info")) o->info = 1;
+    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
+    else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
+             !strcmp(a, "--seed") || !strcmp(a, "--repeat")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
+      const char *v = argv[++i];
+      long long x;
+      if (!strcmp(a, "--inputs")) o->inputs = v;
+      else if (!strcmp(a, "--outputs")) o->outputs = v;
+      else if (!strcmp(a, "--backend")) o->backend = v;
+      else if (!strcmp(a, "--seed")) {
+        DC_TRY(parse_int(a, v, 0, &x));
+        o->seed = (unsigned long long)x;
+      } else {
+        DC_TRY(parse_int(a, v, 1, &x));
+        o->repeat = (int)(x > 1000000 ? 1000000 : x);
+      }
+    } else if (a[0] == '-') {
+      return dc_error(DC_ERR_ARGUMENT, "unknown option %s (see diffrun --help)", a);
+    } else if (!o->plan) {
+      o->plan = a;
+    } else {
+      return dc_error(DC_ERR_ARGUMENT, "unexpected argument %s", a);
+    }
+  }
+  if (!o->plan) return dc_error(DC_ERR_ARGUMENT, "no plan given (see diffrun --help)");
+  if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
+  return NULL;
+}
+
+static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t cap) {
+  return dc_dims_str(dims, rank, buf, cap);
+}
+
+static dc_status *bind_inputs(drt_plan *p, const char *path) {
+  dc_st_file f;
+  DC_TRY(dc_st_open(path, &f));
+  dc_status *st = NULL;
+  for (int i = 0; i < drt_input_count(p) && !st; i++) {
+    const drt_tensor_info *info = drt_input_info(p, i);
+    const dc_st_tensor *t = dc_st_find(&f, info->name);
+    char b1[160], b2[160];
+    if (!t) {
+      st = dc_error(DC_ERR_MISMATCH, "%s: no tensor \"%s\" (the plan's input %s %s)", path, info->name, info->name,
+                    dims_str(info->rank, info->dims, b1, sizeof b1));
+    } else if (t->rank != info->rank || memcmp(t->dims, info->dims, sizeof(int64_t) * (size_t)t->rank) != 0) {
+      st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" has shape %s but the plan was compiled for %s (recompile with --input %s=...)",
+                    path, info->name, dims_str(t->rank, t->dims, b1, sizeof b1),
+                    dims_str(info->rank, info->dims, b2, sizeof b2), info->name);
+    } else if (t->dtype != DT_F32) {
+      st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" has dtype %s, expected F32", path, info->name,
+                    dc_dtype_safetensors_name(t->dtype));
+    } else {
+      const uint8_t *src = f.file.data + t->offset;
+      float *tmp = dc_malloc(t->bytes ? t->bytes : 1); /* copy: the file's data may be unaligned */
+      if (!tmp) st = dc_nomem("reading inputs");
+      else {
+        memcpy(tmp, src, t->bytes);
+        st = drt_set_input(p, info->name, tmp, info->numel);
+        dc_free(tmp);
+      }
+    }
+  }
+  dc_st_close(&f);
+  return st;
+}
+
+static dc_status *write_outputs(drt_plan *p, const char *path) {
+  int n = drt_output_count(p);
+  dc_st_out *outs = dc_calloc((size_t)n, sizeof *outs);
+  if (!outs) return dc_nomem("writing outputs");
+  for (int i = 0; i < n; i++) {
+    const drt_tensor_info *info = drt_output_info(p, i);
+    outs[i].name = info->name;
+    outs[i].type.dtype = DT_F32;
+    outs[i].type.rank = info->rank;
+    memcpy(outs[i].type.dims, info->dims, sizeof info->dims);
+    outs[i].data = drt_output(p, info->name, NULL);
+  }
+  dc_status *st = dc_st_write(path, outs, n);
+  dc_free(outs);
+  return st;
+}
+
+static void print_info(drt_plan *p) {
+  char b[160];
+  printf("model: %s, entry %s\n", drt_meta(p, "class") ? drt_meta(p, "class") : "?",
+         drt_meta(p, "entry") ? drt_meta(p, "entry") : "?");
+  for (int i = 0; i < drt_input_count(p); i++) {
+    const drt_tensor_info *t = drt_input_info(p, i);
+    printf("input  %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
+  }
+  for (int i = 0; i < drt_output_count(p); i++) {
+    const drt_tensor_info *t = drt_output_info(p, i);
+    printf("output %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
+  }
+}
+
+static dc_status *run(const options *o) {
+  drt_plan *p;
+  drt_options ro = {o->backend};
+  DC_TRY(drt_load(o->plan, &ro, &p));
+  dc_status *st = NULL;
+  if (o->print_ir) fputs(drt_ir_text(p), stdout);
+  else if (o->info) print_info(p);
+  else {
+    if (o->inputs) st = bind_inputs(p, o->inputs);
+    else if (o->random_inputs) drt_set_random_inputs(p, o->seed);
+    else st = dc_error(DC_ERR_ARGUMENT, "no inputs: use --inputs FILE or --random-inputs (see diffrun --info for the signature)");
+    drt_stats s = {0};
+    double total = 0;
+    for (int r = 0; r < o->repeat && !st; r++) {
+      st = drt_run(p, &s);
+      total += s.seconds;
+      if (!st && !o->quiet) printf("run %d: %.3f s\n", r + 1, s.seconds);
+    }
+    if (!st && o->outputs) st = write_outputs(p, o->outputs);
+    if (!st && !o->quiet) {
+      char b1[32], b2[32], b3[32];
+      struct rusage ru;
+      getrusage(RUSAGE_SELF, &ru);
+      printf("mean %.3f s per run over %d run(s), %d steps\n", total / o->repeat, o->repeat, s.steps);
+      printf("device arena peak: %s measured, %s predicted by the plan (%llu bytes)%s\n",
+             dc_format_bytes(s.device_peak_bytes, b1, sizeof b1), dc_format_bytes(s.device_predicted_bytes, b2, sizeof b2),
+             (unsigned long long)s.device_peak_bytes, s.device_peak_bytes == s.device_predicted_bytes ? "" : "  MISMATCH");
+      printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
+             dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
+      if (s.device_peak_bytes != s.device_predicted_bytes)
+        st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
+    }
+  }
+  drt_destroy(p);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int exit_now = 0;
+  dc_status *st = parse_args(argc, argv, &o, &exit_now);
+  if (!st && !exit_now) st = run(&o);
+  if (st) {
+    fprintf(stderr, "diffrun: error: %s\n", dc_status_message(st));
+    dc_status_free(st);
+    return 1;
+  }
+  return 0;
+}
