@@ -1,16 +1,14 @@
 /* diffc — compile a diffusers model folder into a plan file.
  * A thin layer over the library: parse options, open the folder, build the
  * graph, run the pass pipeline, write the IR dump and the plan. */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/frontend.h"
+#include "codegen/compile.h"
 #include "passes/passes.h"
-#include "runtime/plan_format.h"
 
-#define DIFFC_VERSION "0.1.0"
+
 #define MAX_SHAPES 16
 
 static const char usage[] =
@@ -125,94 +123,22 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   return NULL;
 }
 
-static dc_status *dump_to_stderr(void *user, const char *pass, const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  dc_status *st = dc_print(m, &b);
-  if (!st) fprintf(stderr, "# ---- IR after %s ----\n%.*s", pass, (int)b.len, (const char *)b.data);
-  dc_buf_deinit(&b);
-  return st;
-}
-
-static dc_status *write_text(const char *path, const dc_buf *text) {
-  if (!strcmp(path, "-")) {
-    fwrite(text->data, 1, text->len, stdout);
-    return NULL;
-  }
-  dc_atomic_file f;
-  DC_TRY(dc_atomic_open(path, &f));
-  dc_atomic_write(&f, text->data, text->len);
-  return dc_atomic_commit(&f);
-}
-
-static char *options_json(const options *o, const dc_folder *f) {
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
-  cJSON_AddStringToObject(j, "model", f->dir);
-  if (o->component) cJSON_AddStringToObject(j, "component", o->component);
-  if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
-  if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);
-  cJSON_AddStringToObject(j, "target", o->target);
-  cJSON_AddStringToObject(j, "backend", "reference");
-  char *s = cJSON_PrintUnformatted(j);
-  cJSON_Delete(j);
-  return s;
-}
-
-static dc_status *compile(const options *o, dc_folder *f, dc_module **m) {
-  double t0 = dc_now_seconds();
-  dc_folder_options fo = {o->component, o->variant};
-  DC_TRY(dc_folder_open(o->model, &fo, f));
-  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
-  dc_build_options bo = {o->entry, o->shapes, o->nshapes};
-  DC_TRY(dc_frontend_build(f, &bo, m));
-  if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes in %.1f ms\n", (*m)->nnodes, (dc_now_seconds() - t0) * 1e3);
-  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
-  return dc_pipeline_run(*m, &po);
-}
-
-static dc_status *emit(const options *o, const dc_folder *f, dc_module *m) {
-  dc_buf text;
-  dc_buf_init(&text);
-  dc_status *st = dc_print(m, &text);
-  if (!st) dc_buf_u8(&text, 0), st = dc_buf_status(&text, "printing the IR");
-  if (!st && o->dump_ir) {
-    text.len--; /* without the NUL */
-    st = write_text(o->dump_ir, &text);
-    text.len++;
-  }
-  char *opts = st ? NULL : options_json(o, f);
-  if (!st && !opts) st = dc_nomem("writing the plan options");
-  if (!st) {
-    dc_plan plan = {DC_TARGET_CPU, opts, (char *)text.data, m};
-    st = dc_plan_write(o->output, &plan);
-  }
-  if (!st) {
-    dc_liveness l;
-    st = dc_liveness_compute(m, &l);
-    if (!st) {
-      char b1[32], b2[32];
-      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s\n", o->output, m->nnodes,
-              dc_format_bytes(l.weight_bytes, b1, sizeof b1), dc_format_bytes(l.peak_bytes, b2, sizeof b2));
-      dc_liveness_deinit(&l);
-    }
-  }
-  cJSON_free(opts);
-  dc_buf_deinit(&text);
-  return st;
-}
-
 int main(int argc, char **argv) {
   options o;
   int exit_now = 0;
-  dc_folder f;
-  memset(&f, 0, sizeof f);
-  dc_module *m = NULL;
   dc_status *st = parse_args(argc, argv, &o, &exit_now);
-  if (!st && !exit_now) st = compile(&o, &f, &m);
-  if (!st && !exit_now) st = emit(&o, &f, m);
-  dc_module_destroy(m);
-  dc_folder_close(&f);
+  if (!st && !exit_now) {
+    dc_compile_options co = {o.model, o.component, o.variant, o.entry, o.shapes, o.nshapes,
+                             o.dump_after, o.dump_ir, o.verbose};
+    dc_compile_report rep;
+    st = dc_compile(&co, o.output, &rep);
+    if (!st) {
+      char b1[32], b2[32];
+      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s (%.2f s)\n", o.output, rep.steps,
+              dc_format_bytes(rep.weight_bytes, b1, sizeof b1), dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2),
+              rep.seconds);
+    }
+  }
   for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);
   if (st) {
     fprintf(stderr, "diffc: error: %s\n", dc_status_message(st));

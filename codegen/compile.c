@@ -1,0 +1,101 @@
+/* compile.c — see compile.h.  The order here is the data flow of DESIGN.md:
+ * open the folder, build the graph, run the pipeline (verifier between
+ * passes), print the IR, write the plan. */
+#include "compile.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "passes/passes.h"
+#include "runtime/plan_format.h"
+
+
+static dc_status *dump_to_stderr(void *user, const char *pass, const dc_module *m) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_status *st = dc_print(m, &b);
+  if (!st) fprintf(stderr, "# ---- IR after %s ----\n%.*s", pass, (int)b.len, (const char *)b.data);
+  dc_buf_deinit(&b);
+  return st;
+}
+
+static dc_status *write_text(const char *path, const dc_buf *text) {
+  if (!strcmp(path, "-")) {
+    fwrite(text->data, 1, text->len, stdout);
+    return NULL;
+  }
+  dc_atomic_file f;
+  DC_TRY(dc_atomic_open(path, &f));
+  dc_atomic_write(&f, text->data, text->len);
+  return dc_atomic_commit(&f);
+}
+
+/* Provenance stored in the plan's OPTS section. */
+static char *options_json(const dc_compile_options *o, const dc_folder *f) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
+  cJSON_AddStringToObject(j, "model", f->dir);
+  if (o->component) cJSON_AddStringToObject(j, "component", o->component);
+  if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
+  if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);
+  cJSON_AddStringToObject(j, "target", "cpu");
+  cJSON_AddStringToObject(j, "backend", "reference");
+  char *s = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  return s;
+}
+
+static dc_status *build(const dc_compile_options *o, dc_folder *f, dc_module **m) {
+  dc_folder_options fo = {o->component, o->variant};
+  DC_TRY(dc_folder_open(o->model, &fo, f));
+  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
+  dc_build_options bo = {o->entry, o->shapes, o->nshapes};
+  DC_TRY(dc_frontend_build(f, &bo, m));
+  if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
+  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
+  return dc_pipeline_run(*m, &po);
+}
+
+static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_module *m, const char *plan_path) {
+  dc_buf text;
+  dc_buf_init(&text);
+  dc_status *st = dc_print(m, &text);
+  if (!st && o->dump_ir) st = write_text(o->dump_ir, &text);
+  if (!st) {
+    dc_buf_u8(&text, 0);
+    st = dc_buf_status(&text, "printing the IR");
+  }
+  char *opts = st ? NULL : options_json(o, f);
+  if (!st && !opts) st = dc_nomem("writing the plan options");
+  if (!st) {
+    dc_plan plan = {0, opts, (char *)text.data, m};
+    st = dc_plan_write(plan_path, &plan);
+  }
+  if (opts) cJSON_free(opts);
+  dc_buf_deinit(&text);
+  return st;
+}
+
+dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep) {
+  double t0 = dc_now_seconds();
+  dc_folder f;
+  memset(&f, 0, sizeof f);
+  dc_module *m = NULL;
+  dc_status *st = build(o, &f, &m);
+  if (!st) st = emit(o, &f, m, plan_path);
+  if (!st && rep) {
+    dc_liveness l;
+    st = dc_liveness_compute(m, &l);
+    if (!st) {
+      rep->steps = m->nnodes;
+      rep->weight_bytes = l.weight_bytes;
+      rep->peak_activation_bytes = l.peak_bytes;
+      rep->seconds = dc_now_seconds() - t0;
+      dc_liveness_deinit(&l);
+    }
+  }
+  dc_module_destroy(m);
+  dc_folder_close(&f);
+  return st;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# cli_test.sh BUILD_DIR SOURCE_DIR — diffc and diffrun as a user runs them:
+# the happy path end to end, --help covering every option, and bad input
+# giving one clear message, a non-zero exit and no output file left behind.
+set -u
+build=$1
+src=$2
+diffc=$build/diffc
+diffrun=$build/diffrun
+tmp=$(mktemp -d /tmp/diffc-cli-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "  ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+# expect_fail NAME EXPECTED_SUBSTRING OUTPUT_FILE -- command...
+expect_fail() {
+  local name=$1 want=$2 out=$3
+  shift 4
+  local msg rc
+  msg=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ $rc -eq 0 ]; then bad "$name: exit 0, expected failure"; return; fi
+  case "$msg" in
+    *"$want"*) ;;
+    *) bad "$name: message '$msg' lacks '$want'"; return ;;
+  esac
+  if [ "$(printf '%s\n' "$msg" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $msg"; return; fi
+  if [ -n "$out" ] && ls "$out"* >/dev/null 2>&1; then bad "$name: left $(ls "$out"*) behind"; return; fi
+  ok "$name: $msg"
+}
+
+fx=$src/tests/fixtures
+# ---- happy path ----
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/u.dplan" --input sample=4x4x16x16 --input timestep=4 \
+     --input encoder_hidden_states=4x4x8 --dump-ir "$tmp/u.ir" 2>/dev/null &&
+   "$diffrun" "$tmp/u.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/o.safetensors" >"$tmp/run.txt"; then
+  ok "compile and run unet_tiny"
+else
+  bad "compile and run unet_tiny"
+fi
+[ -s "$tmp/o.safetensors" ] && ok "outputs written" || bad "no outputs file"
+grep -q "device arena peak: .* measured" "$tmp/run.txt" && ok "diffrun reports the device peak" || bad "no peak line"
+grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "IR dump lacks the peak"
+"$diffrun" "$tmp/u.dplan" --random-inputs --seed 3 --repeat 2 | grep -q "^run 2:" && ok "--random-inputs --repeat 2" || bad "--repeat"
+"$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/d.dplan" --input z=1x4x8x8 2>/dev/null && ok "vae decode compiles" || bad "vae decode"
+"$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
+
+# ---- help tells the truth: every option the parser knows is documented ----
+for opt in -o --output --component --variant --entry --input --target --dump-ir --dump-after --list-passes --verbose --help --version; do
+  "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
+done
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --print-ir --info --quiet --help; do
+  "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
+done
+ok "--help lists every option"
+
+# ---- bad input: diffc ----
+out=$tmp/plan.dplan
+expect_fail "missing folder" "no such directory" "$out" -- "$diffc" "$tmp/nope" -o "$out"
+mkdir -p "$tmp/empty"
+expect_fail "missing config.json" "no config.json" "$out" -- "$diffc" "$tmp/empty" -o "$out"
+copy_model() { rm -rf "$tmp/m"; cp -r "$fx/unet_tiny/model" "$tmp/m"; }
+copy_model; printf '{\n  "_class_name": "UNet2DConditionModel",\n  oops\n}\n' >"$tmp/m/config.json"
+expect_fail "config not JSON" "config.json:3:" "$out" -- "$diffc" "$tmp/m" -o "$out"
+copy_model; sed -i 's/"UNet2DConditionModel"/"FancyNet"/' "$tmp/m/config.json"
+expect_fail "unknown class" '"_class_name" is "FancyNet"' "$out" -- "$diffc" "$tmp/m" -o "$out"
+copy_model; sed -i 's/"CrossAttnDownBlock2D"/"SimpleCrossAttnDownBlock2D"/' "$tmp/m/config.json"
+expect_fail "unsupported block" "SimpleCrossAttnDownBlock2D" "$out" -- "$diffc" "$tmp/m" -o "$out"
+copy_model; sed -i 's/"cross_attention_dim": 8/"cross_attention_dim": 16/' "$tmp/m/config.json"
+expect_fail "weight shape differs from the config" "has shape [4,8] but the config implies [4,16]" "$out" -- "$diffc" "$tmp/m" -o "$out"
+copy_model; f=$tmp/m/diffusion_pytorch_model.safetensors; head -c $(($(stat -c %s "$f") - 100)) "$f" >"$f.cut"; mv "$f.cut" "$f"
+expect_fail "truncated safetensors" "truncated" "$out" -- "$diffc" "$tmp/m" -o "$out"
+copy_model; printf '\xff\xff\xff\xff\xff\x00\x00\x00' | dd of="$tmp/m/diffusion_pytorch_model.safetensors" conv=notrunc 2>/dev/null
+expect_fail "header length too large" "header length" "$out" -- "$diffc" "$tmp/m" -o "$out"
+expect_fail "bad --input" "--input sample=2xQ" "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --input sample=2xQ
+expect_fail "unknown input name" 'no input "latents"' "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --input latents=1x4x8x8
+expect_fail "unknown option" "unknown option --fast" "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --fast
+if [ -d "$fx/unet_sdxl/model" ]; then
+  rm -rf "$tmp/s"; cp -r "$fx/unet_sdxl/model" "$tmp/s"; rm "$(ls "$tmp"/s/*-00002-of-*.safetensors | head -1)"
+  expect_fail "index names a missing shard" "does not exist" "$out" -- "$diffc" "$tmp/s" -o "$out"
+fi
+
+# ---- bad input: diffrun ----
+outs=$tmp/outs.safetensors
+head -c 100 "$tmp/u.dplan" >"$tmp/trunc.dplan"
+expect_fail "truncated plan" "truncated" "$outs" -- "$diffrun" "$tmp/trunc.dplan" --random-inputs --outputs "$outs"
+cp "$tmp/u.dplan" "$tmp/corrupt.dplan"; printf 'X' | dd of="$tmp/corrupt.dplan" bs=1 seek=2000 conv=notrunc 2>/dev/null
+expect_fail "corrupted plan" "checksum mismatch" "$outs" -- "$diffrun" "$tmp/corrupt.dplan" --random-inputs --outputs "$outs"
+cp "$tmp/u.dplan" "$tmp/v.dplan"; printf '\x07' | dd of="$tmp/v.dplan" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect_fail "other format version" "plan format version 7" "$outs" -- "$diffrun" "$tmp/v.dplan" --random-inputs --outputs "$outs"
+expect_fail "input file missing a tensor" 'no tensor "sample"' "$outs" -- "$diffrun" "$tmp/d.dplan" --inputs "$tmp/o.safetensors" --outputs "$outs"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/u2.dplan" --input sample=2x4x16x16 2>/dev/null
+expect_fail "input with the wrong shape" "has shape [4,4,16,16] but the plan was compiled for [2,4,16,16]" "$outs" -- \
+  "$diffrun" "$tmp/u2.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$outs"
+if [ -f "$fx/unet_tiny_bf16/model/diffusion_pytorch_model.bf16.safetensors" ]; then
+  expect_fail "input with the wrong dtype" "dtype BF16, expected F32" "$outs" -- \
+    "$diffrun" "$tmp/d.dplan" --inputs "$fx/unet_tiny_bf16/model/diffusion_pytorch_model.bf16.safetensors" --outputs "$outs"
+fi
+cp -r "$fx/unet_tiny/model" "$tmp/w"
+"$diffc" "$tmp/w" -o "$tmp/w.dplan" 2>/dev/null
+"$diffc" "$fx/vae_tiny/model" -o "$tmp/other.dplan" 2>/dev/null
+cp "$fx/vae_tiny/model/diffusion_pytorch_model.safetensors" "$tmp/w/diffusion_pytorch_model.safetensors"
+expect_fail "weights changed since compile" "changed since compile" "$outs" -- "$diffrun" "$tmp/w.dplan" --random-inputs --outputs "$outs"
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
