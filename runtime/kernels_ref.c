@@ -1,0 +1,444 @@
+/* kernels_ref.c — the plain C reference kernels (the oracle), part 1: the op
+ * table, the scalar dtype conversions, CAST, the elementwise ops and the ops
+ * that only move data.  The heavy ops (conv, linear, norms, attention,
+ * timestep embedding) are in kernels_ref_nn.c.
+ *
+ * Why: the LLVM and CUDA backends are tested against these, so every kernel
+ * is a straight loop nest whose result is easy to trust; speed matters only
+ * enough that the tests of whole (tiny) models stay quick.  Math kernels take
+ * f32 and say so in an error otherwise; data-movement kernels copy elements
+ * of any dtype. */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Defined in kernels_ref_nn.c; listed here so the table below is the one
+ * place that maps ops to kernels. */
+#define REF_KERNEL(name) \
+  dc_status *name(const dc_module *m, const dc_node *n, const void *const *in, void *out)
+REF_KERNEL(dc_ref_conv2d);
+REF_KERNEL(dc_ref_linear);
+REF_KERNEL(dc_ref_group_norm);
+REF_KERNEL(dc_ref_layer_norm);
+REF_KERNEL(dc_ref_attention);
+REF_KERNEL(dc_ref_time_embed);
+
+static const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
+  return &m->nodes[n->inputs[i]].type;
+}
+
+static dc_status *need_f32(const dc_module *m, const dc_node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    dc_dtype t = in_type(m, n, i)->dtype;
+    if (t != DT_F32)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernel needs f32 input %d, got %s",
+                      dc_op_get(n->op)->name, n->scope ? n->scope : "?", i, dc_dtype_name(t));
+  }
+  return NULL;
+}
+
+/* ---- scalar conversions ---------------------------------------------- */
+static float f32_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+float dc_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | man << 13); /* inf, NaN payload kept */
+  if (exp == 0) {
+    float v = ldexpf((float)man, -24); /* zero and subnormals, exact */
+    return sign ? -v : v;
+  }
+  return f32_from_bits(sign | (exp + 112) << 23 | man << 13);
+}
+
+float dc_bf16_to_f32(uint16_t h) {
+  return f32_from_bits((uint32_t)h << 16);
+}
+
+/* e4m3fn (OCP "fn": finite, no inf): bias 7, the all-ones code is NaN. */
+float dc_f8e4m3_to_f32(uint8_t v) {
+  int exp = (v >> 3) & 0xf, man = v & 7;
+  float mag;
+  if ((v & 0x7f) == 0x7f) return NAN;
+  mag = exp == 0 ? ldexpf((float)man, -9) : ldexpf((float)(8 + man), exp - 10);
+  return (v & 0x80) ? -mag : mag;
+}
+
+/* e5m2 is exactly the top byte of an IEEE half (same exponent, 2 mantissa
+ * bits), inf and NaN included. */
+float dc_f8e5m2_to_f32(uint8_t v) {
+  return dc_f16_to_f32((uint16_t)(v << 8));
+}
+
+uint16_t dc_f32_to_bf16(float f) {
+  uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* NaN stays NaN (quiet) */
+  x += 0x7fffu + ((x >> 16) & 1);                                             /* nearest, ties to even */
+  return (uint16_t)(x >> 16);
+}
+
+/* f32 below the f16 normal range: round |f| / 2^-24 to an integer, ties to even. */
+static uint16_t f16_subnormal(uint32_t ax) {
+  int e = (int)(ax >> 23);
+  uint32_t man = (ax & 0x7fffffu) | 0x800000u, r, rem, half;
+  int shift = 126 - e; /* value = man * 2^(e-150) = (man >> shift) units of 2^-24 */
+  if (shift > 24) return 0; /* below half the smallest subnormal */
+  r = man >> shift;
+  rem = man & ((1u << shift) - 1);
+  half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (r & 1))) r++;
+  return (uint16_t)r; /* r == 0x400 is the smallest normal, correctly encoded */
+}
+
+uint16_t dc_f32_to_f16(float f) {
+  uint32_t x = f32_bits(f), ax = x & 0x7fffffffu;
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  if (ax > 0x7f800000u) return sign | 0x7e00 | ((ax >> 13) & 0x3ff); /* NaN: quiet, top payload kept */
+  if (ax >= 0x477ff000u) return sign | 0x7c00; /* >= 65520 rounds to inf; inf stays inf */
+  if (ax < 0x38800000u) return sign | f16_subnormal(ax);
+  ax += 0xfffu + ((ax >> 13) & 1); /* nearest, ties to even; a carry bumps the exponent */
+  return sign | (uint16_t)((ax - 0x38000000u) >> 13);
+}
+
+/* ---- CAST -------------------------------------------------------------- */
+/* Converts in chunks through a float buffer, so each loop has one dtype. */
+enum { CAST_CHUNK = 256 };
+
+static void decode_chunk(dc_dtype t, const uint8_t *src, int64_t count, float *dst) {
+  const uint16_t *s16 = (const uint16_t *)src;
+  switch (t) {
+  case DT_F32: memcpy(dst, src, (size_t)count * 4); break;
+  case DT_F16: for (int64_t i = 0; i < count; i++) dst[i] = dc_f16_to_f32(s16[i]); break;
+  case DT_BF16: for (int64_t i = 0; i < count; i++) dst[i] = dc_bf16_to_f32(s16[i]); break;
+  case DT_F8_E4M3: for (int64_t i = 0; i < count; i++) dst[i] = dc_f8e4m3_to_f32(src[i]); break;
+  case DT_F8_E5M2: for (int64_t i = 0; i < count; i++) dst[i] = dc_f8e5m2_to_f32(src[i]); break;
+  default: break;
+  }
+}
+
+static void encode_chunk(dc_dtype t, const float *src, int64_t count, uint8_t *dst) {
+  uint16_t *d16 = (uint16_t *)dst;
+  switch (t) {
+  case DT_F32: memcpy(dst, src, (size_t)count * 4); break;
+  case DT_F16: for (int64_t i = 0; i < count; i++) d16[i] = dc_f32_to_f16(src[i]); break;
+  case DT_BF16: for (int64_t i = 0; i < count; i++) d16[i] = dc_f32_to_bf16(src[i]); break;
+  default: break;
+  }
+}
+
+static dc_status *ref_cast(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  dc_dtype from = in_type(m, n, 0)->dtype, to = n->type.dtype;
+  int64_t total = (int64_t)dc_type_numel(&n->type);
+  int fs = dc_dtype_size(from), ts = dc_dtype_size(to);
+  float buf[CAST_CHUNK];
+  if (from >= DT_COUNT || (to != DT_F32 && to != DT_F16 && to != DT_BF16))
+    return dc_error(DC_ERR_UNSUPPORTED, "cast (%s): reference kernel casts to f32, f16 or bf16, not %s",
+                    n->scope ? n->scope : "?", to < DT_COUNT ? dc_dtype_name(to) : "?");
+  if (from == to) { /* also the "copy an unaligned weight" use */
+    memcpy(out, in[0], (size_t)total * (size_t)fs);
+    return NULL;
+  }
+  for (int64_t i = 0; i < total; i += CAST_CHUNK) {
+    int64_t count = total - i < CAST_CHUNK ? total - i : CAST_CHUNK;
+    decode_chunk(from, (const uint8_t *)in[0] + i * fs, count, buf);
+    encode_chunk(to, buf, count, (uint8_t *)out + i * ts);
+  }
+  return NULL;
+}
+
+/* ---- ADD, MUL: numpy broadcasting of b onto a's shape ------------------- */
+/* Strides of b indexed by a's dims (0 where b broadcasts); -1 when b does
+ * not broadcast onto a. */
+static int broadcast_strides(const dc_type *a, const dc_type *b, int64_t *bstride) {
+  int off = a->rank - b->rank;
+  int64_t s = 1;
+  if (off < 0) return -1;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    int64_t bd = d >= off ? b->dims[d - off] : 1;
+    if (bd != 1 && bd != a->dims[d]) return -1;
+    bstride[d] = bd == 1 ? 0 : s;
+    s *= bd;
+  }
+  return 0;
+}
+
+static dc_status *broadcast_error(const dc_type *a, const dc_type *b, const dc_node *n) {
+  char sa[96], sb[96];
+  return dc_error(DC_ERR_MISMATCH, "%s (%s): %s does not broadcast onto %s", dc_op_get(n->op)->name,
+                  n->scope ? n->scope : "?", dc_dims_str(b->dims, b->rank, sb, sizeof sb),
+                  dc_dims_str(a->dims, a->rank, sa, sizeof sa));
+}
+
+static void binary_row(int is_mul, const float *a, const float *b, int64_t bs, int64_t len, float *y) {
+  if (is_mul)
+    for (int64_t j = 0; j < len; j++) y[j] = a[j] * b[j * bs];
+  else
+    for (int64_t j = 0; j < len; j++) y[j] = a[j] + b[j * bs];
+}
+
+static dc_status *ref_binary(const dc_module *m, const dc_node *n, const void *const *in, float *y,
+                             int is_mul) {
+  const dc_type *ta = in_type(m, n, 0), *tb = in_type(m, n, 1);
+  const float *a = in[0], *b = in[1];
+  int64_t bstride[DC_MAX_DIMS], idx[DC_MAX_DIMS] = {0};
+  int64_t total = (int64_t)dc_type_numel(ta), inner, boff = 0;
+  int r = ta->rank;
+  DC_TRY(need_f32(m, n));
+  if (broadcast_strides(ta, tb, bstride)) return broadcast_error(ta, tb, n);
+  if ((int64_t)dc_type_numel(tb) == total) { /* same layout, no broadcast */
+    binary_row(is_mul, a, b, 1, total, y);
+    return NULL;
+  }
+  /* Walk the rows of a (odometer over all dims but the last), b's offset
+   * following its strides. */
+  inner = ta->dims[r - 1];
+  for (int64_t o = 0; o * inner < total; o++) {
+    binary_row(is_mul, a + o * inner, b + boff, bstride[r - 1], inner, y + o * inner);
+    for (int d = r - 2; d >= 0; d--) {
+      boff += bstride[d];
+      if (++idx[d] < ta->dims[d]) break;
+      boff -= bstride[d] * ta->dims[d];
+      idx[d] = 0;
+    }
+  }
+  return NULL;
+}
+
+static dc_status *ref_add(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  return ref_binary(m, n, in, out, 0);
+}
+
+static dc_status *ref_mul(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  return ref_binary(m, n, in, out, 1);
+}
+
+/* ---- unary elementwise ------------------------------------------------- */
+/* torch's silu: x / (1 + exp(-x)) in float. */
+static dc_status *ref_silu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const float *x = in[0];
+  float *y = out;
+  int64_t total = (int64_t)dc_type_numel(&n->type);
+  DC_TRY(need_f32(m, n));
+  for (int64_t i = 0; i < total; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+  return NULL;
+}
+
+/* Exact gelu, evaluated in double and rounded once. */
+static float gelu(float x) {
+  return (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
+}
+
+static dc_status *ref_gelu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const float *x = in[0];
+  float *y = out;
+  int64_t total = (int64_t)dc_type_numel(&n->type);
+  DC_TRY(need_f32(m, n));
+  for (int64_t i = 0; i < total; i++) y[i] = gelu(x[i]);
+  return NULL;
+}
+
+/* Comparisons are false for NaN, so NaN passes through as in torch.clamp. */
+static dc_status *ref_clamp(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const float *x = in[0];
+  float *y = out;
+  float lo = (float)dc_node_float(n, "min"), hi = (float)dc_node_float(n, "max");
+  int64_t total = (int64_t)dc_type_numel(&n->type);
+  DC_TRY(need_f32(m, n));
+  for (int64_t i = 0; i < total; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+  return NULL;
+}
+
+/* diffusers GEGLU: hidden, gate = x.chunk(2, -1); hidden * gelu(gate).
+ * gelu is rounded to float before the product, as torch does. */
+static dc_status *ref_geglu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *t = in_type(m, n, 0);
+  const float *x = in[0];
+  float *y = out;
+  int64_t two_h = t->dims[t->rank - 1], h = two_h / 2;
+  int64_t rows = two_h ? (int64_t)dc_type_numel(t) / two_h : 0;
+  DC_TRY(need_f32(m, n));
+  if (two_h % 2)
+    return dc_error(DC_ERR_MISMATCH, "geglu (%s): last dim %lld is odd", n->scope ? n->scope : "?",
+                    (long long)two_h);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * two_h;
+    for (int64_t j = 0; j < h; j++) y[r * h + j] = xr[j] * gelu(xr[h + j]);
+  }
+  return NULL;
+}
+
+/* ---- data movement (any dtype) ---------------------------------------- */
+static dc_status *ref_reshape(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  (void)m;
+  memcpy(out, in[0], (size_t)dc_type_bytes(&n->type));
+  return NULL;
+}
+
+/* Copies count elements of es bytes, reading src with an element stride. */
+static void copy_strided(uint8_t *dst, const uint8_t *src, int64_t count, int64_t stride, int es) {
+  if (es == 4) {
+    uint32_t *d = (uint32_t *)dst;
+    const uint32_t *s = (const uint32_t *)src;
+    for (int64_t i = 0; i < count; i++) d[i] = s[i * stride];
+  } else if (es == 2) {
+    uint16_t *d = (uint16_t *)dst;
+    const uint16_t *s = (const uint16_t *)src;
+    for (int64_t i = 0; i < count; i++) d[i] = s[i * stride];
+  } else {
+    for (int64_t i = 0; i < count; i++) dst[i] = src[i * stride];
+  }
+}
+
+static dc_status *check_perm(const dc_node *n, int rank) {
+  int seen[DC_MAX_DIMS] = {0};
+  int ok = n->nlist == rank;
+  for (int i = 0; ok && i < rank; i++) {
+    ok = n->list[i] >= 0 && n->list[i] < rank && !seen[n->list[i]];
+    if (ok) seen[n->list[i]] = 1;
+  }
+  return ok ? NULL
+            : dc_error(DC_ERR_MISMATCH, "permute (%s): perm is not a permutation of %d dims",
+                       n->scope ? n->scope : "?", rank);
+}
+
+/* Output dim i is input dim perm[i]: walk the output in order (odometer over
+ * its dims but the last), gathering each output row from the input. */
+static dc_status *ref_permute(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *t = in_type(m, n, 0);
+  int r = t->rank, es = dc_dtype_size(t->dtype);
+  int64_t istride[DC_MAX_DIMS], ostride[DC_MAX_DIMS], odims[DC_MAX_DIMS], idx[DC_MAX_DIMS] = {0};
+  int64_t total = (int64_t)dc_type_numel(t), inner, ioff = 0, s = 1;
+  DC_TRY(check_perm(n, r));
+  if (r == 0 || total == 0) {
+    memcpy(out, in[0], (size_t)total * (size_t)es);
+    return NULL;
+  }
+  for (int d = r - 1; d >= 0; d--) {
+    istride[d] = s;
+    s *= t->dims[d];
+  }
+  for (int i = 0; i < r; i++) {
+    odims[i] = t->dims[n->list[i]];
+    ostride[i] = istride[n->list[i]];
+  }
+  inner = odims[r - 1];
+  for (int64_t o = 0; o * inner < total; o++) {
+    copy_strided((uint8_t *)out + o * inner * es, (const uint8_t *)in[0] + ioff * es, inner,
+                 ostride[r - 1], es);
+    for (int d = r - 2; d >= 0; d--) {
+      ioff += ostride[d];
+      if (++idx[d] < odims[d]) break;
+      ioff -= ostride[d] * odims[d];
+      idx[d] = 0;
+    }
+  }
+  return NULL;
+}
+
+/* Nearest: output (y, x) reads input (y / f, x / f), like
+ * F.interpolate(scale_factor=f, mode="nearest") for an integer f. */
+static dc_status *ref_upsample(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *t = in_type(m, n, 0);
+  const float *x = in[0];
+  float *y = out;
+  int64_t f = dc_node_int(n, "factor"), h = t->dims[t->rank - 2], w = t->dims[t->rank - 1];
+  int64_t planes = h * w != 0 ? (int64_t)dc_type_numel(t) / (h * w) : 0, wo = w * f;
+  DC_TRY(need_f32(m, n));
+  for (int64_t p = 0; p < planes; p++) {
+    const float *xp = x + p * h * w;
+    float *yp = y + p * h * f * wo;
+    for (int64_t oy = 0; oy < h * f; oy++) {
+      const float *row = xp + (oy / f) * w;
+      for (int64_t ox = 0; ox < wo; ox++) yp[oy * wo + ox] = row[ox / f];
+    }
+  }
+  return NULL;
+}
+
+static int norm_axis(int64_t axis, int rank) {
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Bytes of one contiguous run at dims [axis, rank) and the number of runs. */
+static void split_at(const dc_type *t, int axis, int64_t *outer, int64_t *run_bytes) {
+  int64_t o = 1, r = dc_dtype_size(t->dtype);
+  for (int d = 0; d < t->rank; d++) {
+    if (d < axis) o *= t->dims[d];
+    else r *= t->dims[d];
+  }
+  *outer = o;
+  *run_bytes = r;
+}
+
+static dc_status *ref_concat(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *ta = in_type(m, n, 0), *tb = in_type(m, n, 1);
+  int axis = norm_axis(dc_node_int(n, "axis"), ta->rank);
+  int64_t outer, outer_b, ra, rb; /* outer_b == outer: the dims before axis agree */
+  uint8_t *y = out;
+  split_at(ta, axis, &outer, &ra);
+  split_at(tb, axis, &outer_b, &rb);
+  (void)outer_b;
+  for (int64_t o = 0; o < outer; o++) {
+    memcpy(y, (const uint8_t *)in[0] + o * ra, (size_t)ra);
+    memcpy(y + ra, (const uint8_t *)in[1] + o * rb, (size_t)rb);
+    y += ra + rb;
+  }
+  return NULL;
+}
+
+/* [start, end) along axis; the length comes from the output type. */
+static dc_status *ref_slice(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *t = in_type(m, n, 0);
+  int axis = norm_axis(dc_node_int(n, "axis"), t->rank);
+  int64_t dim = t->dims[axis], start = dc_node_int(n, "start"), len = n->type.dims[axis];
+  int64_t outer, run, inner;
+  if (start < 0) start += dim;
+  if (start < 0 || len < 0 || start + len > dim)
+    return dc_error(DC_ERR_MISMATCH, "slice (%s): [%lld, +%lld) is outside dim %d of size %lld",
+                    n->scope ? n->scope : "?", (long long)start, (long long)len, axis,
+                    (long long)dim);
+  split_at(t, axis, &outer, &run);
+  inner = dim ? run / dim : 0; /* bytes of one index along axis */
+  for (int64_t o = 0; o < outer; o++)
+    memcpy((uint8_t *)out + o * len * inner, (const uint8_t *)in[0] + o * run + start * inner,
+           (size_t)(len * inner));
+  return NULL;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+static const dc_ref_kernel ref_kernels[OP_COUNT] = {
+  [OP_CONV2D] = dc_ref_conv2d,
+  [OP_LINEAR] = dc_ref_linear,
+  [OP_GROUP_NORM] = dc_ref_group_norm,
+  [OP_LAYER_NORM] = dc_ref_layer_norm,
+  [OP_ADD] = ref_add,
+  [OP_MUL] = ref_mul,
+  [OP_SILU] = ref_silu,
+  [OP_GELU] = ref_gelu,
+  [OP_CLAMP] = ref_clamp,
+  [OP_GEGLU] = ref_geglu,
+  [OP_ATTENTION] = dc_ref_attention,
+  [OP_RESHAPE] = ref_reshape,
+  [OP_PERMUTE] = ref_permute,
+  [OP_UPSAMPLE] = ref_upsample,
+  [OP_CONCAT] = ref_concat,
+  [OP_SLICE] = ref_slice,
+  [OP_TIME_EMBED] = dc_ref_time_embed,
+  [OP_CAST] = ref_cast,
+};
+
+dc_ref_kernel dc_ref_kernel_for(dc_op op) {
+  if ((int)op < 0 || op >= OP_COUNT) return NULL;
+  return ref_kernels[op];
+}

@@ -1,0 +1,272 @@
+/* kernels_ref_nn.c — the plain C reference kernels (the oracle), part 2: the
+ * ops that compute: conv2d, linear, group and layer norm, attention and the
+ * timestep embedding.  The table that names them is in kernels_ref.c.
+ *
+ * Accumulation: sums of products (conv, linear, q·k, p·v) accumulate in
+ * float, one output element at a time in the natural index order, the bias
+ * added last; that matches PyTorch to well under 1e-4 relative.  Norm
+ * statistics and softmax denominators are long sums and use double.  Loops
+ * are ordered so the innermost one walks contiguous memory. */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#define REF_KERNEL(name) \
+  dc_status *name(const dc_module *m, const dc_node *n, const void *const *in, void *out)
+
+static const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
+  return &m->nodes[n->inputs[i]].type;
+}
+
+static dc_status *need_f32(const dc_module *m, const dc_node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    dc_dtype t = in_type(m, n, i)->dtype;
+    if (t != DT_F32)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernel needs f32 input %d, got %s",
+                      dc_op_get(n->op)->name, n->scope ? n->scope : "?", i, dc_dtype_name(t));
+  }
+  return NULL;
+}
+
+/* ---- CONV2D ------------------------------------------------------------ */
+/* Output positions o in [*lo, *hi) whose input index o*stride + off lies in
+ * [0, in_len): the taps that read real pixels, not zero padding. */
+static void valid_range(int64_t in_len, int64_t out_len, int64_t stride, int64_t off, int64_t *lo,
+                        int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  int64_t h = in_len - 1 - off < 0 ? 0 : (in_len - 1 - off) / stride + 1;
+  if (h > out_len) h = out_len;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+typedef struct {
+  int64_t c, h, w;      /* input channels and size */
+  int64_t kh, kw;       /* kernel size */
+  int64_t ho, wo;       /* output size */
+  int64_t stride, pt, pl;
+} conv_geom;
+
+/* One output plane: acc[oy, ox] += w[c, ky, kx] * x[c, iy, ix] over
+ * (c, ky, kx) in that order, so each output element sums in natural order;
+ * the padding taps are skipped (they add zero). */
+static void conv_plane(const conv_geom *g, const float *x, const float *wo_, float *acc) {
+  memset(acc, 0, (size_t)(g->ho * g->wo) * sizeof *acc);
+  for (int64_t c = 0; c < g->c; c++) {
+    const float *xc = x + c * g->h * g->w;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+      int64_t y0, y1;
+      valid_range(g->h, g->ho, g->stride, ky - g->pt, &y0, &y1);
+      for (int64_t kx = 0; kx < g->kw; kx++) {
+        float wv = wo_[(c * g->kh + ky) * g->kw + kx];
+        int64_t x0, x1;
+        valid_range(g->w, g->wo, g->stride, kx - g->pl, &x0, &x1);
+        for (int64_t oy = y0; oy < y1; oy++) {
+          const float *row = xc + (oy * g->stride + ky - g->pt) * g->w + kx - g->pl;
+          float *arow = acc + oy * g->wo;
+          for (int64_t ox = x0; ox < x1; ox++) arow[ox] += wv * row[ox * g->stride];
+        }
+      }
+    }
+  }
+}
+
+REF_KERNEL(dc_ref_conv2d) {
+  const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
+  const float *x = in[0], *w = in[1], *bias = n->ninputs == 3 ? in[2] : NULL;
+  float *y = out;
+  conv_geom g = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3],
+                 n->type.dims[2], n->type.dims[3], dc_node_int(n, "stride"),
+                 dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
+  int64_t batch = tx->dims[0], oc = tw->dims[0], plane = g.ho * g.wo;
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t o = 0; o < oc; o++) {
+      float *acc = y + (b * oc + o) * plane;
+      conv_plane(&g, x + b * g.c * g.h * g.w, w + o * g.c * g.kh * g.kw, acc);
+      if (bias)
+        for (int64_t i = 0; i < plane; i++) acc[i] += bias[o];
+    }
+  return NULL;
+}
+
+/* ---- LINEAR ------------------------------------------------------------ */
+static float dot(const float *a, const float *b, int64_t len) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < len; i++) s += a[i] * b[i];
+  return s;
+}
+
+/* y[r, j] = x[r, :] . w[j, :] + b[j]; both rows are contiguous. */
+REF_KERNEL(dc_ref_linear) {
+  const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
+  const float *x = in[0], *w = in[1], *bias = n->ninputs == 3 ? in[2] : NULL;
+  float *y = out;
+  int64_t nout = tw->dims[0], k = tw->dims[1];
+  int64_t rows = k ? (int64_t)dc_type_numel(tx) / k : (int64_t)dc_type_numel(&n->type) / nout;
+  DC_TRY(need_f32(m, n));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < nout; j++)
+      y[r * nout + j] = dot(x + r * k, w + j * k, k) + (bias ? bias[j] : 0.0f);
+  return NULL;
+}
+
+/* ---- GROUP_NORM, LAYER_NORM -------------------------------------------- */
+/* Biased mean and variance of len floats, two passes in double. */
+static void moments(const float *x, int64_t len, double *mean, double *var) {
+  double s = 0.0, q = 0.0;
+  for (int64_t i = 0; i < len; i++) s += x[i];
+  s /= (double)len;
+  for (int64_t i = 0; i < len; i++) q += (x[i] - s) * (x[i] - s);
+  *mean = s;
+  *var = q / (double)len;
+}
+
+/* (x - mean) / sqrt(var + eps) * gamma + beta, in double, rounded once. */
+static void normalize(const float *x, int64_t len, double mean, double rstd, float gamma, float beta,
+                      float *y) {
+  for (int64_t i = 0; i < len; i++) y[i] = (float)((x[i] - mean) * rstd * gamma + beta);
+}
+
+/* x [N, C, rest...]; group g of sample n is one contiguous run of
+ * (C/G)·rest elements. */
+REF_KERNEL(dc_ref_group_norm) {
+  const dc_type *tx = in_type(m, n, 0);
+  const float *x = in[0], *gamma = in[1], *beta = in[2];
+  float *y = out;
+  int64_t batch = tx->dims[0], ch = tx->dims[1], groups = dc_node_int(n, "groups");
+  int64_t rest = batch * ch != 0 ? (int64_t)dc_type_numel(tx) / (batch * ch) : 0, cpg = ch / groups;
+  double eps = dc_node_float(n, "eps");
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t g = 0; g < groups; g++) {
+      int64_t base = (b * ch + g * cpg) * rest;
+      double mean, var, rstd;
+      moments(x + base, cpg * rest, &mean, &var);
+      rstd = 1.0 / sqrt(var + eps);
+      for (int64_t c = g * cpg; c < (g + 1) * cpg; c++) {
+        int64_t at = (b * ch + c) * rest;
+        normalize(x + at, rest, mean, rstd, gamma[c], beta[c], y + at);
+      }
+    }
+  return NULL;
+}
+
+REF_KERNEL(dc_ref_layer_norm) {
+  const dc_type *tx = in_type(m, n, 0);
+  const float *x = in[0], *gamma = in[1], *beta = in[2];
+  float *y = out;
+  int64_t c = tx->dims[tx->rank - 1], rows = c ? (int64_t)dc_type_numel(tx) / c : 0;
+  double eps = dc_node_float(n, "eps");
+  DC_TRY(need_f32(m, n));
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * c;
+    double mean, var, rstd;
+    moments(xr, c, &mean, &var);
+    rstd = 1.0 / sqrt(var + eps);
+    for (int64_t i = 0; i < c; i++)
+      y[r * c + i] = (float)((xr[i] - mean) * rstd * gamma[i] + beta[i]);
+  }
+  return NULL;
+}
+
+/* ---- ATTENTION --------------------------------------------------------- */
+/* Queries are processed ATTN_BLOCK rows at a time so scratch is
+ * ATTN_BLOCK × Sk floats, never Sq × Sk. */
+enum { ATTN_BLOCK = 32 };
+
+typedef struct {
+  int64_t sq, sk, hd, d; /* query and key lengths, row width H·D, head size D */
+  float scale;
+} attn_geom;
+
+/* p[i, j] = softmax_j(scale · q_i · k_j): max subtracted, denominator in
+ * double; p is normalised before it weights v, like softmax-then-matmul. */
+static void attn_probs(const attn_geom *g, const float *q, const float *k, int64_t rows, float *p) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *pi = p + i * g->sk, mx = -INFINITY;
+    double sum = 0.0;
+    for (int64_t j = 0; j < g->sk; j++) {
+      pi[j] = g->scale * dot(q + i * g->hd, k + j * g->hd, g->d);
+      if (pi[j] > mx) mx = pi[j];
+    }
+    for (int64_t j = 0; j < g->sk; j++) {
+      pi[j] = expf(pi[j] - mx);
+      sum += pi[j];
+    }
+    for (int64_t j = 0; j < g->sk; j++) pi[j] = (float)(pi[j] / sum);
+  }
+}
+
+/* o_i = sum_j p[i, j] v_j, accumulated in float over j in order. */
+static void attn_mix(const attn_geom *g, const float *p, const float *v, int64_t rows, float *o) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *oi = o + i * g->hd;
+    memset(oi, 0, (size_t)g->d * sizeof *oi);
+    for (int64_t j = 0; j < g->sk; j++) {
+      float pij = p[i * g->sk + j];
+      const float *vj = v + j * g->hd;
+      for (int64_t e = 0; e < g->d; e++) oi[e] += pij * vj[e];
+    }
+  }
+}
+
+/* q [B,Sq,H·D], k and v [B,Sk,H·D]; head h lives in columns [h·D, (h+1)·D)
+ * of every row, so a head's q, k, v and output are rows of stride H·D. */
+REF_KERNEL(dc_ref_attention) {
+  const dc_type *tq = in_type(m, n, 0), *tk = in_type(m, n, 1);
+  const float *q = in[0], *k = in[1], *v = in[2];
+  float *y = out, *p;
+  int64_t batch = tq->dims[0], heads = dc_node_int(n, "heads");
+  attn_geom g = {tq->dims[1], tk->dims[1], tq->dims[2], tq->dims[2] / heads,
+                 (float)dc_node_float(n, "scale")};
+  DC_TRY(need_f32(m, n));
+  if (g.sk < 1 || g.sq < 1) return NULL; /* nothing to attend to, or nothing asked */
+  p = dc_malloc((size_t)(ATTN_BLOCK * g.sk) * sizeof *p);
+  if (!p) return dc_nomem("allocating attention scores");
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < heads; h++) {
+      const float *kb = k + b * g.sk * g.hd + h * g.d, *vb = v + b * g.sk * g.hd + h * g.d;
+      for (int64_t i0 = 0; i0 < g.sq; i0 += ATTN_BLOCK) {
+        int64_t rows = g.sq - i0 < ATTN_BLOCK ? g.sq - i0 : ATTN_BLOCK;
+        int64_t at = (b * g.sq + i0) * g.hd + h * g.d;
+        attn_probs(&g, q + at, kb, rows, p);
+        attn_mix(&g, p, vb, rows, y + at);
+      }
+    }
+  dc_free(p);
+  return NULL;
+}
+
+/* ---- TIME_EMBED -------------------------------------------------------- */
+/* Mirrors diffusers get_timestep_embedding (src/diffusers/models/
+ * embeddings.py) op by op in float32, as torch runs it on the CPU:
+ *   exponent = -math.log(10000) * arange(half, f32)  -> f32(-ln 1e4) * f32(i)
+ *   exponent = exponent / (half - shift)             -> f32 divide by f32(half - shift)
+ *   emb = exp(exponent); emb = t[:, None] * emb      -> expf, f32 product
+ *   emb = cat(sin(emb), cos(emb)); flip -> cat(cos, sin); odd dim -> zero column
+ * (torch casts a Python scalar to the tensor's f32 before the op, and its CPU
+ * division by a scalar is a true division, not a reciprocal multiply.) */
+REF_KERNEL(dc_ref_time_embed) {
+  const float *t = in[0];
+  float *y = out;
+  int64_t dim = dc_node_int(n, "dim"), half = dim / 2;
+  int64_t batch = (int64_t)dc_type_numel(in_type(m, n, 0));
+  int flip = dc_node_int(n, "flip_sin_to_cos") != 0;
+  float neg_log = (float)-log(10000.0);
+  float denom = (float)((double)half - dc_node_float(n, "freq_shift"));
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++) {
+    float *yb = y + b * dim;
+    for (int64_t i = 0; i < half; i++) {
+      float exponent = neg_log * (float)i;
+      float arg = t[b] * expf(exponent / denom);
+      yb[flip ? half + i : i] = sinf(arg);
+      yb[flip ? i : half + i] = cosf(arg);
+    }
+    if (dim % 2) yb[dim - 1] = 0.0f;
+  }
+  return NULL;
+}

@@ -1,0 +1,919 @@
+/* test_kernels.c — checks every reference kernel (runtime/kernels_ref*.c)
+ * against values computed independently here: small hand-checked cases, and
+ * naive loops written differently from the kernel (padded copies instead of
+ * range clipping, one-pass moments instead of two-pass, a full S×S softmax in
+ * double instead of query blocks), plus exhaustive dtype conversions.
+ * Nodes go through dc_infer_type first, so the kernels see the types the
+ * compiler would give them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "runtime/kernels.h"
+#include "testutil.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+static uint32_t rng_state = 12345;
+static float frand(void) { /* deterministic, in [-1, 1) */
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return (float)((rng_state >> 8) / 8388608.0 - 1.0);
+}
+
+static float *rand_buf(int64_t count) {
+  float *p = malloc((size_t)(count ? count : 1) * sizeof *p);
+  for (int64_t i = 0; i < count; i++) p[i] = frand();
+  return p;
+}
+
+static int32_t add_in(dc_module *m, dc_dtype dt, int rank, const int64_t *dims) {
+  dc_type t = {dt, rank, {0}};
+  char name[32];
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  snprintf(name, sizeof name, "in%d", m->ninputs);
+  return dc_module_add_input(m, name, &t, INIT_NORMAL);
+}
+#define DIMS(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((int64_t[]){__VA_ARGS__})
+#define IN32(m, ...) add_in((m), DT_F32, DIMS(__VA_ARGS__))
+
+/* Row-major position of idx in dims, and its inverse. */
+static int64_t ravel(const int64_t *idx, const int64_t *dims, int rank) {
+  int64_t at = 0;
+  for (int d = 0; d < rank; d++) at = at * dims[d] + idx[d];
+  return at;
+}
+
+static void unravel(int64_t at, const int64_t *dims, int rank, int64_t *idx) {
+  for (int d = rank - 1; d >= 0; d--) {
+    idx[d] = at % dims[d];
+    at /= dims[d];
+  }
+}
+
+static int64_t numel_of(const int64_t *dims, int rank) {
+  int64_t count = 1;
+  for (int d = 0; d < rank; d++) count *= dims[d];
+  return count;
+}
+
+/* Infers the node's type (unless the op has a given type), adds it to m and
+ * runs its reference kernel.  Returns the output (free()) or NULL. */
+static void *run_node(dc_module *m, dc_node nd, const void *const *in) {
+  dc_type t;
+  dc_status *st = dc_infer_type(m, &nd, &t);
+  if (st) {
+    CHECK_OK(st);
+    return NULL;
+  }
+  nd.type = t;
+  int32_t id = dc_module_add_node(m, &nd);
+  void *out = malloc(dc_type_bytes(&t) + 4);
+  dc_ref_kernel k = dc_ref_kernel_for(nd.op);
+  CHECK(k != NULL);
+  st = k(m, &m->nodes[id], in, out);
+  if (st) {
+    CHECK_OK(st);
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+/* Compares got to want with |got - want| <= tol·max(1, |want|); reports the
+ * worst error.  NaN in want must be NaN in got. */
+static void check_close(const char *what, const float *got, const double *want, int64_t count,
+                        double tol) {
+  double worst = 0;
+  int64_t bad = -1;
+  if (!got) return;
+  for (int64_t i = 0; i < count; i++) {
+    double err = isnan(want[i]) ? (isnan(got[i]) ? 0 : INFINITY) : fabs(got[i] - want[i]);
+    double lim = tol * (fabs(want[i]) > 1 ? fabs(want[i]) : 1);
+    if (err > lim && bad < 0) bad = i;
+    if (err > worst) worst = err;
+  }
+  CHECK(bad < 0);
+  if (bad >= 0)
+    fprintf(stderr, "  %s: element %lld is %.9g, expected %.9g\n", what, (long long)bad,
+            got[bad], want[bad]);
+  printf("  %s: %lld values, max abs error %.3g\n", what, (long long)count, worst);
+}
+
+static void check_closef(const char *what, const float *got, const float *want, int64_t count,
+                         double tol) {
+  double *w = malloc((size_t)count * sizeof *w);
+  for (int64_t i = 0; i < count; i++) w[i] = want[i];
+  check_close(what, got, w, count, tol);
+  free(w);
+}
+
+/* ---- the table -------------------------------------------------------- */
+static void test_table(void) {
+  int missing = 0;
+  for (int op = 0; op < OP_COUNT; op++) {
+    int leaf = (dc_op_get((dc_op)op)->flags & OPF_LEAF) != 0;
+    if (leaf != (dc_ref_kernel_for((dc_op)op) == NULL)) {
+      fprintf(stderr, "  op %s: kernel %s\n", dc_op_get((dc_op)op)->name, leaf ? "present" : "missing");
+      missing++;
+    }
+  }
+  CHECK(missing == 0);
+  CHECK(dc_ref_kernel_for(OP_COUNT) == NULL);
+  printf("table: every non-leaf op of %d has a kernel, leaves have none\n", OP_COUNT);
+}
+
+/* ---- conv2d ----------------------------------------------------------- */
+static dc_node conv_node(int32_t x, int32_t w, int32_t b, int stride, int pt, int pb, int pl, int pr) {
+  int32_t ins[3] = {x, w, b};
+  dc_node nd = dc_node_make(OP_CONV2D, b >= 0 ? 3 : 2, ins);
+  dc_node_set_int(&nd, "stride", stride);
+  dc_node_set_int(&nd, "pad_t", pt);
+  dc_node_set_int(&nd, "pad_b", pb);
+  dc_node_set_int(&nd, "pad_l", pl);
+  dc_node_set_int(&nd, "pad_r", pr);
+  return nd;
+}
+
+static void test_conv_hand(void) {
+  dc_module *m = dc_module_create();
+  float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[9] = {0, 1, 0, 1, 1, 1, 0, 1, 0}, b[1] = {0.5f};
+  /* plus-shaped kernel: each output is the pixel plus its 4 neighbours */
+  float want[9] = {7.5f, 11.5f, 11.5f, 17.5f, 25.5f, 23.5f, 19.5f, 29.5f, 23.5f};
+  int32_t ix = IN32(m, 1, 1, 3, 3), iw = IN32(m, 1, 1, 3, 3), ib = IN32(m, 1);
+  const void *in[3] = {x, w, b};
+  float *y = run_node(m, conv_node(ix, iw, ib, 1, 1, 1, 1, 1), in);
+  check_closef("conv2d 3x3 plus kernel, pad 1, bias 0.5", y, want, 9, 0);
+  free(y);
+  dc_module_destroy(m);
+}
+
+/* Naive conv: copy the input into a zero-padded buffer, then sum in double. */
+static double *conv_naive(const float *x, const float *w, const float *b, int64_t N, int64_t C,
+                          int64_t H, int64_t W, int64_t O, int64_t K, int s, int pt, int pb, int pl,
+                          int pr, int64_t *ho, int64_t *wo) {
+  int64_t hp = H + pt + pb, wp = W + pl + pr;
+  double *xp = calloc((size_t)(N * C * hp * wp), sizeof *xp);
+  *ho = (hp - K) / s + 1;
+  *wo = (wp - K) / s + 1;
+  double *y = malloc((size_t)(N * O * *ho * *wo) * sizeof *y);
+  for (int64_t i = 0; i < N * C; i++)
+    for (int64_t r = 0; r < H; r++)
+      for (int64_t c = 0; c < W; c++) xp[(i * hp + r + pt) * wp + c + pl] = x[(i * H + r) * W + c];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t r = 0; r < *ho; r++)
+        for (int64_t c = 0; c < *wo; c++) {
+          double acc = b ? b[o] : 0;
+          for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t ky = 0; ky < K; ky++)
+              for (int64_t kx = 0; kx < K; kx++)
+                acc += w[((o * C + ci) * K + ky) * K + kx] *
+                       xp[((n * C + ci) * hp + r * s + ky) * wp + c * s + kx];
+          y[((n * O + o) * *ho + r) * *wo + c] = acc;
+        }
+  free(xp);
+  return y;
+}
+
+static void conv_case(const char *what, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                      int64_t K, int s, int pt, int pb, int pl, int pr, int bias) {
+  dc_module *m = dc_module_create();
+  float *x = rand_buf(N * C * H * W), *w = rand_buf(O * C * K * K), *b = rand_buf(O);
+  int32_t ix = IN32(m, N, C, H, W), iw = IN32(m, O, C, K, K), ib = IN32(m, O);
+  const void *in[3] = {x, w, b};
+  int64_t ho, wo;
+  double *want = conv_naive(x, w, bias ? b : NULL, N, C, H, W, O, K, s, pt, pb, pl, pr, &ho, &wo);
+  float *y = run_node(m, conv_node(ix, iw, bias ? ib : -1, s, pt, pb, pl, pr), in);
+  CHECK(m->nodes[m->nnodes - 1].type.dims[2] == ho && m->nodes[m->nnodes - 1].type.dims[3] == wo);
+  check_close(what, y, want, N * O * ho * wo, 1e-5);
+  free(x), free(w), free(b), free(y), free(want);
+  dc_module_destroy(m);
+}
+
+static void test_conv(void) {
+  printf("conv2d:\n");
+  test_conv_hand();
+  conv_case("conv2d 2x2x5x6 -> 3, 3x3, stride 1, pad 1, bias", 2, 2, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1);
+  conv_case("conv2d 2x2x8x7 -> 3, 3x3, stride 2, pad (0,1,0,1) (VAE downsample)", 2, 2, 8, 7, 3, 3, 2, 0,
+            1, 0, 1, 1);
+  conv_case("conv2d 1x3x5x5 -> 2, 3x3, stride 2, pad (2,0,1,3), no bias", 1, 3, 5, 5, 2, 3, 2, 2, 0, 1,
+            3, 0);
+  conv_case("conv2d 1x4x3x3 -> 5, 1x1, no padding", 1, 4, 3, 3, 5, 1, 1, 0, 0, 0, 0, 1);
+
+  /* Speed bar: 64 -> 64 channels, 3x3, 32x32 must run well under a second. */
+  dc_module *m = dc_module_create();
+  float *x = rand_buf(64 * 32 * 32), *w = rand_buf(64 * 64 * 9), *b = rand_buf(64);
+  int32_t ix = IN32(m, 1, 64, 32, 32), iw = IN32(m, 64, 64, 3, 3), ib = IN32(m, 64);
+  const void *in[3] = {x, w, b};
+  double t0 = dc_now_seconds();
+  float *y = run_node(m, conv_node(ix, iw, ib, 1, 1, 1, 1, 1), in);
+  double dt = dc_now_seconds() - t0;
+  const char *preload = getenv("LD_PRELOAD");
+  int under_valgrind = preload && strstr(preload, "vgpreload"); /* ~50x slower: time not checked */
+  CHECK(y != NULL && (dt < 1.0 || under_valgrind));
+  printf("  conv2d 64->64 3x3 at 32x32: %.3f s%s\n", dt, under_valgrind ? " (valgrind)" : "");
+  free(x), free(w), free(b), free(y);
+  dc_module_destroy(m);
+}
+
+/* ---- linear ----------------------------------------------------------- */
+static void test_linear(void) {
+  dc_module *m = dc_module_create();
+  printf("linear:\n");
+  {
+    float x[2] = {1, 2}, w[6] = {1, 0, 0, 1, 1, 1}, b[3] = {0.5f, 0, -1}, want[3] = {1.5f, 2, 2};
+    float want_nb[3] = {1, 2, 3};
+    int32_t ix = IN32(m, 1, 2), iw = IN32(m, 3, 2), ib = IN32(m, 3);
+    int32_t ins[3] = {ix, iw, ib};
+    const void *in[3] = {x, w, b};
+    float *y = run_node(m, dc_node_make(OP_LINEAR, 3, ins), in);
+    check_closef("linear [1,2] x [3,2]^T + bias, by hand", y, want, 3, 0);
+    free(y);
+    y = run_node(m, dc_node_make(OP_LINEAR, 2, ins), in);
+    check_closef("linear without bias, by hand", y, want_nb, 3, 0);
+    free(y);
+  }
+  {
+    int64_t B = 2, S = 3, K = 5, N = 4;
+    float *x = rand_buf(B * S * K), *w = rand_buf(N * K), *b = rand_buf(N);
+    double *want = malloc((size_t)(B * S * N) * sizeof *want);
+    int32_t ins[3] = {IN32(m, B, S, K), IN32(m, N, K), IN32(m, N)};
+    const void *in[3] = {x, w, b};
+    for (int64_t r = 0; r < B * S; r++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = b[j];
+        for (int64_t k = 0; k < K; k++) acc += (double)x[r * K + k] * w[j * K + k];
+        want[r * N + j] = acc;
+      }
+    float *y = run_node(m, dc_node_make(OP_LINEAR, 3, ins), in);
+    CHECK(m->nodes[m->nnodes - 1].type.rank == 3 && m->nodes[m->nnodes - 1].type.dims[2] == N);
+    check_close("linear 3-D input [2,3,5] -> [2,3,4] with bias", y, want, B * S * N, 1e-5);
+    free(x), free(w), free(b), free(want), free(y);
+  }
+  dc_module_destroy(m);
+}
+
+/* ---- norms ------------------------------------------------------------ */
+/* One-pass moments (E[x^2] - E[x]^2) in double: different from the kernel's
+ * two-pass, equal to well within float rounding for these inputs. */
+static void moments_1pass(const float *x, int64_t len, int64_t stride, double *mean, double *var) {
+  double s = 0, q = 0;
+  for (int64_t i = 0; i < len; i++) {
+    s += x[i * stride];
+    q += (double)x[i * stride] * x[i * stride];
+  }
+  *mean = s / len;
+  *var = q / len - *mean * *mean;
+}
+
+static dc_node norm_node(dc_op op, int32_t x, int32_t g, int32_t b, double eps, int groups) {
+  int32_t ins[3] = {x, g, b};
+  dc_node nd = dc_node_make(op, 3, ins);
+  dc_node_set_float(&nd, "eps", eps);
+  if (op == OP_GROUP_NORM) dc_node_set_int(&nd, "groups", groups);
+  return nd;
+}
+
+static void test_group_norm(void) {
+  dc_module *m = dc_module_create();
+  printf("group_norm:\n");
+  {
+    /* one group over [1,2,3,4]: mean 2.5, var 1.25 */
+    float x[4] = {1, 2, 3, 4}, g[2] = {1, 2}, b[2] = {0, 1};
+    double r = 1 / sqrt(1.25 + 1e-5);
+    double want[4] = {-1.5 * r, -0.5 * r, 0.5 * r * 2 + 1, 1.5 * r * 2 + 1};
+    const void *in[3] = {x, g, b};
+    float *y = run_node(m, norm_node(OP_GROUP_NORM, IN32(m, 1, 2, 2), IN32(m, 2), IN32(m, 2), 1e-5, 1), in);
+    check_close("group_norm 1 group over [1,2,3,4], by hand", y, want, 4, 1e-6);
+    free(y);
+  }
+  {
+    int64_t N = 2, C = 6, H = 3, W = 4, G = 3, cpg = C / G, hw = H * W;
+    float *x = rand_buf(N * C * hw), *g = rand_buf(C), *b = rand_buf(C);
+    double *want = malloc((size_t)(N * C * hw) * sizeof *want);
+    for (int64_t i = 0; i < N * C * hw; i++) x[i] = x[i] * 3 + 0.5f; /* off-centre */
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t gi = 0; gi < G; gi++) {
+        double mean, var;
+        moments_1pass(x + (n * C + gi * cpg) * hw, cpg * hw, 1, &mean, &var);
+        for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++)
+          for (int64_t p = 0; p < hw; p++) {
+            int64_t at = (n * C + c) * hw + p;
+            want[at] = (x[at] - mean) / sqrt(var + 1e-6) * g[c] + b[c];
+          }
+      }
+    const void *in[3] = {x, g, b};
+    float *y = run_node(m, norm_node(OP_GROUP_NORM, IN32(m, N, C, H, W), IN32(m, C), IN32(m, C), 1e-6, G), in);
+    check_close("group_norm [2,6,3,4], 3 groups, eps 1e-6, vs one-pass moments", y, want,
+                N * C * hw, 1e-5);
+    free(x), free(g), free(b), free(want), free(y);
+  }
+  dc_module_destroy(m);
+}
+
+static void test_layer_norm(void) {
+  dc_module *m = dc_module_create();
+  printf("layer_norm:\n");
+  {
+    float x[3] = {1, 2, 3}, g[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    double r = 1 / sqrt(2.0 / 3 + 1e-5), want[3] = {-r, 0, r};
+    const void *in[3] = {x, g, b};
+    float *y = run_node(m, norm_node(OP_LAYER_NORM, IN32(m, 1, 3), IN32(m, 3), IN32(m, 3), 1e-5, 0), in);
+    check_close("layer_norm [1,2,3], by hand", y, want, 3, 1e-6);
+    free(y);
+  }
+  {
+    int64_t R = 2 * 3, C = 7;
+    float *x = rand_buf(R * C), *g = rand_buf(C), *b = rand_buf(C);
+    double *want = malloc((size_t)(R * C) * sizeof *want);
+    for (int64_t r = 0; r < R; r++) {
+      double mean, var;
+      moments_1pass(x + r * C, C, 1, &mean, &var);
+      for (int64_t i = 0; i < C; i++) want[r * C + i] = (x[r * C + i] - mean) / sqrt(var + 1e-5) * g[i] + b[i];
+    }
+    const void *in[3] = {x, g, b};
+    float *y = run_node(m, norm_node(OP_LAYER_NORM, IN32(m, 2, 3, C), IN32(m, C), IN32(m, C), 1e-5, 0), in);
+    check_close("layer_norm [2,3,7] vs one-pass moments", y, want, R * C, 1e-5);
+    free(x), free(g), free(b), free(want), free(y);
+  }
+  dc_module_destroy(m);
+}
+
+/* ---- add, mul --------------------------------------------------------- */
+/* Expected value by index arithmetic: b's index drops a's leading dims and
+ * pins its size-1 dims to 0. */
+static void binary_case(dc_op op, int ra, const int64_t *da, int rb, const int64_t *db) {
+  dc_module *m = dc_module_create();
+  int64_t na = numel_of(da, ra), ia[DC_MAX_DIMS], ib[DC_MAX_DIMS];
+  float *a = rand_buf(na), *b = rand_buf(numel_of(db, rb));
+  double *want = malloc((size_t)na * sizeof *want);
+  for (int64_t i = 0; i < na; i++) {
+    unravel(i, da, ra, ia);
+    for (int k = 0; k < rb; k++) ib[k] = db[k] == 1 ? 0 : ia[ra - rb + k];
+    float bv = b[ravel(ib, db, rb)];
+    want[i] = op == OP_ADD ? (double)(a[i] + bv) : (double)(a[i] * bv);
+  }
+  int32_t ins[2] = {add_in(m, DT_F32, ra, da), add_in(m, DT_F32, rb, db)};
+  const void *in[2] = {a, b};
+  float *y = run_node(m, dc_node_make(op, 2, ins), in);
+  char what[160], s1[64], s2[64];
+  snprintf(what, sizeof what, "%s %s with %s", dc_op_get(op)->name, dc_dims_str(da, ra, s1, sizeof s1),
+           dc_dims_str(db, rb, s2, sizeof s2));
+  check_close(what, y, want, na, 1e-7);
+  free(a), free(b), free(want), free(y);
+  dc_module_destroy(m);
+}
+
+static void test_binary(void) {
+  printf("add, mul:\n");
+  binary_case(OP_ADD, DIMS(2, 3, 4, 5), DIMS(2, 3, 1, 1));
+  binary_case(OP_ADD, DIMS(2, 3, 4, 5), DIMS(2, 3, 4, 5));
+  binary_case(OP_ADD, DIMS(2, 3, 4), DIMS(3, 1));
+  binary_case(OP_ADD, DIMS(2, 3), DIMS(1));
+  binary_case(OP_MUL, DIMS(2, 3, 4), DIMS(4));
+  binary_case(OP_MUL, DIMS(2, 3, 4, 5), DIMS(1, 3, 1, 5));
+  {
+    dc_module *m = dc_module_create();
+    float a[4] = {1, 2, 3, 4}, b[2] = {10, 20}, want[4] = {11, 22, 13, 24};
+    int32_t ins[2] = {IN32(m, 2, 2), IN32(m, 2)};
+    const void *in[2] = {a, b};
+    float *y = run_node(m, dc_node_make(OP_ADD, 2, ins), in);
+    check_closef("add [[1,2],[3,4]] + [10,20], by hand", y, want, 4, 0);
+    free(y);
+    dc_module_destroy(m);
+  }
+}
+
+/* ---- unary elementwise, geglu ----------------------------------------- */
+static float *unary(dc_module *m, dc_op op, const float *x, int64_t count, double lo, double hi) {
+  int32_t ins[1] = {IN32(m, count)};
+  dc_node nd = dc_node_make(op, 1, ins);
+  const void *in[1] = {x};
+  if (op == OP_CLAMP) {
+    dc_node_set_float(&nd, "min", lo);
+    dc_node_set_float(&nd, "max", hi);
+  }
+  return run_node(m, nd, in);
+}
+
+static void test_unary(void) {
+  dc_module *m = dc_module_create();
+  float x[6] = {0, 1, -1, 3, -20, NAN};
+  /* silu(x) = x / (1 + e^-x); gelu(x) = x·Φ(x), Φ(1) = 0.841344746068543 */
+  double silu[6] = {0, 0.731058578630005, -0.268941421369995, 2.857722380467300,
+                    -20 / (1 + exp(20.0)), NAN};
+  double gelu[6] = {0, 0.841344746068543, -0.158655253931457, 2.995950305905110,
+                    -20 * 0.5 * erfc(20 / sqrt(2.0)), NAN};
+  double clamp[6] = {0, 1, -0.5, 2, -0.5, NAN};
+  printf("silu, gelu, clamp:\n");
+  float *y = unary(m, OP_SILU, x, 6, 0, 0);
+  check_close("silu at 0, 1, -1, 3, -20, NaN", y, silu, 6, 1e-7);
+  free(y);
+  y = unary(m, OP_GELU, x, 6, 0, 0);
+  check_close("gelu (erf) at 0, 1, -1, 3, -20, NaN", y, gelu, 6, 1e-7);
+  free(y);
+  y = unary(m, OP_CLAMP, x, 6, -0.5, 2);
+  check_close("clamp to [-0.5, 2], NaN passes through", y, clamp, 6, 0);
+  free(y);
+  dc_module_destroy(m);
+}
+
+static void test_geglu(void) {
+  dc_module *m = dc_module_create();
+  /* rows [h0 h1 | g0 g1]: out = h * gelu(g) */
+  float x[8] = {1, 2, 0, 1, -3, 0.5f, -1, 3};
+  double want[4] = {0, 2 * 0.841344746068543, -3 * -0.158655253931457, 0.5 * 2.995950305905110};
+  int32_t ins[1] = {IN32(m, 2, 4)};
+  const void *in[1] = {x};
+  float *y = run_node(m, dc_node_make(OP_GEGLU, 1, ins), in);
+  printf("geglu:\n");
+  CHECK(m->nodes[m->nnodes - 1].type.dims[1] == 2);
+  check_close("geglu [2,4] -> [2,2], by hand", y, want, 4, 1e-7);
+  free(y);
+  dc_module_destroy(m);
+}
+
+/* ---- attention -------------------------------------------------------- */
+/* Full S×S scores per (batch, head) in double, softmax, then p·v. */
+static double *attention_naive(const float *q, const float *k, const float *v, int64_t B,
+                               int64_t Sq, int64_t Sk, int64_t H, int64_t D, double scale) {
+  int64_t hd = H * D;
+  double *y = malloc((size_t)(B * Sq * hd) * sizeof *y), *s = malloc((size_t)(Sq * Sk) * sizeof *s);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++) {
+      for (int64_t i = 0; i < Sq; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < Sk; j++) {
+          double acc = 0;
+          for (int64_t d = 0; d < D; d++)
+            acc += (double)q[(b * Sq + i) * hd + h * D + d] * k[(b * Sk + j) * hd + h * D + d];
+          s[i * Sk + j] = acc * scale;
+          mx = fmax(mx, s[i * Sk + j]);
+        }
+        for (int64_t j = 0; j < Sk; j++) sum += s[i * Sk + j] = exp(s[i * Sk + j] - mx);
+        for (int64_t d = 0; d < D; d++) {
+          double acc = 0;
+          for (int64_t j = 0; j < Sk; j++) acc += s[i * Sk + j] / sum * v[(b * Sk + j) * hd + h * D + d];
+          y[(b * Sq + i) * hd + h * D + d] = acc;
+        }
+      }
+    }
+  free(s);
+  return y;
+}
+
+static dc_node attn_node(int32_t q, int32_t k, int32_t v, int heads, double scale) {
+  int32_t ins[3] = {q, k, v};
+  dc_node nd = dc_node_make(OP_ATTENTION, 3, ins);
+  dc_node_set_int(&nd, "heads", heads);
+  dc_node_set_float(&nd, "scale", scale);
+  return nd;
+}
+
+static void attention_case(const char *what, int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t D) {
+  dc_module *m = dc_module_create();
+  float *q = rand_buf(B * Sq * H * D), *k = rand_buf(B * Sk * H * D), *v = rand_buf(B * Sk * H * D);
+  for (int64_t i = 0; i < B * Sq * H * D; i++) q[i] *= 4; /* peaky softmax: max subtraction matters */
+  double scale = 1 / sqrt((double)D);
+  double *want = attention_naive(q, k, v, B, Sq, Sk, H, D, scale);
+  const void *in[3] = {q, k, v};
+  float *y = run_node(m, attn_node(IN32(m, B, Sq, H * D), IN32(m, B, Sk, H * D), IN32(m, B, Sk, H * D),
+                                   (int)H, scale), in);
+  check_close(what, y, want, B * Sq * H * D, 1e-5);
+  free(q), free(k), free(v), free(want), free(y);
+  dc_module_destroy(m);
+}
+
+static void test_attention(void) {
+  printf("attention:\n");
+  {
+    /* equal scores: output is the mean of v; then q picks the larger key */
+    dc_module *m = dc_module_create();
+    float q[2] = {0, 1}, k[2] = {0, 0}, v[2] = {1, 3};
+    float k2[2] = {0, 100};
+    double want[2] = {2, 2}, want2[2] = {2, 3};
+    int32_t iq = IN32(m, 1, 2, 1), ik = IN32(m, 1, 2, 1), iv = IN32(m, 1, 2, 1);
+    const void *in[3] = {q, k, v};
+    float *y = run_node(m, attn_node(iq, ik, iv, 1, 1.0), in);
+    check_close("attention, equal scores average v (by hand)", y, want, 2, 1e-7);
+    free(y);
+    in[1] = k2; /* row 0 ties again; row 1 scores 0 vs 100: all weight on v[1] */
+    y = run_node(m, attn_node(iq, ik, iv, 1, 1.0), in);
+    check_close("attention, one dominant key (by hand)", y, want2, 2, 1e-7);
+    free(y);
+    dc_module_destroy(m);
+  }
+  attention_case("attention B2 Sq37 Sk37 H3 D4 (self, Sq not a multiple of 32)", 2, 37, 37, 3, 4);
+  attention_case("attention B1 Sq70 Sk19 H2 D8 (cross, 3 query blocks)", 1, 70, 19, 2, 8);
+  attention_case("attention B2 Sq5 Sk64 H1 D16 (one head, short query)", 2, 5, 64, 1, 16);
+  {
+    /* the score buffer's allocation fails: a clean error, nothing leaks */
+    dc_module *m = dc_module_create();
+    float buf[8] = {0};
+    const void *in[3] = {buf, buf, buf};
+    dc_node nd = attn_node(IN32(m, 1, 4, 2), IN32(m, 1, 4, 2), IN32(m, 1, 4, 2), 1, 1.0);
+    dc_type t;
+    CHECK_OK(dc_infer_type(m, &nd, &t));
+    nd.type = t;
+    float out[8];
+    dc_alloc_fail_after(0);
+    dc_status *st = dc_ref_kernel_for(OP_ATTENTION)(m, &nd, in, out);
+    dc_alloc_fail_after(-1);
+    CHECK_ERR(st, "attention scores");
+    dc_module_destroy(m);
+  }
+}
+
+/* ---- data movement ---------------------------------------------------- */
+static void permute_case(int rank, const int64_t *dims, const int64_t *perm) {
+  dc_module *m = dc_module_create();
+  int64_t count = numel_of(dims, rank), od[DC_MAX_DIMS], oi[DC_MAX_DIMS], idx[DC_MAX_DIMS];
+  float *x = rand_buf(count);
+  double *want = malloc((size_t)count * sizeof *want);
+  int32_t ins[1] = {add_in(m, DT_F32, rank, dims)};
+  dc_node nd = dc_node_make(OP_PERMUTE, 1, ins);
+  const void *in[1] = {x};
+  char what[128], sd[64], sp[64];
+  for (int k = 0; k < rank; k++) od[k] = dims[perm[k]];
+  for (int64_t o = 0; o < count; o++) { /* out[oi] = x[idx] with idx[perm[k]] = oi[k] */
+    unravel(o, od, rank, oi);
+    for (int k = 0; k < rank; k++) idx[perm[k]] = oi[k];
+    want[o] = x[ravel(idx, dims, rank)];
+  }
+  memcpy(nd.list, perm, (size_t)rank * sizeof *perm);
+  nd.nlist = rank;
+  float *y = run_node(m, nd, in);
+  snprintf(what, sizeof what, "permute %s by %s", dc_dims_str(dims, rank, sd, sizeof sd),
+           dc_dims_str(perm, rank, sp, sizeof sp));
+  check_close(what, y, want, count, 0);
+  free(x), free(want), free(y);
+  dc_module_destroy(m);
+}
+
+static void test_reshape_permute(void) {
+  dc_module *m = dc_module_create();
+  float *x = rand_buf(120);
+  int32_t ins[1] = {IN32(m, 2, 3, 4, 5)};
+  dc_node nd = dc_node_make(OP_RESHAPE, 1, ins);
+  const void *in[1] = {x};
+  printf("reshape, permute:\n");
+  nd.type = (dc_type){DT_F32, 2, {6, 20}};
+  float *y = run_node(m, nd, in);
+  CHECK(y && memcmp(x, y, 120 * sizeof *x) == 0);
+  printf("  reshape [2,3,4,5] -> [6,20]: same 120 values\n");
+  free(x), free(y);
+  dc_module_destroy(m);
+  permute_case(DIMS(2, 3, 4, 5), ((int64_t[]){0, 2, 3, 1})); /* NCHW -> NHWC */
+  permute_case(DIMS(2, 3, 4, 5), ((int64_t[]){3, 1, 0, 2}));
+  permute_case(DIMS(2, 3, 4, 5), ((int64_t[]){0, 1, 2, 3}));
+  permute_case(DIMS(4, 7), ((int64_t[]){1, 0}));
+  permute_case(DIMS(2, 3, 2, 4, 3, 2), ((int64_t[]){5, 0, 3, 1, 4, 2}));
+}
+
+static void test_upsample(void) {
+  dc_module *m = dc_module_create();
+  float x1[4] = {1, 2, 3, 4}, want1[16] = {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4};
+  int64_t P = 6, H = 3, W = 5, f = 3;
+  float *x = rand_buf(P * H * W);
+  double *want = malloc((size_t)(P * H * W * f * f) * sizeof *want);
+  int32_t ins1[1] = {IN32(m, 1, 1, 2, 2)}, ins[1] = {IN32(m, 2, 3, H, W)};
+  dc_node nd1 = dc_node_make(OP_UPSAMPLE, 1, ins1), nd = dc_node_make(OP_UPSAMPLE, 1, ins);
+  const void *in1[1] = {x1}, *in[1] = {x};
+  printf("upsample_nearest:\n");
+  dc_node_set_int(&nd1, "factor", 2);
+  float *y = run_node(m, nd1, in1);
+  check_closef("upsample [1,1,2,2] x2, by hand", y, want1, 16, 0);
+  free(y);
+  for (int64_t p = 0; p < P; p++)
+    for (int64_t r = 0; r < H * f; r++)
+      for (int64_t c = 0; c < W * f; c++)
+        want[(p * H * f + r) * W * f + c] = x[(p * H + r / f) * W + c / f];
+  dc_node_set_int(&nd, "factor", f);
+  y = run_node(m, nd, in);
+  check_close("upsample [2,3,3,5] x3", y, want, P * H * W * f * f, 0);
+  free(x), free(want), free(y);
+  dc_module_destroy(m);
+}
+
+static void concat_case(int axis) {
+  dc_module *m = dc_module_create();
+  int64_t da[3] = {2, 2, 3}, db[3] = {2, 2, 3}, dy[3], idx[3];
+  double want[64];
+  char what[96], sb[32];
+  db[axis] = 1 + axis; /* a different length along the axis */
+  memcpy(dy, da, sizeof dy);
+  dy[axis] += db[axis];
+  float *a = rand_buf(numel_of(da, 3)), *b = rand_buf(numel_of(db, 3));
+  for (int64_t o = 0; o < numel_of(dy, 3); o++) {
+    unravel(o, dy, 3, idx);
+    if (idx[axis] < da[axis]) {
+      want[o] = a[ravel(idx, da, 3)];
+    } else {
+      idx[axis] -= da[axis];
+      want[o] = b[ravel(idx, db, 3)];
+    }
+  }
+  int32_t ins[2] = {add_in(m, DT_F32, 3, da), add_in(m, DT_F32, 3, db)};
+  dc_node nd = dc_node_make(OP_CONCAT, 2, ins);
+  const void *in[2] = {a, b};
+  dc_node_set_int(&nd, "axis", axis);
+  float *y = run_node(m, nd, in);
+  snprintf(what, sizeof what, "concat [2,2,3] with %s on axis %d", dc_dims_str(db, 3, sb, sizeof sb), axis);
+  check_close(what, y, want, numel_of(dy, 3), 0);
+  free(a), free(b), free(y);
+  dc_module_destroy(m);
+}
+
+static void slice_case(int axis, int64_t start, int64_t end) {
+  dc_module *m = dc_module_create();
+  int64_t d[3] = {2, 5, 3}, od[3] = {2, 5, 3}, idx[3];
+  float *x = rand_buf(30);
+  double want[30];
+  char what[64];
+  od[axis] = end - start;
+  for (int64_t o = 0; o < numel_of(od, 3); o++) {
+    unravel(o, od, 3, idx);
+    idx[axis] += start;
+    want[o] = x[ravel(idx, d, 3)];
+  }
+  int32_t ins[1] = {add_in(m, DT_F32, 3, d)};
+  dc_node nd = dc_node_make(OP_SLICE, 1, ins);
+  const void *in[1] = {x};
+  dc_node_set_int(&nd, "axis", axis);
+  dc_node_set_int(&nd, "start", start);
+  dc_node_set_int(&nd, "end", end);
+  float *y = run_node(m, nd, in);
+  snprintf(what, sizeof what, "slice [2,5,3] axis %d [%lld, %lld)", axis, (long long)start, (long long)end);
+  check_close(what, y, want, numel_of(od, 3), 0);
+  free(x), free(y);
+  dc_module_destroy(m);
+}
+
+static void test_concat_slice(void) {
+  printf("concat, slice:\n");
+  for (int axis = 0; axis < 3; axis++) concat_case(axis);
+  slice_case(1, 1, 4);
+  slice_case(2, 2, 3);
+  slice_case(0, 1, 2);
+  slice_case(1, 0, 5);
+}
+
+/* ---- timestep embedding ----------------------------------------------- */
+/* Made with numpy 2.4 by mirroring diffusers get_timestep_embedding op by op
+ * in float32 (exp/sin/cos evaluated in float64 and rounded once):
+ *   half = dim // 2
+ *   e = np.float32(-math.log(10000)) * np.arange(half, dtype=np.float32)
+ *   e = (e / np.float32(half - shift)).astype(np.float32)
+ *   f = np.exp(e.astype(np.float64)).astype(np.float32)
+ *   a = (np.float32(t)[:, None] * f[None, :]).astype(np.float32)
+ *   emb = cat(sin(a), cos(a)) (flip: cat(cos, sin)); odd dim: pad a zero column
+ * with t = [0, 1, 2.5, 999].  Evaluating the same formula in float64 instead
+ * differs by 2.8e-6 at t = 999, so the 1e-6 bound below checks the order. */
+static const float te_d8[4][8] = {
+  {0, 0, 0, 0, 1, 1, 1, 1},
+  {0.841470957f, 0.0463992283f, 0.00215443317f, 9.99999902e-05f, 0.540302277f, 0.998923004f, 0.999997675f, 1},
+  {0.598472118f, 0.115779489f, 0.00538606104f, 0.000249999983f, -0.801143587f, 0.993274927f, 0.999985516f,
+   0.99999994f},
+  {-0.0264607519f, 0.684861422f, 0.835648477f, 0.0997339115f, 0.999649882f, -0.728673339f, -0.549264669f,
+   0.995014131f},
+};
+static const float te_d9_flip_shift0[4][9] = {
+  {1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {0.540302277f, 0.995004177f, 0.999949992f, 0.999999523f, 0.841470957f, 0.099833414f, 0.00999983307f,
+   0.000999999815f, 0},
+  {-0.801143587f, 0.968912423f, 0.999687493f, 0.999996901f, 0.598472118f, 0.247403949f, 0.0249973945f,
+   0.00249999738f, 0},
+  {0.999649882f, 0.807455063f, -0.844469845f, 0.541143537f, -0.0264607519f, -0.589929104f, -0.535603166f,
+   0.840930223f, 0},
+};
+static const float te_d6_flip[4][6] = {
+  {1, 1, 1, 0, 0, 0},
+  {0.540302277f, 0.999949992f, 1, 0.841470957f, 0.00999983307f, 9.99999902e-05f},
+  {-0.801143587f, 0.999687493f, 0.99999994f, 0.598472118f, 0.0249973945f, 0.000249999983f},
+  {0.999649882f, -0.844469845f, 0.995014131f, -0.0264607519f, -0.535603166f, 0.0997339115f},
+};
+
+static void time_embed_case(const char *what, int dim, int flip, double shift, const float *want) {
+  dc_module *m = dc_module_create();
+  float t[4] = {0, 1, 2.5f, 999};
+  int32_t ins[1] = {IN32(m, 4)};
+  dc_node nd = dc_node_make(OP_TIME_EMBED, 1, ins);
+  const void *in[1] = {t};
+  dc_node_set_int(&nd, "dim", dim);
+  dc_node_set_int(&nd, "flip_sin_to_cos", flip);
+  dc_node_set_float(&nd, "freq_shift", shift);
+  float *y = run_node(m, nd, in);
+  check_closef(what, y, want, 4 * dim, 1e-6);
+  free(y);
+  dc_module_destroy(m);
+}
+
+static void test_time_embed(void) {
+  printf("timestep_embedding:\n");
+  time_embed_case("dim 8, sin first, freq_shift 1 (SD UNet)", 8, 0, 1.0, &te_d8[0][0]);
+  time_embed_case("dim 9 (odd, zero pad), flip, freq_shift 0", 9, 1, 0.0, &te_d9_flip_shift0[0][0]);
+  time_embed_case("dim 6, flip, freq_shift 1", 6, 1, 1.0, &te_d6_flip[0][0]);
+}
+
+/* ---- dtype conversions and CAST --------------------------------------- */
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static float float_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* sign · 2^(e - bias) · (1 + m / 2^mbits), or subnormal, by the textbook
+ * formula (inf/NaN handled by the caller). */
+static double fp_value(uint32_t v, int ebits, int mbits) {
+  int bias = (1 << (ebits - 1)) - 1;
+  uint32_t e = (v >> mbits) & ((1u << ebits) - 1), man = v & ((1u << mbits) - 1);
+  double mag = e == 0 ? ldexp((double)man, 1 - bias - mbits) : ldexp(1 + ldexp(man, -mbits), (int)e - bias);
+  return (v >> (ebits + mbits)) & 1 ? -mag : mag;
+}
+
+static int same_float(float a, double b) { /* equal, with -0 != +0 */
+  return a == b && !signbit(a) == !signbit(b);
+}
+
+static void test_f16(void) {
+  int bad = 0, bad_rt = 0, bad_hw = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = dc_f16_to_f32((uint16_t)h);
+    int e = (h >> 10) & 0x1f;
+    if (e == 31) bad += (h & 0x3ff) ? !isnan(f) : !(isinf(f) && !!signbit(f) == (int)(h >> 15));
+    else bad += !same_float(f, fp_value(h, 5, 10));
+    uint16_t back = dc_f32_to_f16(f);
+    /* NaN stays NaN and becomes quiet; everything else round-trips */
+    bad_rt += isnan(f) ? (back != (h | 0x200)) : back != h;
+  }
+  CHECK(bad == 0 && bad_rt == 0);
+  printf("  f16: all 65536 codes decode by formula (subnormals, inf, NaN) and round-trip\n");
+#ifdef __FLT16_MAX__
+  /* f32 -> f16 rounding against the compiler's _Float16 conversion (RNE) */
+  int64_t tried = 0;
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093, tried++) {
+    float f = float_of((uint32_t)u);
+    _Float16 hw = (_Float16)f;
+    uint16_t hb;
+    memcpy(&hb, &hw, 2);
+    if (isnan(f)) bad_hw += !(((dc_f32_to_f16(f) & 0x7c00) == 0x7c00) && (dc_f32_to_f16(f) & 0x3ff));
+    else bad_hw += dc_f32_to_f16(f) != hb;
+  }
+  CHECK(bad_hw == 0);
+  printf("  f32 -> f16: %lld f32 bit patterns round like _Float16 (%d differ)\n", (long long)tried, bad_hw);
+#endif
+  /* ties: 1 + 2^-11 is halfway between 1 and 1 + 2^-10 -> even (1) */
+  CHECK(dc_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);
+  CHECK(dc_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02);
+  CHECK(dc_f32_to_f16(65504.0f) == 0x7bff && dc_f32_to_f16(65520.0f) == 0x7c00);
+  CHECK(dc_f32_to_f16(65519.99f) == 0x7bff);
+  CHECK(dc_f32_to_f16(0x1p-24f) == 0x0001 && dc_f32_to_f16(0x1p-25f) == 0 &&
+        dc_f32_to_f16(0x1.8p-25f) == 0x0001 && dc_f32_to_f16(-0x1p-26f) == 0x8000);
+  printf("  f32 -> f16: ties to even, 65504 max, 65520 -> inf, subnormal edges\n");
+}
+
+/* Nearest bf16 by comparing the two candidates' distances in double; past
+ * the largest finite value the next candidate is inf, which IEEE rounding
+ * treats as 2^128. */
+static uint16_t bf16_nearest(float f) {
+  uint32_t u = bits_of(f);
+  uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+  double vlo = dc_bf16_to_f32(lo), vhi, dlo, dhi;
+  if ((u & 0xffff) == 0) return lo;
+  vhi = (hi & 0x7fff) == 0x7f80 ? copysign(ldexp(1.0, 128), f) : dc_bf16_to_f32(hi);
+  dlo = fabs((double)f - vlo);
+  dhi = fabs((double)f - vhi);
+  if (dlo != dhi) return dlo < dhi ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
+
+static void test_bf16(void) {
+  int bad = 0, bad_rt = 0, bad_rne = 0;
+  int64_t tried = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = dc_bf16_to_f32((uint16_t)h);
+    int e = (h >> 7) & 0xff;
+    if (e == 255) bad += (h & 0x7f) ? !isnan(f) : !(isinf(f) && !!signbit(f) == (int)(h >> 15));
+    else bad += !same_float(f, fp_value(h, 8, 7));
+    uint16_t back = dc_f32_to_bf16(f);
+    bad_rt += isnan(f) ? (back != (h | 0x40)) : back != h;
+  }
+  CHECK(bad == 0 && bad_rt == 0);
+  printf("  bf16: all 65536 codes decode by formula and round-trip (NaN stays NaN, quiet)\n");
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093, tried++) {
+    float f = float_of((uint32_t)u);
+    if (isnan(f)) bad_rne += !isnan(dc_bf16_to_f32(dc_f32_to_bf16(f)));
+    else bad_rne += dc_f32_to_bf16(f) != bf16_nearest(f);
+  }
+  CHECK(bad_rne == 0);
+  CHECK(dc_f32_to_bf16(float_of(0x3f808000)) == 0x3f80 && dc_f32_to_bf16(float_of(0x3f818000)) == 0x3f82);
+  CHECK(dc_f32_to_bf16(float_of(0x7f7fffff)) == 0x7f80);
+  CHECK(isnan(dc_bf16_to_f32(dc_f32_to_bf16(float_of(0x7f800001))))); /* low-payload NaN not inf */
+  printf("  f32 -> bf16: %lld bit patterns nearest-even vs a distance check; ties; overflow; NaN\n",
+         (long long)tried);
+}
+
+static void test_f8(void) {
+  int bad4 = 0, bad5 = 0;
+  for (uint32_t v = 0; v < 256; v++) {
+    float f4 = dc_f8e4m3_to_f32((uint8_t)v), f5 = dc_f8e5m2_to_f32((uint8_t)v);
+    bad4 += (v & 0x7f) == 0x7f ? !isnan(f4) : !same_float(f4, fp_value(v, 4, 3));
+    if (((v >> 2) & 0x1f) == 31) bad5 += (v & 3) ? !isnan(f5) : !(isinf(f5) && !!signbit(f5) == (int)(v >> 7));
+    else bad5 += !same_float(f5, fp_value(v, 5, 2));
+  }
+  CHECK(bad4 == 0 && bad5 == 0);
+  CHECK(dc_f8e4m3_to_f32(0x7e) == 448 && dc_f8e4m3_to_f32(0xfe) == -448);
+  CHECK(dc_f8e4m3_to_f32(0x01) == 0x1p-9f && dc_f8e4m3_to_f32(0x07) == 7 * 0x1p-9f);
+  CHECK(dc_f8e4m3_to_f32(0x08) == 0x1p-6f && dc_f8e4m3_to_f32(0x78) == 256);
+  CHECK(isnan(dc_f8e4m3_to_f32(0x7f)) && isnan(dc_f8e4m3_to_f32(0xff)));
+  CHECK(dc_f8e5m2_to_f32(0x7b) == 57344 && dc_f8e5m2_to_f32(0x01) == 0x1p-16f);
+  CHECK(isinf(dc_f8e5m2_to_f32(0x7c)) && isnan(dc_f8e5m2_to_f32(0x7d)) && dc_f8e5m2_to_f32(0xfc) < 0);
+  printf("  f8: all 256 e4m3fn and e5m2 codes by formula; e4m3 max 448, NaN 0x7f/0xff, "
+         "subnormal 2^-9; e5m2 max 57344, inf 0x7c\n");
+}
+
+static void cast_case(const char *what, dc_dtype from, dc_dtype to, const void *x, const void *want,
+                      int64_t count) {
+  dc_module *m = dc_module_create();
+  int32_t ins[1] = {add_in(m, from, DIMS(count))};
+  dc_node nd = dc_node_make(OP_CAST, 1, ins);
+  const void *in[1] = {x};
+  nd.type = (dc_type){to, 1, {count}};
+  void *y = run_node(m, nd, in);
+  CHECK(y && memcmp(y, want, (size_t)count * dc_dtype_size(to)) == 0);
+  printf("  cast %s\n", what);
+  free(y);
+  dc_module_destroy(m);
+}
+
+static void test_cast(void) {
+  printf("dtype conversions, cast:\n");
+  test_f16();
+  test_bf16();
+  test_f8();
+  {
+    uint16_t h[4] = {0x3c00, 0xc000, 0x0001, 0x7c00};
+    float hf[4] = {1, -2, 0x1p-24f, INFINITY};
+    uint16_t bf[3] = {0x3f80, 0xc040, 0x0001};
+    float bff[3] = {1, -3, 0x1p-133f};
+    uint8_t e4[4] = {0x7e, 0x01, 0x38, 0xb8}, e5[3] = {0x7b, 0x3c, 0x01};
+    float e4f[4] = {448, 0x1p-9f, 1, -1}, e5f[3] = {57344, 1, 0x1p-16f};
+    float f[3] = {1, 1 + 0x1p-8f, -65504};
+    uint16_t fbf[3] = {0x3f80, 0x3f80, 0xc780}, fh[3] = {0x3c00, 0x3c04, 0xfbff};
+    cast_case("f16 -> f32", DT_F16, DT_F32, h, hf, 4);
+    cast_case("bf16 -> f32", DT_BF16, DT_F32, bf, bff, 3);
+    cast_case("f8e4m3 -> f32", DT_F8_E4M3, DT_F32, e4, e4f, 4);
+    cast_case("f8e5m2 -> f32", DT_F8_E5M2, DT_F32, e5, e5f, 3);
+    cast_case("f32 -> bf16 (1 + 2^-8 ties to even 1; -65504 rounds to -65536)", DT_F32, DT_BF16, f, fbf, 3);
+    cast_case("f32 -> f16", DT_F32, DT_F16, f, fh, 3);
+    cast_case("f32 -> f32 (copy)", DT_F32, DT_F32, f, f, 3);
+  }
+  {
+    /* more elements than one conversion chunk */
+    int64_t count = 1000;
+    uint16_t *h = malloc((size_t)count * 2);
+    float *want = malloc((size_t)count * 4);
+    for (int64_t i = 0; i < count; i++) {
+      h[i] = (uint16_t)(i * 61);
+      want[i] = dc_f16_to_f32(h[i]);
+    }
+    cast_case("f16 -> f32, 1000 elements (several chunks)", DT_F16, DT_F32, h, want, count);
+    free(h), free(want);
+  }
+  {
+    dc_module *m = dc_module_create();
+    float x[1] = {1};
+    int32_t ins[1] = {IN32(m, 1)};
+    dc_node nd = dc_node_make(OP_CAST, 1, ins);
+    const void *in[1] = {x};
+    uint8_t out[4];
+    nd.type = (dc_type){DT_F8_E4M3, 1, {1}};
+    CHECK_ERR(dc_ref_kernel_for(OP_CAST)(m, &nd, in, out), "casts to f32, f16 or bf16");
+    dc_module_destroy(m);
+  }
+}
+
+int main(int argc, char **argv) {
+  tu_init(argc, argv);
+  test_table();
+  test_conv();
+  test_linear();
+  test_group_norm();
+  test_layer_norm();
+  test_binary();
+  test_unary();
+  test_geglu();
+  test_attention();
+  test_reshape_permute();
+  test_upsample();
+  test_concat_slice();
+  test_time_embed();
+  test_cast();
+  return tu_finish();
+}
