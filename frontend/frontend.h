@@ -7,8 +7,9 @@
  *                           whose messages name the file and the key
  *   frontend/folder.c:      dc_folder_open — config.json + weights (single file,
  *                           sharded index, variant) or a pipeline's component
- *   frontend/weights.c:     dc_weights_bind — check a weight's presence and shape
- *                           against what the config implies and add it to the IR
+ *   frontend/weights.c:     dc_weights_init/get/check_all_used — check a weight's
+ *                           presence and shape against what the config implies and
+ *                           add it to the IR
  *   frontend/unet.c:        UNet2DConditionModel builder
  *   frontend/vae.c:         AutoencoderKL builder (encode, decode)
  *   frontend/build.c:       dc_frontend_build — choose the builder by _class_name
@@ -66,6 +67,12 @@ typedef struct {
 /* Errors: "<path>:<line>:<col>: not valid JSON (...)" */
 dc_status *dc_json_load(const char *path, dc_json_doc *out);
 void dc_json_free(dc_json_doc *d);
+/* Parses text[0..n) (need not be NUL-terminated) as one JSON value.  A syntax
+ * error returns NULL with *err_at the byte offset and why[] its description;
+ * running out of memory returns NULL with why[0] == 0. */
+cJSON *dc_json_parse_bytes(const char *text, size_t n, size_t *err_at, char why[64]);
+/* "string", "number", "bool", "list", "object", "null" — for messages. */
+const char *dc_json_type_name(const cJSON *v);
 /* Typed getters.  `def` is used when the key is absent or null; a present key
  * of the wrong type is an error: "<path>: \"key\" must be ..., got ...". */
 dc_status *dc_json_int(const dc_json_doc *d, const char *key, int64_t def, int64_t *out);
@@ -129,7 +136,7 @@ dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder)
 void dc_weights_deinit(dc_weights *w);
 /* Returns (in *out) the f32 value of tensor `name`, whose shape must equal
  * dims[0..rank).  Errors:
- *   "<dir>: weight \"conv_in.weight\" is missing (the config implies f32[32,4,3,3])"
+ *   "<dir>: weight \"conv_in.weight\" is missing (the config implies [16,4,3,3])"
  *   "<dir>: weight \"conv_in.weight\" has shape [32,4,3,3] but the config implies [16,4,3,3]" */
 dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64_t *dims,
                           int32_t *out);
