@@ -1,0 +1,447 @@
+/* vae.c — diffusers' AutoencoderKL as an IR graph, one entry at a time:
+ *   encode: image `sample` -> `mean`, `logvar` of the latent distribution
+ *           (encoder, quant_conv, then DiagonalGaussianDistribution's chunk
+ *           and clamp; sampling is left to the caller, pipelines mostly use
+ *           the mean or mean + exp(0.5*logvar)*noise)
+ *   decode: latents `z` -> image `sample` (post_quant_conv, decoder)
+ * The structure follows diffusers' models/autoencoders/{autoencoder_kl,vae}.py
+ * and unets/unet_2d_blocks.py module for module, and every node's scope is
+ * the torch module path it comes from, so a dump reads like the state dict.
+ *
+ * Neither entry applies scaling_factor / shift_factor: diffusers' model does
+ * not either (pipelines scale latents outside it), so they are recorded in
+ * the module's metadata instead.
+ *
+ * One entry uses half of the checkpoint.  So that "every tensor was used"
+ * still proves the graph is the model, the other half is built too, into a
+ * scratch module that is thrown away: its weights are then checked for
+ * presence and shape exactly as the real graph's are, and a tensor counts as
+ * used when either half bound it. */
+#include <math.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "layers.h"
+
+#define VAE_MAX_BLOCKS 8
+#define VAE_EPS 1e-6 /* every norm of the VAE: resnet_eps=1e-6 in Encoder/Decoder */
+
+typedef struct {
+  const char *path; /* config.json, for messages */
+  int64_t in_ch, out_ch, latent, layers, groups;
+  int64_t boc[VAE_MAX_BLOCKS]; /* block_out_channels */
+  int nblocks;
+  int64_t sample_h, sample_w; /* sample_size, an int or [h, w] */
+  double scaling, shift; /* shift is NAN when absent */
+  int quant, post_quant, mid_attn;
+} vae_config;
+
+/* ---- config ---------------------------------------------------------- */
+
+static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min,
+                          int64_t *out) {
+  DC_TRY(dc_json_int(d, key, def, out));
+  if (*out < min)
+    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key,
+                    (long long)min, (long long)*out);
+  return NULL;
+}
+
+/* A list of block type names, each of which must be `supported`.
+ * get_down_block/get_up_block strip a "UNetRes" prefix, and so do we. */
+static dc_status *cfg_block_types(const dc_json_doc *d, const char *key, const char *supported,
+                                  int nblocks) {
+  const char *types[VAE_MAX_BLOCKS];
+  int n = 0;
+  DC_TRY(dc_json_str_list(d, key, types, VAE_MAX_BLOCKS, &n));
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->root, key);
+  if (n == 0 && (!v || cJSON_IsNull(v))) {
+    types[0] = supported; /* diffusers' default: one block */
+    n = 1;
+  }
+  if (n != nblocks)
+    return dc_error(DC_ERR_FORMAT,
+                    "%s: \"%s\" has %d entries but \"block_out_channels\" has %d; they must match",
+                    d->path, key, n, nblocks);
+  for (int i = 0; i < n; i++) {
+    const char *t = strncmp(types[i], "UNetRes", 7) == 0 ? types[i] + 7 : types[i];
+    if (strcmp(t, supported) != 0)
+      return dc_error(DC_ERR_UNSUPPORTED,
+                      "%s: \"%s\"[%d] is \"%s\", which diffc does not support (supported: %s)",
+                      d->path, key, i, types[i], supported);
+  }
+  return NULL;
+}
+
+static dc_status *cfg_channels(const dc_json_doc *d, vae_config *c) {
+  int present = 0;
+  DC_TRY(dc_json_int_list(d, "block_out_channels", 0, 0, 1, c->boc, VAE_MAX_BLOCKS, &c->nblocks,
+                          &present));
+  if (!present) c->boc[0] = 64, c->nblocks = 1; /* diffusers' default (64,) */
+  if (c->nblocks == 0)
+    return dc_error(DC_ERR_FORMAT, "%s: \"block_out_channels\" must not be empty", d->path);
+  /* torch's GroupNorm refuses these at construction; say which key. */
+  for (int i = 0; i < c->nblocks; i++)
+    if (c->boc[i] % c->groups)
+      return dc_error(
+          DC_ERR_FORMAT,
+          "%s: \"norm_num_groups\" %lld does not divide \"block_out_channels\"[%d] = %lld", d->path,
+          (long long)c->groups, i, (long long)c->boc[i]);
+  return NULL;
+}
+
+static dc_status *cfg_sample_size(const dc_json_doc *d, vae_config *c) {
+  int64_t s[2];
+  int n = 0, present = 0;
+  DC_TRY(dc_json_int_list(d, "sample_size", 1, 0, 1, s, 2, &n, &present));
+  if (!present) s[0] = 32, n = 1; /* diffusers' default */
+  c->sample_h = s[0];
+  c->sample_w = n == 2 ? s[1] : s[0];
+  return NULL;
+}
+
+static dc_status *cfg_act_fn(const dc_json_doc *d) {
+  const char *act;
+  DC_TRY(dc_json_str(d, "act_fn", "silu", &act));
+  /* get_activation maps both names to nn.SiLU. */
+  if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+    return dc_error(
+        DC_ERR_UNSUPPORTED,
+        "%s: \"act_fn\" is \"%s\", which diffc does not support (supported: silu, swish)", d->path,
+        act);
+  return NULL;
+}
+
+/* Defaults are AutoencoderKL.__init__'s.  latents_mean/latents_std are
+ * informational (pipelines use them outside the model) and force_upcast has
+ * no effect on an fp32 graph, so neither is read. */
+static dc_status *cfg_load(const dc_json_doc *d, vae_config *c) {
+  memset(c, 0, sizeof *c);
+  c->path = d->path;
+  DC_TRY(cfg_int(d, "in_channels", 3, 1, &c->in_ch));
+  DC_TRY(cfg_int(d, "out_channels", 3, 1, &c->out_ch));
+  DC_TRY(cfg_int(d, "latent_channels", 4, 1, &c->latent));
+  DC_TRY(cfg_int(d, "layers_per_block", 1, 0, &c->layers));
+  DC_TRY(cfg_int(d, "norm_num_groups", 32, 1, &c->groups));
+  DC_TRY(cfg_channels(d, c));
+  DC_TRY(cfg_block_types(d, "down_block_types", "DownEncoderBlock2D", c->nblocks));
+  DC_TRY(cfg_block_types(d, "up_block_types", "UpDecoderBlock2D", c->nblocks));
+  DC_TRY(cfg_act_fn(d));
+  DC_TRY(cfg_sample_size(d, c));
+  DC_TRY(dc_json_num(d, "scaling_factor", 0.18215, &c->scaling));
+  DC_TRY(dc_json_num(d, "shift_factor", NAN, &c->shift));
+  DC_TRY(dc_json_bool(d, "use_quant_conv", 1, &c->quant));
+  DC_TRY(dc_json_bool(d, "use_post_quant_conv", 1, &c->post_quant));
+  DC_TRY(dc_json_bool(d, "mid_block_add_attention", 1, &c->mid_attn));
+  return NULL;
+}
+
+/* The spatial factor between image and latents: one Downsample2D per block
+ * but the last. */
+static int64_t cfg_factor(const vae_config *c) { return (int64_t)1 << (c->nblocks - 1); }
+
+/* ---- layers ---------------------------------------------------------- */
+
+typedef struct {
+  dc_gb g;
+  const vae_config *c;
+} vae_b;
+
+static dc_status *silu(vae_b *b, const char *prefix, const char *leaf, int32_t x, int32_t *out) {
+  char p[256];
+  return gb_unary(&b->g, OP_SILU, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, out);
+}
+
+static dc_status *norm(vae_b *b, const char *prefix, const char *leaf, int32_t x, int32_t *out) {
+  char p[256];
+  int64_t ch = gb_type(&b->g, x)->dims[1];
+  return gb_group_norm(&b->g, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, ch, b->c->groups,
+                       VAE_EPS, out);
+}
+
+static dc_status *conv3(vae_b *b, const char *prefix, const char *leaf, int32_t x, int64_t cout,
+                        int32_t *out) {
+  char p[256];
+  int64_t cin = gb_type(&b->g, x)->dims[1];
+  return gb_conv2d_same(&b->g, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, cin, cout, 3, 1,
+                        out);
+}
+
+/* ResnetBlock2D without a time embedding (temb_channels=None), pre-norm,
+ * output_scale_factor 1 (so the final division is the identity and left out):
+ *   shortcut(x) + conv2(silu(norm2(conv1(silu(norm1(x)))))) */
+static dc_status *resnet(vae_b *b, const char *prefix, int32_t x, int64_t cout, int32_t *out) {
+  int64_t cin = gb_type(&b->g, x)->dims[1];
+  int32_t h, skip = x;
+  DC_TRY(norm(b, prefix, "norm1", x, &h));
+  DC_TRY(silu(b, prefix, "nonlinearity", h, &h));
+  DC_TRY(conv3(b, prefix, "conv1", h, cout, &h));
+  DC_TRY(norm(b, prefix, "norm2", h, &h));
+  DC_TRY(silu(b, prefix, "nonlinearity", h, &h));
+  DC_TRY(conv3(b, prefix, "conv2", h, cout, &h)); /* dropout is the identity in eval */
+  if (cin != cout) { /* use_in_shortcut: a 1x1 conv with bias */
+    char p[256];
+    gb_path(p, sizeof p, "%s.conv_shortcut", prefix);
+    DC_TRY(gb_conv2d(&b->g, p, x, cin, cout, 1, 1, (int64_t[]){0, 0, 0, 0}, &skip));
+  }
+  return gb_binary(&b->g, OP_ADD, prefix, skip, h, out);
+}
+
+/* Old checkpoints name the mid-block attention's projections query, key,
+ * value, proj_attn; diffusers renames them on load
+ * (_convert_deprecated_attention_blocks: the old name wins when both exist). */
+static dc_status *attn_linear(vae_b *b, const char *prefix, const char *leaf, const char *old_leaf,
+                              int32_t x, int64_t ch, int32_t *out) {
+  char p[256], probe[300];
+  gb_path(probe, sizeof probe, "%s.%s.weight", prefix, old_leaf);
+  int old = dc_folder_find(b->g.w->folder, probe) != NULL;
+  gb_path(p, sizeof p, "%s.%s", prefix, old ? old_leaf : leaf);
+  return gb_linear(&b->g, p, x, ch, ch, 1, out);
+}
+
+/* The mid-block Attention (AttnProcessor2_0 with _from_deprecated_attn_block):
+ * heads = C // attention_head_dim with attention_head_dim = C, so one head of
+ * width C; group_norm on the input, q/k/v/out Linear with bias, softmax scale
+ * 1/sqrt(C); the residual is the input *before* the group norm; then
+ * / rescale_output_factor, which is 1 here (output_scale_factor=1) and left
+ * out.  upcast_softmax changes nothing in fp32. */
+static dc_status *attention(vae_b *b, const char *prefix, int32_t x, int32_t *out) {
+  const dc_type *t = gb_type(&b->g, x);
+  int64_t bs = t->dims[0], ch = t->dims[1], hh = t->dims[2], ww = t->dims[3];
+  int64_t head_dim = ch; /* attention_head_dim = block_out_channels[-1] = C */
+  int64_t heads = ch / head_dim;
+  int32_t h, q, k, v;
+  dc_gb *g = &b->g;
+  /* Normalising [B,C,H,W] equals normalising the processor's [B,C,HW]. */
+  DC_TRY(norm(b, prefix, "group_norm", x, &h));
+  DC_TRY(gb_reshape(g, prefix, h, 3, (int64_t[]){bs, ch, hh * ww}, &h));
+  DC_TRY(gb_permute(g, prefix, h, 3, (int64_t[]){0, 2, 1}, &h));
+  DC_TRY(attn_linear(b, prefix, "to_q", "query", h, ch, &q));
+  DC_TRY(attn_linear(b, prefix, "to_k", "key", h, ch, &k));
+  DC_TRY(attn_linear(b, prefix, "to_v", "value", h, ch, &v));
+  dc_node n = dc_node_make(OP_ATTENTION, 3, (int32_t[]){q, k, v});
+  dc_node_set_int(&n, "heads", heads);
+  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)head_dim));
+  DC_TRY(gb_add(g, &n, prefix, &h));
+  DC_TRY(attn_linear(b, prefix, "to_out.0", "proj_attn", h, ch, &h));
+  DC_TRY(gb_permute(g, prefix, h, 3, (int64_t[]){0, 2, 1}, &h));
+  DC_TRY(gb_reshape(g, prefix, h, 4, (int64_t[]){bs, ch, hh, ww}, &h));
+  return gb_binary(g, OP_ADD, prefix, h, x, out);
+}
+
+/* UNetMidBlock2D: resnets.0, then (attentions.0 if present), resnets.1. */
+static dc_status *mid_block(vae_b *b, const char *part, int32_t x, int32_t *out) {
+  char p[256];
+  int64_t ch = gb_type(&b->g, x)->dims[1];
+  DC_TRY(resnet(b, gb_path(p, sizeof p, "%s.mid_block.resnets.0", part), x, ch, &x));
+  if (b->c->mid_attn)
+    DC_TRY(attention(b, gb_path(p, sizeof p, "%s.mid_block.attentions.0", part), x, &x));
+  return resnet(b, gb_path(p, sizeof p, "%s.mid_block.resnets.1", part), x, ch, out);
+}
+
+/* conv_norm_out, conv_act (always nn.SiLU, whatever act_fn), conv_out. */
+static dc_status *tail(vae_b *b, const char *part, int32_t x, int64_t cout, int32_t *out) {
+  DC_TRY(norm(b, part, "conv_norm_out", x, &x));
+  DC_TRY(silu(b, part, "conv_act", x, &x));
+  return conv3(b, part, "conv_out", x, cout, out);
+}
+
+/* ---- encoder and decoder --------------------------------------------- */
+
+/* Encoder: conv_in; DownEncoderBlock2D i = layers_per_block resnets to
+ * block_out_channels[i], then (all but the last) Downsample2D with
+ * padding=0, i.e. F.pad (0,1,0,1) (right and bottom) and a 3x3 stride-2 conv;
+ * mid block; tail to 2*latent_channels (double_z). */
+static dc_status *encoder(vae_b *b, int32_t x, int32_t *out) {
+  const vae_config *c = b->c;
+  char p[256];
+  DC_TRY(conv3(b, "encoder", "conv_in", x, c->boc[0], &x));
+  for (int i = 0; i < c->nblocks; i++) {
+    for (int j = 0; j < c->layers; j++)
+      DC_TRY(resnet(b, gb_path(p, sizeof p, "encoder.down_blocks.%d.resnets.%d", i, j), x,
+                    c->boc[i], &x));
+    if (i == c->nblocks - 1) continue;
+    int64_t cin = gb_type(&b->g, x)->dims[1];
+    gb_path(p, sizeof p, "encoder.down_blocks.%d.downsamplers.0.conv", i);
+    DC_TRY(gb_conv2d(&b->g, p, x, cin, c->boc[i], 3, 2, (int64_t[]){0, 1, 0, 1}, &x));
+  }
+  DC_TRY(mid_block(b, "encoder", x, &x));
+  return tail(b, "encoder", x, 2 * c->latent, out);
+}
+
+/* Decoder: conv_in to block_out_channels[-1]; mid block; UpDecoderBlock2D i
+ * over the reversed channels: layers_per_block + 1 resnets to reversed[i],
+ * then (all but the last) Upsample2D = nearest 2x and a 3x3 conv; tail from
+ * block_out_channels[0] to out_channels. */
+static dc_status *decoder(vae_b *b, int32_t x, int32_t *out) {
+  const vae_config *c = b->c;
+  char p[256];
+  DC_TRY(conv3(b, "decoder", "conv_in", x, c->boc[c->nblocks - 1], &x));
+  DC_TRY(mid_block(b, "decoder", x, &x));
+  for (int i = 0; i < c->nblocks; i++) {
+    int64_t ch = c->boc[c->nblocks - 1 - i];
+    for (int j = 0; j < c->layers + 1; j++)
+      DC_TRY(resnet(b, gb_path(p, sizeof p, "decoder.up_blocks.%d.resnets.%d", i, j), x, ch, &x));
+    if (i == c->nblocks - 1) continue;
+    gb_path(p, sizeof p, "decoder.up_blocks.%d.upsamplers.0", i);
+    dc_node n = dc_node_make(OP_UPSAMPLE, 1, &x); /* F.interpolate(scale_factor=2, "nearest") */
+    dc_node_set_int(&n, "factor", 2);
+    DC_TRY(gb_add(&b->g, &n, p, &x));
+    DC_TRY(conv3(b, p, "conv", x, ch, &x));
+  }
+  return tail(b, "decoder", x, c->out_ch, out);
+}
+
+static dc_status *conv1x1(vae_b *b, const char *name, int32_t x, int32_t *out) {
+  int64_t ch = gb_type(&b->g, x)->dims[1];
+  return gb_conv2d(&b->g, name, x, ch, ch, 1, 1, (int64_t[]){0, 0, 0, 0}, out);
+}
+
+/* ---- entries --------------------------------------------------------- */
+
+static dc_status *check_input(const vae_config *c, const char *name, const int64_t *dims,
+                              int64_t channels, const char *key, int64_t multiple) {
+  char buf[160];
+  if (dims[1] != channels)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "input \"%s\" %s: AutoencoderKL (%s) expects %lld channels (%s)", name,
+                    dc_dims_str(dims, 4, buf, sizeof buf), c->path, (long long)channels, key);
+  if (dims[2] % multiple || dims[3] % multiple)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "input \"%s\" %s: height and width must be multiples of %lld "
+                    "(2^(len(block_out_channels)-1), the encoder's downsampling)",
+                    name, dc_dims_str(dims, 4, buf, sizeof buf), (long long)multiple);
+  return NULL;
+}
+
+static dc_status *add_input(vae_b *b, const char *name, const int64_t *dims, int32_t *out) {
+  dc_type t = {DT_F32, 4, {dims[0], dims[1], dims[2], dims[3]}};
+  *out = dc_module_add_input(b->g.m, name, &t, INIT_NORMAL);
+  return *out < 0 ? dc_nomem("adding a graph input") : NULL;
+}
+
+/* encode: encoder, quant_conv, then DiagonalGaussianDistribution: mean and
+ * logvar are torch.chunk(2, dim=1), logvar clamped to [-30, 20]. */
+static dc_status *build_encode(vae_b *b, const int64_t *dims, int outputs) {
+  int32_t x, mean, logvar;
+  int64_t lat = b->c->latent;
+  DC_TRY(add_input(b, "sample", dims, &x));
+  DC_TRY(encoder(b, x, &x));
+  if (b->c->quant) DC_TRY(conv1x1(b, "quant_conv", x, &x));
+  dc_node n = dc_node_make(OP_SLICE, 1, &x);
+  dc_node_set_int(&n, "axis", 1);
+  dc_node_set_int(&n, "start", 0);
+  dc_node_set_int(&n, "end", lat);
+  DC_TRY(gb_add(&b->g, &n, "latent_dist", &mean));
+  dc_node_set_int(&n, "start", lat);
+  dc_node_set_int(&n, "end", 2 * lat);
+  DC_TRY(gb_add(&b->g, &n, "latent_dist", &logvar));
+  n = dc_node_make(OP_CLAMP, 1, &logvar);
+  dc_node_set_float(&n, "min", -30.0);
+  dc_node_set_float(&n, "max", 20.0);
+  DC_TRY(gb_add(&b->g, &n, "latent_dist", &logvar));
+  if (!outputs) return NULL;
+  DC_TRY(dc_module_add_output(b->g.m, "mean", mean));
+  return dc_module_add_output(b->g.m, "logvar", logvar);
+}
+
+static dc_status *build_decode(vae_b *b, const int64_t *dims, int outputs) {
+  int32_t x;
+  DC_TRY(add_input(b, "z", dims, &x));
+  if (b->c->post_quant) DC_TRY(conv1x1(b, "post_quant_conv", x, &x));
+  DC_TRY(decoder(b, x, &x));
+  return outputs ? dc_module_add_output(b->g.m, "sample", x) : NULL;
+}
+
+/* The requested entry's input shape, checked; and the matching shape of the
+ * other entry (for the scratch build of the other half). */
+static dc_status *input_shapes(const vae_config *c, const dc_build_options *opt, int encode,
+                               int64_t *image, int64_t *latent) {
+  int64_t f = cfg_factor(c);
+  if (encode) {
+    int64_t def[4] = {1, c->in_ch, c->sample_h, c->sample_w};
+    DC_TRY(dc_build_input_shape(opt, "sample", 4, def, image));
+    DC_TRY(check_input(c, "sample", image, c->in_ch, "in_channels", f));
+    memcpy(latent, (int64_t[]){image[0], c->latent, image[2] / f, image[3] / f},
+           sizeof(int64_t) * 4);
+    return NULL;
+  }
+  int64_t def[4] = {1, c->latent, c->sample_h / f > 0 ? c->sample_h / f : 1,
+                    c->sample_w / f > 0 ? c->sample_w / f : 1};
+  DC_TRY(dc_build_input_shape(opt, "z", 4, def, latent));
+  DC_TRY(check_input(c, "z", latent, c->latent, "latent_channels", 1));
+  memcpy(image, (int64_t[]){latent[0], c->in_ch, latent[2] * f, latent[3] * f},
+         sizeof(int64_t) * 4);
+  return NULL;
+}
+
+/* Builds the entry not asked for into a scratch module and marks the
+ * tensors it bound as used in w (see the comment at the top). */
+static dc_status *check_other_half(const dc_folder *f, const vae_config *c, int encode,
+                                   const int64_t *image, const int64_t *latent, dc_weights *w) {
+  dc_module *m = dc_module_create();
+  if (!m) return dc_nomem("checking the other half of the VAE");
+  dc_weights w2;
+  dc_status *st = dc_weights_init(&w2, m, f);
+  if (!st) {
+    vae_b b = {{m, &w2}, c};
+    st = encode ? build_decode(&b, latent, 0) : build_encode(&b, image, 0);
+    for (int i = 0; !st && i < f->nentries; i++) w->used[i] |= w2.used[i];
+    dc_weights_deinit(&w2);
+  }
+  dc_module_destroy(m);
+  return dc_status_annotate(st, "while checking the %s weights (the %s entry does not use them)",
+                            encode ? "decoder" : "encoder", encode ? "encode" : "decode");
+}
+
+static dc_status *set_meta(dc_module *m, const vae_config *c, int encode) {
+  char buf[64];
+  DC_TRY(dc_module_set_meta(m, "entry", encode ? "encode" : "decode"));
+  snprintf(buf, sizeof buf, "%.9g", c->scaling);
+  DC_TRY(dc_module_set_meta(m, "scaling_factor", buf));
+  if (!isnan(c->shift)) {
+    snprintf(buf, sizeof buf, "%.9g", c->shift);
+    DC_TRY(dc_module_set_meta(m, "shift_factor", buf));
+  }
+  /* What the pipelines do around the model (SD: scaling only; SD3/Flux add
+   * shift_factor): latents = (z - shift) * scale, z = latents / scale + shift. */
+  const char *note =
+      isnan(c->shift)
+          ? (encode ? "the graph does not apply scaling_factor: pipelines multiply the mean (or "
+                      "a sample) by it after encode"
+                    : "the graph does not apply scaling_factor: pipelines divide the latents by "
+                      "it before decode")
+          : (encode ? "the graph applies neither shift_factor nor scaling_factor: pipelines "
+                      "compute (latents - shift_factor) * scaling_factor after encode"
+                    : "the graph applies neither scaling_factor nor shift_factor: pipelines "
+                      "compute latents / scaling_factor + shift_factor before decode");
+  return dc_module_set_meta(m, "note", note);
+}
+
+static dc_status *build(const dc_folder *f, const vae_config *c, const dc_build_options *opt,
+                        int encode, dc_module *m, dc_weights *w) {
+  int64_t image[4], latent[4];
+  DC_TRY(input_shapes(c, opt, encode, image, latent));
+  DC_TRY(set_meta(m, c, encode));
+  vae_b b = {{m, w}, c};
+  DC_TRY(encode ? build_encode(&b, image, 1) : build_decode(&b, latent, 1));
+  DC_TRY(check_other_half(f, c, encode, image, latent, w));
+  return dc_weights_check_all_used(w);
+}
+
+/* opt->entry: "encode" or "decode"; NULL means "decode", the entry a
+ * text-to-image pipeline runs (the CLI documents this default). */
+dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m) {
+  const char *entry = opt && opt->entry ? opt->entry : "decode";
+  int encode = strcmp(entry, "encode") == 0;
+  if (!encode && strcmp(entry, "decode") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "AutoencoderKL has entries encode and decode, got \"%s\"",
+                    entry);
+  vae_config c;
+  DC_TRY(cfg_load(&f->config, &c));
+  dc_weights w;
+  DC_TRY(dc_weights_init(&w, m, f));
+  dc_status *st = build(f, &c, opt, encode, m, &w);
+  dc_weights_deinit(&w);
+  return st;
+}
