@@ -8,35 +8,10 @@
  * enough that the tests of whole (tiny) models stay quick.  Math kernels take
  * f32 and say so in an error otherwise; data-movement kernels copy elements
  * of any dtype. */
-#include "kernels.h"
+#include "kernels_ref_internal.h"
 
 #include <math.h>
 #include <string.h>
-
-/* Defined in kernels_ref_nn.c; listed here so the table below is the one
- * place that maps ops to kernels. */
-#define REF_KERNEL(name) \
-  dc_status *name(const dc_module *m, const dc_node *n, const void *const *in, void *out)
-REF_KERNEL(dc_ref_conv2d);
-REF_KERNEL(dc_ref_linear);
-REF_KERNEL(dc_ref_group_norm);
-REF_KERNEL(dc_ref_layer_norm);
-REF_KERNEL(dc_ref_attention);
-REF_KERNEL(dc_ref_time_embed);
-
-static const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
-  return &m->nodes[n->inputs[i]].type;
-}
-
-static dc_status *need_f32(const dc_module *m, const dc_node *n) {
-  for (int i = 0; i < n->ninputs; i++) {
-    dc_dtype t = in_type(m, n, i)->dtype;
-    if (t != DT_F32)
-      return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernel needs f32 input %d, got %s",
-                      dc_op_get(n->op)->name, n->scope ? n->scope : "?", i, dc_dtype_name(t));
-  }
-  return NULL;
-}
 
 /* ---- scalar conversions ---------------------------------------------- */
 static float f32_from_bits(uint32_t u) {

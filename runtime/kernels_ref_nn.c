@@ -7,27 +7,10 @@
  * added last; that matches PyTorch to well under 1e-4 relative.  Norm
  * statistics and softmax denominators are long sums and use double.  Loops
  * are ordered so the innermost one walks contiguous memory. */
-#include "kernels.h"
+#include "kernels_ref_internal.h"
 
 #include <math.h>
 #include <string.h>
-
-#define REF_KERNEL(name) \
-  dc_status *name(const dc_module *m, const dc_node *n, const void *const *in, void *out)
-
-static const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
-  return &m->nodes[n->inputs[i]].type;
-}
-
-static dc_status *need_f32(const dc_module *m, const dc_node *n) {
-  for (int i = 0; i < n->ninputs; i++) {
-    dc_dtype t = in_type(m, n, i)->dtype;
-    if (t != DT_F32)
-      return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernel needs f32 input %d, got %s",
-                      dc_op_get(n->op)->name, n->scope ? n->scope : "?", i, dc_dtype_name(t));
-  }
-  return NULL;
-}
 
 /* ---- CONV2D ------------------------------------------------------------ */
 /* Output positions o in [*lo, *hi) whose input index o*stride + off lies in

@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 
 #include "frontend/frontend.h"
-#include "runtime/kernels.h"
 #include "testutil.h"
 
 /* ---- diffusers' parameter list, written from the torch modules ---------- */
@@ -479,121 +478,6 @@ static void test_weight_and_input_errors(void) {
   expect_error("e_notext", &TINY, NULL, NULL, &s, 1, "--input text_embeds: the model has no input \"text_embeds\"");
 }
 
-/* ---- part 2: numbers against diffusers ------------------------------------ */
-
-typedef struct {
-  float **vals;
-  int32_t *last;
-  dc_mapped_file *maps;
-} exec_state;
-
-static void exec_free(const dc_module *m, exec_state *x) {
-  for (int i = 0; x->vals && i < m->nnodes; i++)
-    if (m->nodes[i].op != OP_WEIGHT) free(x->vals[i]);
-  for (int i = 0; x->maps && i < m->nfiles; i++) dc_file_unmap(&x->maps[i]);
-  free(x->vals), free(x->last), free(x->maps);
-}
-
-/* Runs the module with the reference kernels, inputs from io by name,
- * weights read in place from their mapped files.  Values are freed after
- * their last reader; outputs are kept. */
-static dc_status *exec(const dc_module *m, const dc_st_file *io, exec_state *x) {
-  x->vals = calloc((size_t)m->nnodes, sizeof *x->vals);
-  x->last = calloc((size_t)m->nnodes, sizeof *x->last);
-  x->maps = calloc((size_t)m->nfiles, sizeof *x->maps);
-  for (int i = 0; i < m->nfiles; i++) DC_TRY(dc_file_map(m->files[i].path, &x->maps[i]));
-  for (int i = 0; i < m->nnodes; i++)
-    for (int k = 0; k < m->nodes[i].ninputs; k++) x->last[m->nodes[i].inputs[k]] = i;
-  for (int i = 0; i < m->noutputs; i++) x->last[m->outputs[i].node] = m->nnodes;
-  for (int i = 0; i < m->nnodes; i++) {
-    const dc_node *n = &m->nodes[i];
-    if (n->op == OP_WEIGHT) {
-      const dc_weight *w = &m->weights[n->ref];
-      x->vals[i] = (float *)(x->maps[w->file].data + w->offset);
-      continue;
-    }
-    x->vals[i] = malloc(dc_type_bytes(&n->type) ? dc_type_bytes(&n->type) : 1);
-    if (n->op == OP_INPUT) {
-      const dc_st_tensor *t = dc_st_find(io, m->inputs[n->ref].name);
-      if (!t || t->dtype != DT_F32 || t->bytes != dc_type_bytes(&n->type))
-        return dc_error(DC_ERR_MISMATCH, "io file lacks f32 input \"%s\" of the graph's shape", m->inputs[n->ref].name);
-      memcpy(x->vals[i], io->file.data + t->offset, t->bytes);
-      continue;
-    }
-    const void *in[DC_MAX_INPUTS];
-    for (int k = 0; k < n->ninputs; k++) in[k] = x->vals[n->inputs[k]];
-    DC_TRY(dc_status_annotate(dc_ref_kernel_for(n->op)(m, n, in, x->vals[i]), "node %%%d", i));
-    for (int k = 0; k < n->ninputs; k++) {
-      int32_t v = n->inputs[k];
-      if (x->last[v] == i && m->nodes[v].op != OP_WEIGHT) free(x->vals[v]), x->vals[v] = NULL;
-    }
-  }
-  return NULL;
-}
-
-static void compare(const char *what, const float *got, const dc_st_tensor *ref, const uint8_t *base, double tol) {
-  size_t count = ref->bytes / 4;
-  double d2 = 0, r2 = 0, maxabs = 0;
-  for (size_t i = 0; i < count; i++) {
-    float want;
-    memcpy(&want, base + ref->offset + 4 * i, 4);
-    double d = (double)got[i] - want;
-    d2 += d * d, r2 += (double)want * want;
-    if (fabs(d) > maxabs || d != d) maxabs = fabs(d);
-  }
-  double rel = sqrt(d2) / (r2 > 0 ? sqrt(r2) : 1);
-  printf("  %s: relative L2 %.3g, max abs %.3g (%zu values, tolerance %.0e)\n", what, rel, maxabs, count, tol);
-  CHECK(rel <= tol);
-}
-
-/* Every io tensor not named out.* is an input, with its recorded shape. */
-static int io_shapes(const dc_st_file *io, dc_input_shape *s, int max) {
-  int n = 0;
-  for (int i = 0; i < io->ntensors && n < max; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    s[n] = (dc_input_shape){t->name, t->rank, {0}};
-    memcpy(s[n].dims, t->dims, sizeof t->dims);
-    n++;
-  }
-  return n;
-}
-
-static void run_fixture(const char *name, const char *io_name, const char *component, const char *variant,
-                        double tol) {
-  char model[512], io_path[512], what[160];
-  snprintf(model, sizeof model, "%s/fixtures/%s/model", tu_source_dir, name);
-  snprintf(io_path, sizeof io_path, "%s/fixtures/%s/%s", tu_source_dir, name, io_name);
-  if (!dc_dir_exists(model) || !dc_file_exists(io_path)) {
-    printf("  skip: %s %s (no fixture at %s)\n", name, io_name, io_path);
-    return;
-  }
-  dc_st_file io;
-  CHECK_OK(dc_st_open(io_path, &io));
-  dc_input_shape s[8];
-  int ns = io_shapes(&io, s, 8);
-  dc_module *m = NULL;
-  double t0 = dc_now_seconds();
-  dc_folder_options fo = {component, variant};
-  CHECK_OK(build_in(model, &fo, "forward", s, ns, &m));
-  if (m) {
-    exec_state x = {0};
-    dc_status *st = exec(m, &io, &x);
-    CHECK_OK(st);
-    printf("  %s %s: %d nodes (%d attention), built and run in %.2f s\n", name, io_name, m->nnodes,
-           count_op(m, OP_ATTENTION), dc_now_seconds() - t0);
-    const dc_st_tensor *ref = dc_st_find(&io, "out.sample");
-    const dc_type *t = io_type(m, m->outputs, m->noutputs, "sample");
-    CHECK(ref && t && ref->bytes == dc_type_bytes(t));
-    snprintf(what, sizeof what, "%s %s out.sample", name, io_name);
-    if (!st && ref && t && ref->bytes == dc_type_bytes(t))
-      compare(what, x.vals[m->outputs[0].node], ref, io.file.data, tol);
-    exec_free(m, &x);
-    dc_module_destroy(m);
-  }
-  dc_st_close(&io);
-}
-
 /* Every allocation of a build failing in turn: a clean error each time. */
 static void test_out_of_memory(void) {
   printf("allocation failures\n");
@@ -624,13 +508,5 @@ int main(int argc, char **argv) {
   test_config_errors();
   test_weight_and_input_errors();
   test_out_of_memory();
-  printf("numbers against diffusers (fixtures):\n");
-  run_fixture("unet_tiny", "io_forward.safetensors", NULL, NULL, 1e-4);
-  run_fixture("unet_tiny_bf16", "io_forward.safetensors", NULL, "bf16", 1e-3);
-  run_fixture("unet_sd15", "io_forward.safetensors", NULL, NULL, 1e-4);
-  run_fixture("unet_sd15", "io_forward_b1.safetensors", NULL, NULL, 1e-4);
-  run_fixture("unet_sd2", "io_forward.safetensors", NULL, NULL, 1e-4);
-  run_fixture("unet_sdxl", "io_forward.safetensors", NULL, NULL, 1e-4);
-  run_fixture("pipeline_sd", "io_forward_unet.safetensors", "unet", NULL, 1e-4);
   return tu_finish();
 }

@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 
 #include "frontend/frontend.h"
-#include "runtime/kernels.h"
+#include "codegen/compile.h"
+#include "runtime/diffrun.h"
 #include "testutil.h"
 
 /* ---- diffusers' parameter list, written from the torch modules ---------- */
@@ -443,143 +444,28 @@ static void test_out_of_memory(void) {
   free(dir);
 }
 
-/* ---- part 2: numbers against diffusers ------------------------------------ */
-
-typedef struct {
-  dc_mapped_file *maps;
-  float **vals;
-  int32_t *last;
-} exec_state;
-
-static void exec_free(const dc_module *m, exec_state *x) {
-  for (int i = 0; x->vals && i < m->nnodes; i++)
-    if (m->nodes[i].op != OP_WEIGHT) free(x->vals[i]);
-  for (int i = 0; x->maps && i < m->nfiles; i++) dc_file_unmap(&x->maps[i]);
-  free(x->maps), free(x->vals), free(x->last);
-}
-
-/* Runs the module with the reference kernels; inputs come from io by name.
- * Each value is freed after its last reader, outputs are kept. */
-static dc_status *exec(const dc_module *m, const dc_st_file *io, exec_state *x) {
-  x->maps = calloc((size_t)m->nfiles, sizeof *x->maps);
-  x->vals = calloc((size_t)m->nnodes, sizeof *x->vals);
-  x->last = calloc((size_t)m->nnodes, sizeof *x->last);
-  for (int i = 0; i < m->nfiles; i++) DC_TRY(dc_file_map(m->files[i].path, &x->maps[i]));
-  for (int i = 0; i < m->nnodes; i++) {
-    x->last[i] = i;
-    for (int k = 0; k < m->nodes[i].ninputs; k++) x->last[m->nodes[i].inputs[k]] = i;
-  }
-  for (int i = 0; i < m->noutputs; i++) x->last[m->outputs[i].node] = m->nnodes;
-  for (int i = 0; i < m->nnodes; i++) {
-    const dc_node *n = &m->nodes[i];
-    if (n->op == OP_WEIGHT) {
-      const dc_weight *w = &m->weights[n->ref];
-      x->vals[i] = (float *)(x->maps[w->file].data + w->offset);
-      continue;
-    }
-    x->vals[i] = malloc(dc_type_bytes(&n->type));
-    if (n->op == OP_INPUT) {
-      const dc_st_tensor *t = dc_st_find(io, m->inputs[n->ref].name);
-      if (!t || t->bytes != dc_type_bytes(&n->type))
-        return dc_error(DC_ERR_MISMATCH, "io file lacks input \"%s\" of the graph's shape",
-                        m->inputs[n->ref].name);
-      memcpy(x->vals[i], io->file.data + t->offset, t->bytes);
-      continue;
-    }
-    const void *in[DC_MAX_INPUTS];
-    for (int k = 0; k < n->ninputs; k++) in[k] = x->vals[n->inputs[k]];
-    DC_TRY(dc_ref_kernel_for(n->op)(m, n, in, x->vals[i]));
-    for (int k = 0; k < n->ninputs; k++) {
-      int32_t v = n->inputs[k];
-      if (x->last[v] == i && m->nodes[v].op != OP_WEIGHT) free(x->vals[v]), x->vals[v] = NULL;
-    }
-  }
-  return NULL;
-}
-
-/* Builds `entry` with default shapes, runs it with zero inputs and returns
- * copies of the outputs "mean" and "logvar" (malloc'd). */
+/* Compiles `entry` with default shapes to a plan, runs it through the
+ * runtime with zero inputs and returns copies of the outputs "mean" and
+ * "logvar" (malloc'd).  (The numbers against diffusers are checked by the
+ * fixture tests, tests/fixture_check.c, through the same path.) */
 static dc_status *exec_one(const char *dir, const char *entry, float **out_mean,
                            float **out_logvar) {
-  dc_module *m;
-  DC_TRY(build(dir, entry, NULL, 0, &m));
-  /* An io file holding a zero input of the graph's shape. */
-  const dc_type *t = &m->nodes[m->inputs[0].node].type;
-  float *zero = calloc(dc_type_numel(t), sizeof(float));
-  char *io_path = tu_path("dist_io.safetensors");
-  dc_st_out in = {m->inputs[0].name, *t, zero};
-  dc_status *st = dc_st_write(io_path, &in, 1);
-  dc_st_file io;
-  exec_state x = {0};
-  if (!st) st = dc_st_open(io_path, &io);
-  if (!st) {
-    st = exec(m, &io, &x);
-    for (int i = 0; !st && i < m->noutputs; i++) {
-      const dc_node *n = &m->nodes[m->outputs[i].node];
-      float **dst = strcmp(m->outputs[i].name, "mean") == 0 ? out_mean : out_logvar;
-      *dst = malloc(dc_type_bytes(&n->type));
-      memcpy(*dst, x.vals[m->outputs[i].node], dc_type_bytes(&n->type));
-    }
-    exec_free(m, &x);
-    dc_st_close(&io);
+  char *plan_path = tu_path("dist.dplan");
+  dc_compile_options co = {.model = dir, .entry = entry};
+  drt_plan *p = NULL;
+  dc_status *st = dc_compile(&co, plan_path, NULL);
+  if (!st) st = drt_load(plan_path, NULL, &p);
+  drt_stats stats;
+  if (!st) st = drt_run(p, &stats); /* inputs start zeroed */
+  for (int i = 0; !st && i < drt_output_count(p); i++) {
+    const drt_tensor_info *info = drt_output_info(p, i);
+    float **dst = strcmp(info->name, "mean") == 0 ? out_mean : out_logvar;
+    *dst = malloc(info->numel * sizeof(float));
+    memcpy(*dst, drt_output(p, info->name, NULL), info->numel * sizeof(float));
   }
-  free(zero), free(io_path);
-  dc_module_destroy(m);
+  drt_destroy(p);
+  free(plan_path);
   return st;
-}
-
-static void compare(const char *what, const float *got, const dc_st_tensor *ref,
-                    const uint8_t *base, double tol) {
-  const float *want = (const float *)(base + ref->offset);
-  size_t count = ref->bytes / 4;
-  double d2 = 0, r2 = 0, maxabs = 0;
-  for (size_t i = 0; i < count; i++) {
-    double d = (double)got[i] - want[i];
-    d2 += d * d, r2 += (double)want[i] * want[i];
-    if (fabs(d) > maxabs || d != d) maxabs = fabs(d);
-  }
-  double rel = sqrt(d2) / (sqrt(r2) > 0 ? sqrt(r2) : 1);
-  printf("  %s: relative L2 %.3g, max abs %.3g (%zu values, tolerance %.0e)\n", what, rel, maxabs,
-         count, tol);
-  CHECK(rel <= tol);
-}
-
-static void run_fixture(const char *name, const char *component, const char *entry,
-                        const char *io_name, const char *input) {
-  char model[512], io_path[512];
-  snprintf(model, sizeof model, "%s/fixtures/%s/model", tu_source_dir, name);
-  snprintf(io_path, sizeof io_path, "%s/fixtures/%s/%s", tu_source_dir, name, io_name);
-  if (!dc_dir_exists(model) || !dc_file_exists(io_path)) {
-    printf("  skip: %s %s (no fixture at %s)\n", name, entry, io_path);
-    return;
-  }
-  dc_st_file io;
-  CHECK_OK(dc_st_open(io_path, &io));
-  const dc_st_tensor *t = dc_st_find(&io, input);
-  CHECK(t && t->rank == 4);
-  if (!t || t->rank != 4) return dc_st_close(&io);
-  dc_input_shape shape = {input, 4, {t->dims[0], t->dims[1], t->dims[2], t->dims[3]}};
-  dc_module *m = NULL;
-  double t0 = dc_now_seconds();
-  CHECK_OK(build_in(model, component, entry, &shape, 1, &m));
-  exec_state x = {0};
-  if (m) {
-    dc_status *st = exec(m, &io, &x);
-    CHECK_OK(st);
-    printf("  %s %s: %d nodes, executed in %.2f s\n", name, entry, m->nnodes,
-           dc_now_seconds() - t0);
-    for (int i = 0; !st && i < m->noutputs; i++) {
-      char key[64], what[128];
-      snprintf(key, sizeof key, "out.%s", m->outputs[i].name);
-      snprintf(what, sizeof what, "%s %s %s", name, entry, key);
-      const dc_st_tensor *ref = dc_st_find(&io, key);
-      CHECK(ref && ref->bytes == dc_type_bytes(&m->nodes[m->outputs[i].node].type));
-      if (ref) compare(what, x.vals[m->outputs[i].node], ref, io.file.data, 1e-4);
-    }
-    exec_free(m, &x);
-    dc_module_destroy(m);
-  }
-  dc_st_close(&io);
 }
 
 int main(int argc, char **argv) {
@@ -591,12 +477,5 @@ int main(int argc, char **argv) {
   test_errors();
   test_out_of_memory();
   test_latent_dist();
-  printf("numbers against diffusers (fixtures):\n");
-  static const char *names[] = {"vae_tiny", "vae_noattn", "vae_sd"};
-  for (int i = 0; i < 3; i++) {
-    run_fixture(names[i], NULL, "encode", "io_encode.safetensors", "sample");
-    run_fixture(names[i], NULL, "decode", "io_decode.safetensors", "z");
-  }
-  run_fixture("pipeline_sd", "vae", "decode", "io_decode_vae.safetensors", "z");
   return tu_finish();
 }

@@ -134,9 +134,9 @@ int main(int argc, char **argv) {
     st = dc_compile(&co, o.output, &rep);
     if (!st) {
       char b1[32], b2[32];
-      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s (%.2f s)\n", o.output, rep.steps,
+      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s (%.0f ms)\n", o.output, rep.steps,
               dc_format_bytes(rep.weight_bytes, b1, sizeof b1), dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2),
-              rep.seconds);
+              rep.seconds * 1e3);
     }
   }
   for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);
