@@ -40,6 +40,7 @@ dc_status *gb_conv2d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64
   DC_TRY(gb_param(g, prefix, "weight", 4, (int64_t[]){cout, cin, k, k}, &in[1]));
   DC_TRY(gb_param(g, prefix, "bias", 1, (int64_t[]){cout}, &in[2]));
   dc_node n = dc_node_make(OP_CONV2D, 3, in);
+  dc_node_set_int(&n, "bias", 1);
   dc_node_set_int(&n, "stride", stride);
   dc_node_set_int(&n, "pad_t", pad[0]);
   dc_node_set_int(&n, "pad_b", pad[1]);
@@ -60,6 +61,7 @@ dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in_feature
   DC_TRY(gb_param(g, prefix, "weight", 2, (int64_t[]){out_features, in_features}, &in[1]));
   if (bias) DC_TRY(gb_param(g, prefix, "bias", 1, (int64_t[]){out_features}, &in[2]));
   dc_node n = dc_node_make(OP_LINEAR, bias ? 3 : 2, in);
+  dc_node_set_int(&n, "bias", bias ? 1 : 0);
   return gb_add(g, &n, prefix, out);
 }
 

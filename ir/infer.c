@@ -46,6 +46,37 @@ static dc_status *want_vec(const ctx *c, int i, int64_t len) {
   return NULL;
 }
 
+/* b broadcasts onto a (numpy rules, b's rank <= a's). */
+static int broadcasts(const dc_type *b, const dc_type *a) {
+  if (b->rank > a->rank) return 0;
+  for (int i = 0; i < b->rank; i++) {
+    int64_t db = b->dims[b->rank - 1 - i], da = a->dims[a->rank - 1 - i];
+    if (db != da && db != 1) return 0;
+  }
+  return 1;
+}
+
+/* The epilogue of conv2d/linear: input count, bias length, act, and the
+ * residual's broadcast onto the output type *o (adjusted for geglu). */
+static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o) {
+  char b1[160], b2[160];
+  int64_t bias = dc_node_int(c->n, "bias"), res = dc_node_int(c->n, "residual"), act = dc_node_int(c->n, "act");
+  if ((bias != 0 && bias != 1) || (res != 0 && res != 1)) return fail(c, "bias and residual flags must be 0 or 1");
+  if (c->n->ninputs != 2 + bias + res)
+    return fail(c, "has %d inputs but bias=%lld and residual=%lld need %lld", c->n->ninputs, (long long)bias,
+                (long long)res, (long long)(2 + bias + res));
+  if (bias) DC_TRY(want_vec(c, 2, out_channels));
+  if (act < 0 || act >= ACT_COUNT || (act == ACT_GEGLU && c->n->op != OP_LINEAR))
+    return fail(c, "act %lld is not valid here", (long long)act);
+  if (act == ACT_GEGLU) {
+    if (o->dims[o->rank - 1] % 2) return fail(c, "geglu needs an even number of features");
+    o->dims[o->rank - 1] /= 2;
+  }
+  if (res && !broadcasts(c->in[2 + bias], o))
+    return fail(c, "residual %s does not broadcast onto %s", ts(c->in[2 + bias], b1), ts(o, b2));
+  return NULL;
+}
+
 static dc_status *infer_conv(const ctx *c, dc_type *o) {
   const dc_type *x = c->in[0], *w = c->in[1];
   char b1[160], b2[160];
@@ -53,7 +84,6 @@ static dc_status *infer_conv(const ctx *c, dc_type *o) {
   DC_TRY(want_rank(c, 1, 4, 4));
   if (w->dims[1] != x->dims[1])
     return fail(c, "weight %s does not match input %s channels", ts(w, b1), ts(x, b2));
-  if (c->n->ninputs == 3) DC_TRY(want_vec(c, 2, w->dims[0]));
   int64_t s = dc_node_int(c->n, "stride");
   int64_t pt = dc_node_int(c->n, "pad_t"), pb = dc_node_int(c->n, "pad_b");
   int64_t pl = dc_node_int(c->n, "pad_l"), pr = dc_node_int(c->n, "pad_r");
@@ -61,7 +91,7 @@ static dc_status *infer_conv(const ctx *c, dc_type *o) {
   int64_t h = x->dims[2] + pt + pb - w->dims[2], wd = x->dims[3] + pl + pr - w->dims[3];
   if (h < 0 || wd < 0) return fail(c, "kernel %s larger than padded input %s", ts(w, b1), ts(x, b2));
   *o = (dc_type){DT_F32, 4, {x->dims[0], w->dims[0], h / s + 1, wd / s + 1}};
-  return NULL;
+  return check_epilogue(c, w->dims[0], o);
 }
 
 static dc_status *infer_linear(const ctx *c, dc_type *o) {
@@ -71,10 +101,9 @@ static dc_status *infer_linear(const ctx *c, dc_type *o) {
   DC_TRY(want_rank(c, 1, 2, 2));
   if (w->dims[1] != x->dims[x->rank - 1])
     return fail(c, "weight %s does not match input %s", ts(w, b1), ts(x, b2));
-  if (c->n->ninputs == 3) DC_TRY(want_vec(c, 2, w->dims[0]));
   *o = *x;
   o->dims[x->rank - 1] = w->dims[0];
-  return NULL;
+  return check_epilogue(c, w->dims[0], o);
 }
 
 static dc_status *infer_norm(const ctx *c, dc_type *o, int channel_axis) {
@@ -83,8 +112,9 @@ static dc_status *infer_norm(const ctx *c, dc_type *o, int channel_axis) {
   DC_TRY(want_vec(c, 1, ch));
   DC_TRY(want_vec(c, 2, ch));
   if (c->n->op == OP_GROUP_NORM) {
-    int64_t g = dc_node_int(c->n, "groups");
+    int64_t g = dc_node_int(c->n, "groups"), act = dc_node_int(c->n, "act");
     if (g < 1 || ch % g) return fail(c, "%lld channels do not split into %lld groups", (long long)ch, (long long)g);
+    if (act != ACT_NONE && act != ACT_SILU && act != ACT_GELU) return fail(c, "act %lld is not valid here", (long long)act);
   }
   *o = *c->in[0];
   return NULL;
@@ -93,11 +123,7 @@ static dc_status *infer_norm(const ctx *c, dc_type *o, int channel_axis) {
 static dc_status *infer_broadcast(const ctx *c, dc_type *o) {
   const dc_type *a = c->in[0], *b = c->in[1];
   char b1[160], b2[160];
-  if (b->rank > a->rank) return fail(c, "%s does not broadcast onto %s", ts(b, b1), ts(a, b2));
-  for (int i = 0; i < b->rank; i++) {
-    int64_t db = b->dims[b->rank - 1 - i], da = a->dims[a->rank - 1 - i];
-    if (db != da && db != 1) return fail(c, "%s does not broadcast onto %s", ts(b, b1), ts(a, b2));
-  }
+  if (!broadcasts(b, a)) return fail(c, "%s does not broadcast onto %s", ts(b, b1), ts(a, b2));
   *o = *a;
   return NULL;
 }

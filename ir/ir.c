@@ -93,8 +93,10 @@ static void op_table_init(void) {
       assert(colon && info->nattrs < DC_MAX_ATTRS);
       *colon = 0;
       info->attr_names[info->nattrs] = tok;
-      info->attr_kinds[info->nattrs] =
-          colon[1] == 'i' ? ATTR_INT : colon[1] == 'f' ? ATTR_FLOAT : ATTR_LIST;
+      info->attr_kinds[info->nattrs] = colon[1] == 'i'   ? ATTR_INT
+                                       : colon[1] == 'f' ? ATTR_FLOAT
+                                       : colon[1] == 'a' ? ATTR_ACT
+                                                         : ATTR_LIST;
       info->nattrs++;
     }
   }
@@ -129,8 +131,25 @@ dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs) {
   assert(ninputs <= DC_MAX_INPUTS);
   for (int i = 0; i < ninputs; i++) n.inputs[i] = inputs[i];
   n.ref = -1;
+  n.offset = -1;
   n.type.dtype = DT_F32;
   return n;
+}
+
+const char *dc_act_name(dc_act a) {
+  static const char *names[ACT_COUNT] = {"none", "silu", "gelu", "geglu"};
+  return (unsigned)a < ACT_COUNT ? names[a] : "?";
+}
+
+static int has_epilogue(const dc_node *n) { return n->op == OP_CONV2D || n->op == OP_LINEAR; }
+
+int32_t dc_node_bias(const dc_node *n) {
+  return has_epilogue(n) && dc_node_int(n, "bias") ? n->inputs[2] : -1;
+}
+
+int32_t dc_node_residual(const dc_node *n) {
+  if (!has_epilogue(n) || !dc_node_int(n, "residual")) return -1;
+  return n->inputs[dc_node_int(n, "bias") ? 3 : 2];
 }
 
 static int attr_slot(const dc_node *n, const char *attr) {

@@ -20,8 +20,8 @@
 #include "../support/support.h"
 
 #define DC_MAX_DIMS 6
-#define DC_MAX_INPUTS 3
-#define DC_MAX_ATTRS 5
+#define DC_MAX_INPUTS 4
+#define DC_MAX_ATTRS 8
 
 /* ---- dtypes ----------------------------------------------------------- */
 typedef enum {
@@ -64,7 +64,11 @@ typedef enum {
   OP_COUNT
 } dc_op;
 
-typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_LIST } dc_attr_kind;
+typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_LIST, ATTR_ACT } dc_attr_kind;
+
+/* Activation in an epilogue (the "act" attribute). */
+typedef enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GEGLU, ACT_COUNT } dc_act;
+const char *dc_act_name(dc_act a); /* "none", "silu", "gelu", "geglu" */
 
 typedef struct {
   const char *name;
@@ -101,7 +105,13 @@ typedef struct {
   dc_layout layout;
   int device;                     /* placement: 0 = device 0 */
   const char *scope;              /* module path, e.g. "down_blocks.0.resnets.1.conv1"; may be NULL */
+  const char *absorbed;           /* what fusion folded into this node, e.g. "silu(%25), add(%31)"; may be NULL */
+  int64_t offset;                 /* byte offset in the activation arena, -1 until memory is planned */
 } dc_node;
+
+/* Epilogue inputs of conv2d and linear (see ops.def): -1 when absent. */
+int32_t dc_node_bias(const dc_node *n);
+int32_t dc_node_residual(const dc_node *n);
 
 /* ---- weights ---------------------------------------------------------- */
 typedef struct {

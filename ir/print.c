@@ -16,6 +16,7 @@ static void print_attrs(const dc_node *n, dc_buf *b) {
   for (int i = 0; i < info->nattrs; i++) {
     dc_buf_printf(b, "%s%s=", i ? ", " : "", info->attr_names[i]);
     if (info->attr_kinds[i] == ATTR_INT) dc_buf_printf(b, "%" PRId64, n->attrs[i].i);
+    else if (info->attr_kinds[i] == ATTR_ACT) dc_buf_printf(b, "%s", dc_act_name((dc_act)n->attrs[i].i));
     else if (info->attr_kinds[i] == ATTR_FLOAT) dc_buf_printf(b, "%.9g", n->attrs[i].f);
     else {
       dc_buf_printf(b, "[");
@@ -39,6 +40,7 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
   }
   print_attrs(n, b);
   dc_buf_printf(b, " : %s  # ", dc_type_str(&n->type, tb, sizeof tb));
+  if (n->absorbed) dc_buf_printf(b, "absorbed %s, ", n->absorbed);
   if (n->scope && n->op != OP_INPUT && n->op != OP_WEIGHT) dc_buf_printf(b, "%s, ", n->scope);
   dc_buf_printf(b, "%s, dev%d, %s", layout_name(n->layout), n->device,
                 dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));

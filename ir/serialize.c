@@ -20,7 +20,7 @@ static void put_node(dc_buf *b, const dc_node *n) {
   dc_buf_u8(b, (uint8_t)n->ninputs);
   for (int i = 0; i < n->ninputs; i++) dc_buf_u32(b, (uint32_t)n->inputs[i]);
   for (int i = 0; i < info->nattrs; i++) {
-    if (info->attr_kinds[i] == ATTR_INT) dc_buf_i64(b, n->attrs[i].i);
+    if (info->attr_kinds[i] == ATTR_INT || info->attr_kinds[i] == ATTR_ACT) dc_buf_i64(b, n->attrs[i].i);
     else if (info->attr_kinds[i] == ATTR_FLOAT) dc_buf_f64(b, n->attrs[i].f);
     else {
       dc_buf_u8(b, (uint8_t)n->nlist);
@@ -32,6 +32,8 @@ static void put_node(dc_buf *b, const dc_node *n) {
   dc_buf_u8(b, (uint8_t)n->layout);
   dc_buf_u32(b, (uint32_t)n->device);
   dc_buf_str(b, n->scope ? n->scope : "");
+  dc_buf_str(b, n->absorbed ? n->absorbed : "");
+  dc_buf_i64(b, n->offset);
 }
 
 dc_status *dc_serialize_weights(const dc_module *m, dc_buf *b) {
@@ -114,7 +116,7 @@ static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   if (n->ninputs > DC_MAX_INPUTS) return dc_reader_fail(r, "%d inputs", n->ninputs);
   for (int i = 0; i < n->ninputs; i++) n->inputs[i] = (int32_t)dc_read_u32(r);
   for (int i = 0; i < info->nattrs; i++) {
-    if (info->attr_kinds[i] == ATTR_INT) n->attrs[i].i = dc_read_i64(r);
+    if (info->attr_kinds[i] == ATTR_INT || info->attr_kinds[i] == ATTR_ACT) n->attrs[i].i = dc_read_i64(r);
     else if (info->attr_kinds[i] == ATTR_FLOAT) n->attrs[i].f = dc_read_f64(r);
     else {
       n->nlist = dc_read_u8(r);
@@ -130,6 +132,10 @@ static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   n->device = (int)dc_read_u32(r);
   char *scope = dc_read_str(r, m->arena, MAX_NAME);
   n->scope = scope && scope[0] ? scope : NULL;
+  char *absorbed = dc_read_str(r, m->arena, MAX_NAME);
+  n->absorbed = absorbed && absorbed[0] ? absorbed : NULL;
+  n->offset = dc_read_i64(r);
+  if (!r->err && n->offset < -1) dc_reader_fail(r, "bad arena offset %lld", (long long)n->offset);
 }
 
 static void *alloc_array(dc_reader *r, int32_t n, size_t elem) {

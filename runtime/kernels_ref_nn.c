@@ -58,7 +58,7 @@ static void conv_plane(const conv_geom *g, const float *x, const float *wo_, flo
 
 REF_KERNEL(dc_ref_conv2d) {
   const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
-  const float *x = in[0], *w = in[1], *bias = n->ninputs == 3 ? in[2] : NULL;
+  const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out;
   conv_geom g = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3],
                  n->type.dims[2], n->type.dims[3], dc_node_int(n, "stride"),
@@ -85,7 +85,7 @@ static float dot(const float *a, const float *b, int64_t len) {
 /* y[r, j] = x[r, :] . w[j, :] + b[j]; both rows are contiguous. */
 REF_KERNEL(dc_ref_linear) {
   const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
-  const float *x = in[0], *w = in[1], *bias = n->ninputs == 3 ? in[2] : NULL;
+  const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out;
   int64_t nout = tw->dims[0], k = tw->dims[1];
   int64_t rows = k ? (int64_t)dc_type_numel(tx) / k : (int64_t)dc_type_numel(&n->type) / nout;

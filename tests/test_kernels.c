@@ -123,9 +123,16 @@ static void test_table(void) {
 }
 
 /* ---- conv2d ----------------------------------------------------------- */
+/* A node whose third input is a bias (the epilogue flag of conv2d/linear). */
+static dc_node with_bias(dc_node n) {
+  dc_node_set_int(&n, "bias", 1);
+  return n;
+}
+
 static dc_node conv_node(int32_t x, int32_t w, int32_t b, int stride, int pt, int pb, int pl, int pr) {
   int32_t ins[3] = {x, w, b};
   dc_node nd = dc_node_make(OP_CONV2D, b >= 0 ? 3 : 2, ins);
+  dc_node_set_int(&nd, "bias", b >= 0);
   dc_node_set_int(&nd, "stride", stride);
   dc_node_set_int(&nd, "pad_t", pt);
   dc_node_set_int(&nd, "pad_b", pb);
@@ -226,7 +233,7 @@ static void test_linear(void) {
     int32_t ix = IN32(m, 1, 2), iw = IN32(m, 3, 2), ib = IN32(m, 3);
     int32_t ins[3] = {ix, iw, ib};
     const void *in[3] = {x, w, b};
-    float *y = run_node(m, dc_node_make(OP_LINEAR, 3, ins), in);
+    float *y = run_node(m, with_bias(dc_node_make(OP_LINEAR, 3, ins)), in);
     check_closef("linear [1,2] x [3,2]^T + bias, by hand", y, want, 3, 0);
     free(y);
     y = run_node(m, dc_node_make(OP_LINEAR, 2, ins), in);
@@ -245,7 +252,7 @@ static void test_linear(void) {
         for (int64_t k = 0; k < K; k++) acc += (double)x[r * K + k] * w[j * K + k];
         want[r * N + j] = acc;
       }
-    float *y = run_node(m, dc_node_make(OP_LINEAR, 3, ins), in);
+    float *y = run_node(m, with_bias(dc_node_make(OP_LINEAR, 3, ins)), in);
     CHECK(m->nodes[m->nnodes - 1].type.rank == 3 && m->nodes[m->nnodes - 1].type.dims[2] == N);
     check_close("linear 3-D input [2,3,5] -> [2,3,4] with bias", y, want, B * S * N, 1e-5);
     free(x), free(w), free(b), free(want), free(y);

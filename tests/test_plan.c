@@ -50,6 +50,7 @@ static dc_module *build(const char *wpath) {
   int32_t u = add_weight(m, &f, file, "unused.weight");
   dc_node lin = dc_node_make(OP_LINEAR, 3, (int32_t[]){x, w, b});
   lin.scope = "lin";
+  dc_node_set_int(&lin, "bias", 1);
   CHECK_OK(dc_infer_type(m, &lin, &lin.type));
   int32_t l = dc_module_add_node(m, &lin);
   dc_node dead = dc_node_make(OP_ADD, 2, (int32_t[]){l, u});
@@ -87,7 +88,7 @@ static char *print(const dc_module *m) {
 static void test_dump_and_dce(dc_module *m) {
   char *before = print(m), *again = print(m);
   CHECK(strcmp(before, again) == 0);
-  CHECK(strstr(before, "%4 = linear(%0, %1, %2) : f32[4,2]  # lin, row, dev0, 32 B, live 4..6") != NULL);
+  CHECK(strstr(before, "%4 = linear(%0, %1, %2) {act=none, bias=1, residual=0} : f32[4,2]  # lin, row, dev0, 32 B, live 4..6") != NULL);
   CHECK(strstr(before, "%0 = input \"x\" : f32[4,3]  # row, dev0, 48 B, live 0..4") != NULL);
   CHECK(strstr(before, "# peak activations: 80 B (80 bytes) while %4 runs") != NULL);
   CHECK_OK(dc_pipeline_run(m, NULL));
@@ -139,7 +140,7 @@ static void test_corruption(const char *plan_path) {
   d[n - 100] ^= 0x40;
   d[8] = 9;
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 1");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 2");
   d[0] = 'X';
   tu_write_file(bad, d, n);
   CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "not a diffc plan");
