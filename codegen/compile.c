@@ -69,7 +69,7 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
   char *opts = st ? NULL : options_json(o, f);
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
-    dc_plan plan = {0, opts, (char *)text.data, m};
+    dc_plan plan = {.target = DC_TARGET_CPU, .options_json = opts, .ir_text = (char *)text.data, .module = m};
     st = dc_plan_write(plan_path, &plan);
   }
   if (opts) cJSON_free(opts);

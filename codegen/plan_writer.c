@@ -14,6 +14,25 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static void put_kernels(const dc_plan_kernels *k, dc_buf *b) {
+  if (!k->object) {
+    dc_buf_u32(b, 0); /* no compiled kernels: every node runs its reference kernel */
+    return;
+  }
+  dc_buf_u32(b, 1);
+  dc_buf_str(b, k->triple);
+  dc_buf_str(b, k->cpu);
+  dc_buf_str(b, k->features);
+  dc_buf_u64(b, k->object_size);
+  dc_buf_append(b, k->object, k->object_size);
+  dc_buf_u32(b, (uint32_t)k->nentries);
+  for (int i = 0; i < k->nentries; i++) {
+    dc_buf_u32(b, (uint32_t)k->entries[i].node);
+    dc_buf_str(b, k->entries[i].symbol);
+    dc_buf_u64(b, k->entries[i].scratch_bytes);
+  }
+}
+
 static dc_status *build_sections(const dc_plan *plan, section *s) {
   memcpy(s[0].tag, "OPTS", 4);
   dc_buf_append(&s[0].data, plan->options_json, strlen(plan->options_json));
@@ -22,7 +41,7 @@ static dc_status *build_sections(const dc_plan *plan, section *s) {
   memcpy(s[2].tag, "SCHD", 4);
   DC_TRY(dc_serialize(plan->module, &s[2].data));
   memcpy(s[3].tag, "KERN", 4);
-  dc_buf_u32(&s[3].data, 0); /* the reference backend runs no compiled kernels */
+  put_kernels(&plan->kernels, &s[3].data);
   memcpy(s[4].tag, "IRTX", 4);
   dc_buf_append(&s[4].data, plan->ir_text, strlen(plan->ir_text));
   for (int i = 0; i < 5; i++) DC_TRY(dc_buf_status(&s[i].data, "building the plan"));

@@ -15,8 +15,10 @@
  *         header) and tensors (name, file, offset, bytes, dtype, shape)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
  *         outputs, metadata) in ir/serialize.c's format
- *   KERN  compiled kernels: u32 count, then per kernel (name, target, bytes);
- *         the reference backend needs none, so count is 0 until codegen lands
+ *   KERN  compiled CPU kernels: u32 format (0 = none, 1 = LLVM object), then
+ *         for format 1: the target (triple, cpu, features), the object file
+ *         (u64 size + bytes), and u32 n entries of (u32 node, symbol,
+ *         u64 scratch bytes per thread)
  *   IRTX  the IR dump text, for `diffrun --print-ir` and people
  * Unknown sections are skipped; missing required ones are an error. */
 #ifndef DC_PLAN_FORMAT_H
@@ -32,6 +34,21 @@
 
 enum { DC_TARGET_CPU = 0, DC_TARGET_CUDA = 1 };
 
+typedef struct {
+  int32_t node;
+  char *symbol;
+  uint64_t scratch_bytes; /* per thread */
+} dc_plan_kernel;
+
+/* The KERN section: LLVM object code for the nodes that have kernels. */
+typedef struct {
+  char *triple, *cpu, *features; /* NULL when the plan has no compiled kernels */
+  uint8_t *object;
+  uint64_t object_size;
+  dc_plan_kernel *entries;
+  int32_t nentries;
+} dc_plan_kernels;
+
 /* A plan in memory.  The writer fills it from a compilation; the reader fills
  * it from a file (module deserialized and verified, texts NUL-terminated). */
 typedef struct {
@@ -39,6 +56,7 @@ typedef struct {
   char *options_json;
   char *ir_text;
   dc_module *module; /* with weights and files from WREF */
+  dc_plan_kernels kernels;
 } dc_plan;
 
 /* Writes atomically (temp name, then rename). */

@@ -74,6 +74,48 @@ static char *copy_text(const dc_mapped_file *f, const entry *e) {
   return dc_strndup((const char *)f->data + e->offset, e->size);
 }
 
+static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
+  uint32_t format = dc_read_u32(r);
+  if (r->err || format == 0) return;
+  if (format != 1) return dc_reader_fail(r, "unknown kernel format %u", format);
+  k->triple = dc_read_str(r, NULL, 256);
+  k->cpu = dc_read_str(r, NULL, 256);
+  k->features = dc_read_str(r, NULL, 1 << 16);
+  k->object_size = dc_read_u64(r);
+  if (r->err) return;
+  if (k->object_size == 0 || k->object_size > r->size - r->pos)
+    return dc_reader_fail(r, "object code of %llu bytes does not fit", (unsigned long long)k->object_size);
+  k->object = dc_malloc(k->object_size);
+  if (!k->object) return (void)(r->err = dc_nomem("reading kernels"));
+  memcpy(k->object, dc_read_bytes(r, k->object_size), k->object_size);
+  uint32_t n = dc_read_u32(r);
+  if (!r->err && (uint64_t)n * 16 > r->size - r->pos) return dc_reader_fail(r, "%u kernels do not fit", n);
+  k->entries = dc_calloc((size_t)n + 1, sizeof *k->entries);
+  if (!k->entries && !r->err) return (void)(r->err = dc_nomem("reading kernels"));
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    dc_plan_kernel *e = &k->entries[i];
+    e->node = (int32_t)dc_read_u32(r);
+    e->symbol = dc_read_str(r, NULL, 256);
+    e->scratch_bytes = dc_read_u64(r);
+    k->nentries = (int32_t)i + 1;
+    if (!r->err && (e->node < 0 || e->node >= nnodes || (i > 0 && e->node <= k->entries[i - 1].node)))
+      dc_reader_fail(r, "kernel %u names node %d (nodes 0..%d, ascending)", i, e->node, nnodes - 1);
+    if (!r->err && (e->scratch_bytes > ((uint64_t)1 << 32) || !e->symbol[0]))
+      dc_reader_fail(r, "kernel %u has a bad symbol or scratch size", i);
+  }
+  if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);
+}
+
+static void free_kernels(dc_plan_kernels *k) {
+  for (int i = 0; i < k->nentries; i++) dc_free(k->entries[i].symbol);
+  dc_free(k->entries);
+  dc_free(k->object);
+  dc_free(k->triple);
+  dc_free(k->cpu);
+  dc_free(k->features);
+  memset(k, 0, sizeof *k);
+}
+
 static dc_status *read_sections(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
                                 dc_plan *out) {
   const entry *opts, *wref, *schd, *kern, *irtx;
@@ -82,17 +124,20 @@ static dc_status *read_sections(const char *path, const dc_mapped_file *f, const
   DC_TRY(need(path, e, n, "SCHD", &schd));
   DC_TRY(need(path, e, n, "KERN", &kern));
   DC_TRY(need(path, e, n, "IRTX", &irtx));
-  if (kern->size != 4 || f->data[kern->offset] | f->data[kern->offset + 1] | f->data[kern->offset + 2] |
-                             f->data[kern->offset + 3])
-    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan holds compiled kernels, which this diffrun cannot load", path);
   out->options_json = copy_text(f, opts);
   out->ir_text = copy_text(f, irtx);
   if (!out->options_json || !out->ir_text) return dc_nomem("reading a plan");
   char wwhat[600], swhat[600];
   snprintf(wwhat, sizeof wwhat, "%s: section WREF", path);
   snprintf(swhat, sizeof swhat, "%s: section SCHD", path);
-  return dc_deserialize(f->data + wref->offset, wref->size, wwhat, f->data + schd->offset, schd->size, swhat,
-                        &out->module);
+  DC_TRY(dc_deserialize(f->data + wref->offset, wref->size, wwhat, f->data + schd->offset, schd->size, swhat,
+                        &out->module));
+  char kwhat[600];
+  snprintf(kwhat, sizeof kwhat, "%s: section KERN", path);
+  dc_reader r;
+  dc_reader_init(&r, f->data + kern->offset, kern->size, kwhat);
+  get_kernels(&r, out->module->nnodes, &out->kernels);
+  return r.err;
 }
 
 dc_status *dc_plan_read(const char *path, dc_plan *out) {
@@ -112,5 +157,6 @@ void dc_plan_deinit(dc_plan *plan) {
   dc_free(plan->options_json);
   dc_free(plan->ir_text);
   dc_module_destroy(plan->module);
+  free_kernels(&plan->kernels);
   memset(plan, 0, sizeof *plan);
 }

@@ -105,7 +105,7 @@ static void test_dump_and_dce(dc_module *m) {
 
 static void test_roundtrip(const dc_module *m, const char *plan_path) {
   char *text = print(m);
-  dc_plan plan = {DC_TARGET_CPU, "{}", text, (dc_module *)m};
+  dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = (dc_module *)m};
   CHECK_OK(dc_plan_write(plan_path, &plan));
   dc_plan back;
   CHECK_OK(dc_plan_read(plan_path, &back));
