@@ -65,5 +65,6 @@ dc_status *dc_plan_write(const char *path, const dc_plan *plan);
  * module through the verifier.  Messages name the file and the section. */
 dc_status *dc_plan_read(const char *path, dc_plan *out);
 void dc_plan_deinit(dc_plan *plan);
+void dc_plan_kernels_deinit(dc_plan_kernels *k);
 
 #endif

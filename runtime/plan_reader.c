@@ -106,7 +106,7 @@ static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
   if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);
 }
 
-static void free_kernels(dc_plan_kernels *k) {
+void dc_plan_kernels_deinit(dc_plan_kernels *k) {
   for (int i = 0; i < k->nentries; i++) dc_free(k->entries[i].symbol);
   dc_free(k->entries);
   dc_free(k->object);
@@ -157,6 +157,6 @@ void dc_plan_deinit(dc_plan *plan) {
   dc_free(plan->options_json);
   dc_free(plan->ir_text);
   dc_module_destroy(plan->module);
-  free_kernels(&plan->kernels);
+  dc_plan_kernels_deinit(&plan->kernels);
   memset(plan, 0, sizeof *plan);
 }
