@@ -46,6 +46,47 @@ static char *options_json(const dc_compile_options *o, const dc_folder *f) {
   return s;
 }
 
+/* --debug LIST: channels that trace the compiler's decisions to stderr.
+ * Sets *on when `name` is in the list; an unknown channel is an error. */
+static const char *const debug_channels[] = {"memplan"};
+enum { NDEBUG_CHANNELS = sizeof debug_channels / sizeof debug_channels[0] };
+
+static dc_status *debug_on(const char *list, const char *name, int *on) {
+  *on = 0;
+  const char *p = list;
+  while (p && *p) {
+    size_t len = strcspn(p, ",");
+    int known = 0;
+    for (int i = 0; i < NDEBUG_CHANNELS; i++)
+      known |= strlen(debug_channels[i]) == len && !strncmp(p, debug_channels[i], len);
+    if (!known)
+      return dc_error(DC_ERR_ARGUMENT, "--debug %s: unknown channel \"%.*s\" (channels: memplan)", list, (int)len, p);
+    *on |= strlen(name) == len && !strncmp(p, name, len);
+    p += len;
+    if (*p == ',') p++;
+  }
+  return NULL;
+}
+
+/* Runs the pipeline, with memplan's trace on stderr when asked, then checks
+ * the memory plan: a pass that ran after memplan and moved nodes is caught
+ * here rather than by diffrun. */
+static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
+  int trace;
+  DC_TRY(debug_on(o->debug, "memplan", &trace));
+  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
+  if (trace) dc_memplan_trace(stderr);
+  dc_status *st = dc_pipeline_run(m, &po);
+  dc_memplan_trace(NULL);
+  dc_liveness l;
+  if (!st) st = dc_liveness_compute(m, &l);
+  if (!st) {
+    st = dc_status_annotate(dc_memplan_check(m, &l), "after the pipeline");
+    dc_liveness_deinit(&l);
+  }
+  return st;
+}
+
 static dc_status *build(const dc_compile_options *o, dc_folder *f, dc_module **m) {
   dc_folder_options fo = {o->component, o->variant};
   DC_TRY(dc_folder_open(o->model, &fo, f));
@@ -53,8 +94,7 @@ static dc_status *build(const dc_compile_options *o, dc_folder *f, dc_module **m
   dc_build_options bo = {o->entry, o->shapes, o->nshapes};
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
-  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
-  return dc_pipeline_run(*m, &po);
+  return run_passes(o, *m);
 }
 
 static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_module *m, const char *plan_path) {
@@ -79,6 +119,8 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
 
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep) {
   double t0 = dc_now_seconds();
+  int unused;
+  DC_TRY(debug_on(o->debug, "", &unused)); /* a bad --debug fails before any work */
   dc_folder f;
   memset(&f, 0, sizeof f);
   dc_module *m = NULL;

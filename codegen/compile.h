@@ -17,6 +17,7 @@ typedef struct {
   const char *dump_after; /* pass name, "all", or NULL */
   const char *dump_ir;    /* path for the final IR text ("-" = stdout), or NULL */
   int verbose;
+  const char *debug;      /* comma-separated channels tracing decisions to stderr ("memplan"), or NULL */
 } dc_compile_options;
 
 typedef struct {

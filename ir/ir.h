@@ -11,7 +11,8 @@
  *   ir/infer.c:     dc_infer_type — the shape and dtype rule of every op
  *   ir/verify.c:    dc_verify — structural and type checks, run between passes
  *   ir/print.c:     dc_print — deterministic text dump with bytes and live ranges
- *   ir/liveness.c:  dc_liveness — last use of every value and the activation peak
+ *   ir/liveness.c:  dc_liveness — live ranges, in-place reuse, the activation peak, and
+ *                   dc_memplan_check (no two live values overlap in the arena)
  *   ir/serialize.c: dc_serialize / dc_deserialize — the plan's binary schedule
  */
 #ifndef DC_IR_H
@@ -152,6 +153,7 @@ typedef struct dc_module {
   int32_t ninputs, noutputs, cap_inputs, cap_outputs;
   dc_meta *meta;     /* shown in the dump header: class, entry, scaling_factor, ... */
   int32_t nmeta, cap_meta;
+  uint64_t arena_bytes; /* the activation arena's size (pass memplan); 0 until planned */
 } dc_module;
 
 dc_module *dc_module_create(void);
@@ -188,22 +190,56 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *out);
 dc_status *dc_verify(const dc_module *m, const char *after);
 
 /* ---- liveness (ir/liveness.c) ----------------------------------------- */
-/* Activation memory model shared by the dump and the runtime: a non-leaf
- * value is allocated when its node runs and freed after its last reader
- * runs; graph outputs live to the end; inputs live from the start to their
- * last use (or the end if they are outputs).  Weights are counted
- * separately as resident. */
+/* Activation memory model shared by the dump, the memory planner and the
+ * runtime: a non-leaf value is allocated when its node runs and freed after
+ * its last reader runs; graph outputs live to the end; inputs live from the
+ * start to their last use (or the end if they are outputs).  Weights are
+ * counted separately as resident.
+ *
+ * Once memory is planned (every activation has an arena offset), a value may
+ * be written in place over a parent (dc_inplace_parent): the parent's bytes
+ * pass to the child at the child's step, so the parent's occupancy ends one
+ * step before.  The peak is then the arena's high-water mark; before
+ * planning it is the most bytes live at once. */
 typedef struct {
   int32_t *last_use;      /* per node; the step after which it is freed (nnodes-1 for outputs) */
-  uint64_t *live_bytes;   /* per step: activation bytes live while step i runs */
-  uint64_t peak_bytes;    /* max over steps */
-  int32_t peak_step;
+  int32_t *inplace_of;    /* per node: the parent it overwrote in place, or -1 (planned only) */
+  uint64_t *live_bytes;   /* per step: distinct activation bytes live while step i runs */
+  uint64_t peak_bytes;    /* planned: the arena's high-water mark; else max of live_bytes */
+  int32_t peak_step;      /* the first step that reaches peak_bytes */
+  uint64_t live_peak_bytes; /* max of live_bytes: what any packing needs at least */
+  int32_t ninplace;       /* values written in place over a parent */
+  int planned;            /* 1 when every activation has an arena offset */
   uint64_t weight_bytes;  /* sum of all weights' bytes (resident) */
 } dc_liveness;
 dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *out);
 void dc_liveness_deinit(dc_liveness *l);
 /* True when the node's value occupies activation memory (not a weight). */
 int dc_node_is_activation(const dc_node *n);
+int dc_node_is_output(const dc_module *m, int32_t id);
+/* The step from which a value occupies memory: 0 for graph inputs (copied in
+ * before step 0), else its own step. */
+int32_t dc_value_first_step(const dc_module *m, int32_t id);
+/* The last step it occupies memory: its last use, or the step before when
+ * its last reader took its bytes over in place. */
+int32_t dc_value_last_step(const dc_liveness *l, int32_t id);
+/* Which input the node's output may overwrite, by the op alone: input 0 of
+ * an OPF_INPLACE op; -1 otherwise.  Kernels must tolerate out == in[k] for
+ * this k: read in[k][i] before writing out[i].  (The residual of conv2d and
+ * linear — never x — qualifies too once their kernels honour that; it is off
+ * until then, see ir/liveness.c.) */
+int dc_node_inplace_input(const dc_node *n);
+/* The parent value node `id` may take over in place (ggml-alloc's rule), or
+ * -1: the op allows it (above), same type, and the parent is an activation
+ * that is not a graph input or output, that this node reads once, and whose
+ * last reader this node is (every other reader ran before). */
+int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id);
+/* Checks a memory plan before anything runs on it: every activation has a
+ * 64-byte aligned offset, lies inside m->arena_bytes, and overlaps no value
+ * live at the same time (in-place handovers excepted).  O(n log n).  A
+ * DC_ERR_INTERNAL error names both values of an overlap. */
+dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l);
+#define DC_ARENA_ALIGN 64
 
 /* ---- text dump (ir/print.c) ------------------------------------------- */
 dc_status *dc_print(const dc_module *m, dc_buf *out);

@@ -1,25 +1,131 @@
-/* liveness.c — the activation memory model that the IR dump predicts and
- * the runtime measures: one definition, so the two agree exactly.
+/* liveness.c — the activation memory model that the IR dump predicts, the
+ * memory planner packs and the runtime measures: one definition, so the
+ * three agree exactly.
  *
  * A non-leaf value is allocated just before its node runs and freed after
  * its last reader runs; a graph input is allocated before step 0; a graph
- * output lives to the end.  Weights are counted apart, as resident bytes. */
+ * output lives to the end.  Weights are counted apart, as resident bytes.
+ * In a planned module a value written in place over its parent takes the
+ * parent's bytes over at its own step (see ir.h); dc_memplan_check proves
+ * that no two values occupying memory at the same step overlap. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "ir.h"
 
-static int is_output(const dc_module *m, int32_t id) {
+int dc_node_is_output(const dc_module *m, int32_t id) {
   for (int i = 0; i < m->noutputs; i++)
     if (m->outputs[i].node == id) return 1;
   return 0;
 }
 
+int32_t dc_value_first_step(const dc_module *m, int32_t id) { return m->nodes[id].op == OP_INPUT ? 0 : id; }
+
+/* Writing over the residual is off until the conv2d and linear kernels
+ * (reference and generated) read residual[i] before anything writes out[i]:
+ * today they compute the whole output, then add the residual over it, so
+ * out == residual would add the output to itself.  Turning this on is one
+ * line; tests/test_memplan.c then requires the kernels to be alias-safe. */
+static const int inplace_over_residual = 0;
+
+int dc_node_inplace_input(const dc_node *n) {
+  int k = -1;
+  if (dc_op_get(n->op)->flags & OPF_INPLACE) k = 0;
+  else if (inplace_over_residual && (n->op == OP_CONV2D || n->op == OP_LINEAR) && dc_node_int(n, "residual"))
+    k = dc_node_int(n, "bias") ? 3 : 2;
+  return k < n->ninputs ? k : -1;
+}
+
+int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id) {
+  const dc_node *n = &m->nodes[id];
+  int k = dc_node_inplace_input(n);
+  if (k < 0 || !dc_node_is_activation(n)) return -1;
+  int32_t p = n->inputs[k];
+  const dc_node *pn = &m->nodes[p];
+  if (!dc_node_is_activation(pn) || pn->op == OP_INPUT || dc_node_is_output(m, p)) return -1;
+  if (l->last_use[p] != id || !dc_type_equal(&pn->type, &n->type)) return -1;
+  int reads = 0; /* add(a, a) reads a twice: the second read would see the first write */
+  for (int i = 0; i < n->ninputs; i++) reads += n->inputs[i] == p;
+  return reads == 1 ? p : -1;
+}
+
+/* The last step a value occupies memory: its last use, or the step before
+ * when its last reader took its bytes over in place. */
+static int32_t last_step(const dc_liveness *l, int32_t id) {
+  int32_t c = l->last_use[id];
+  return l->inplace_of[c] == id ? c - 1 : c;
+}
+
+static int is_planned(const dc_module *m) {
+  int any = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    if (!dc_node_is_activation(&m->nodes[i])) continue;
+    if (m->nodes[i].offset < 0) return 0;
+    any = 1;
+  }
+  return any && m->arena_bytes > 0;
+}
+
+static void find_inplace(const dc_module *m, dc_liveness *l) {
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    l->inplace_of[i] = -1;
+    if (!l->planned) continue;
+    int32_t p = dc_inplace_parent(m, l, i);
+    if (p >= 0 && m->nodes[p].offset == m->nodes[i].offset) {
+      l->inplace_of[i] = p;
+      l->ninplace++;
+    }
+  }
+}
+
+/* live_bytes per step through a difference array over the occupied steps. */
+static dc_status *sum_live(const dc_module *m, dc_liveness *l) {
+  int32_t n = m->nnodes;
+  int64_t *delta = dc_calloc((size_t)n + 1, sizeof *delta);
+  if (!delta) return dc_nomem("computing live ranges");
+  for (int32_t i = 0; i < n; i++) {
+    const dc_node *node = &m->nodes[i];
+    if (!dc_node_is_activation(node)) continue;
+    delta[dc_value_first_step(m, i)] += (int64_t)dc_type_bytes(&node->type);
+    delta[last_step(l, i) + 1] -= (int64_t)dc_type_bytes(&node->type);
+  }
+  int64_t live = 0;
+  for (int32_t s = 0; s < n; s++) {
+    live += delta[s];
+    l->live_bytes[s] = (uint64_t)live;
+    if (l->live_bytes[s] > l->live_peak_bytes) {
+      l->live_peak_bytes = l->live_bytes[s];
+      if (!l->planned) l->peak_step = s;
+    }
+  }
+  dc_free(delta);
+  if (!l->planned) l->peak_bytes = l->live_peak_bytes;
+  return NULL;
+}
+
+/* The arena's high-water mark: the highest byte any value occupies, first
+ * reached when that value is allocated. */
+static void arena_peak(const dc_module *m, dc_liveness *l) {
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *node = &m->nodes[i];
+    if (!dc_node_is_activation(node)) continue;
+    uint64_t top = (uint64_t)node->offset + dc_type_bytes(&node->type);
+    int32_t first = dc_value_first_step(m, i);
+    if (top > l->peak_bytes || (top == l->peak_bytes && first < l->peak_step)) {
+      l->peak_bytes = top;
+      l->peak_step = first;
+    }
+  }
+}
+
 dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
   int32_t n = m->nnodes;
-  l->last_use = dc_calloc((size_t)n, sizeof *l->last_use);
-  l->live_bytes = dc_calloc((size_t)n, sizeof *l->live_bytes);
-  l->peak_bytes = 0;
-  l->peak_step = 0;
-  l->weight_bytes = 0;
-  if (!l->last_use || !l->live_bytes) {
+  memset(l, 0, sizeof *l);
+  l->last_use = dc_calloc((size_t)n + 1, sizeof *l->last_use);
+  l->inplace_of = dc_calloc((size_t)n + 1, sizeof *l->inplace_of);
+  l->live_bytes = dc_calloc((size_t)n + 1, sizeof *l->live_bytes);
+  if (!l->last_use || !l->inplace_of || !l->live_bytes) {
     dc_liveness_deinit(l);
     return dc_nomem("computing live ranges");
   }
@@ -27,37 +133,200 @@ dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
   for (int32_t i = 0; i < n; i++)
     for (int k = 0; k < m->nodes[i].ninputs; k++) l->last_use[m->nodes[i].inputs[k]] = i;
   for (int32_t i = 0; i < n; i++)
-    if (is_output(m, i)) l->last_use[i] = n - 1;
-  /* Difference array over steps: +bytes at the first step, -bytes after the last. */
-  int64_t *delta = dc_calloc((size_t)n + 1, sizeof *delta);
-  if (!delta) {
+    if (dc_node_is_output(m, i)) l->last_use[i] = n - 1;
+  l->planned = is_planned(m);
+  find_inplace(m, l);
+  dc_status *st = sum_live(m, l);
+  if (st) {
     dc_liveness_deinit(l);
-    return dc_nomem("computing live ranges");
+    return st;
   }
-  for (int32_t i = 0; i < n; i++) {
-    const dc_node *node = &m->nodes[i];
-    if (!dc_node_is_activation(node)) continue;
-    int32_t first = node->op == OP_INPUT ? 0 : i;
-    delta[first] += (int64_t)dc_type_bytes(&node->type);
-    delta[l->last_use[i] + 1] -= (int64_t)dc_type_bytes(&node->type);
-  }
-  int64_t live = 0;
-  for (int32_t s = 0; s < n; s++) {
-    live += delta[s];
-    l->live_bytes[s] = (uint64_t)live;
-    if (l->live_bytes[s] > l->peak_bytes) {
-      l->peak_bytes = l->live_bytes[s];
-      l->peak_step = s;
-    }
-  }
-  dc_free(delta);
+  if (l->planned) arena_peak(m, l);
   for (int32_t w = 0; w < m->nweights; w++) l->weight_bytes += m->weights[w].bytes;
   return NULL;
 }
 
 void dc_liveness_deinit(dc_liveness *l) {
   dc_free(l->last_use);
+  dc_free(l->inplace_of);
   dc_free(l->live_bytes);
   l->last_use = NULL;
+  l->inplace_of = NULL;
   l->live_bytes = NULL;
+}
+
+int32_t dc_value_last_step(const dc_liveness *l, int32_t id) { return last_step(l, id); }
+
+/* ---- the memory plan checker ------------------------------------------ */
+/* A sweep over the steps keeps the values occupying memory in a Fenwick
+ * tree indexed by their offsets' ranks.  Live values are pairwise disjoint
+ * (else the sweep has stopped), so sorted by start their ends are sorted
+ * too: a new range [a, b) overlaps a live one iff the live one with the
+ * largest start below b ends after a.  O(n log n). */
+typedef struct {
+  int32_t nkeys, *tree, *occupant; /* tree counts live values per rank; occupant holds them */
+  uint64_t *keys;                  /* the distinct offsets, sorted */
+} sweep;
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Number of keys below v. */
+static int32_t rank_below(const sweep *w, uint64_t v) {
+  int32_t lo = 0, hi = w->nkeys;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (w->keys[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static void tree_add(sweep *w, int32_t rank, int32_t d) {
+  for (int32_t i = rank + 1; i <= w->nkeys; i += i & -i) w->tree[i] += d;
+}
+
+static int32_t tree_prefix(const sweep *w, int32_t count) { /* live values among the first count ranks */
+  int32_t s = 0;
+  for (int32_t i = count; i > 0; i -= i & -i) s += w->tree[i];
+  return s;
+}
+
+static int32_t tree_kth(const sweep *w, int32_t k) { /* rank of the k-th live value, k >= 1 */
+  int32_t pos = 0, step = 1;
+  while (step * 2 <= w->nkeys) step *= 2;
+  for (; step > 0; step /= 2)
+    if (pos + step <= w->nkeys && w->tree[pos + step] < k) {
+      pos += step;
+      k -= w->tree[pos];
+    }
+  return pos;
+}
+
+/* "%5 conv2d (down_blocks.0.resnets.0.conv1)", for messages. */
+static const char *describe(const dc_module *m, int32_t id, char *buf, size_t cap) {
+  const dc_node *n = &m->nodes[id];
+  int k = snprintf(buf, cap, "%%%d %s", id, dc_op_get(n->op)->name);
+  if (n->scope && k >= 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, " (%s)", n->scope);
+  return buf;
+}
+
+static dc_status *overlap_error(const dc_module *m, int32_t a, int32_t b, int32_t step) {
+  const dc_node *x = &m->nodes[a], *y = &m->nodes[b];
+  char da[256], db[256];
+  return dc_error(DC_ERR_INTERNAL,
+                  "memory plan: %s at [%" PRId64 ", %" PRIu64 ") overlaps %s at [%" PRId64 ", %" PRIu64
+                  ") while both are live at step %%%d; the plan is corrupt or a pass after memplan changed the graph",
+                  describe(m, a, da, sizeof da), x->offset, (uint64_t)x->offset + dc_type_bytes(&x->type),
+                  describe(m, b, db, sizeof db), y->offset, (uint64_t)y->offset + dc_type_bytes(&y->type), step);
+}
+
+/* Every activation aligned and inside the arena, and the arena no larger
+ * than all values side by side (so a corrupt size cannot ask for terabytes). */
+static dc_status *check_bounds(const dc_module *m) {
+  uint64_t all = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    if (!dc_node_is_activation(n)) continue;
+    uint64_t bytes = dc_type_bytes(&n->type);
+    char d[256];
+    all += (bytes + DC_ARENA_ALIGN - 1) / DC_ARENA_ALIGN * DC_ARENA_ALIGN + DC_ARENA_ALIGN;
+    if (n->offset < 0 || n->offset % DC_ARENA_ALIGN)
+      return dc_error(DC_ERR_INTERNAL, "memory plan: %s has offset %" PRId64 ", not a multiple of %d",
+                      describe(m, i, d, sizeof d), n->offset, DC_ARENA_ALIGN);
+    if ((uint64_t)n->offset > m->arena_bytes || bytes > m->arena_bytes - (uint64_t)n->offset)
+      return dc_error(DC_ERR_INTERNAL,
+                      "memory plan: %s at [%" PRId64 ", +%" PRIu64 ") runs past the end of the %" PRIu64 "-byte arena",
+                      describe(m, i, d, sizeof d), n->offset, bytes, m->arena_bytes);
+  }
+  if (m->arena_bytes > all)
+    return dc_error(DC_ERR_INTERNAL,
+                    "memory plan: an arena of %" PRIu64 " bytes, more than all %d values take side by side (%" PRIu64 ")",
+                    m->arena_bytes, m->nnodes, all);
+  return NULL;
+}
+
+/* Values bucketed by step: order[start[s] .. start[s+1]) hold those whose
+ * key (first or last occupied step) is s.  A counting sort, O(n). */
+static void bucket(const int32_t *key, int32_t n, int32_t *start, int32_t *order) {
+  for (int32_t s = 0; s <= n; s++) start[s] = 0;
+  for (int32_t v = 0; v < n; v++)
+    if (key[v] >= 0) start[key[v] + 1]++;
+  for (int32_t s = 0; s < n; s++) start[s + 1] += start[s];
+  int32_t *fill = start + n + 1; /* scratch of n + 1 after start */
+  for (int32_t s = 0; s <= n; s++) fill[s] = start[s];
+  for (int32_t v = 0; v < n; v++)
+    if (key[v] >= 0) order[fill[key[v]]++] = v;
+}
+
+static dc_status *sweep_insert(sweep *w, const dc_module *m, int32_t v, int32_t step) {
+  const dc_node *n = &m->nodes[v];
+  uint64_t a = (uint64_t)n->offset, b = a + dc_type_bytes(&n->type);
+  int32_t below = tree_prefix(w, rank_below(w, b));
+  if (below > 0) {
+    int32_t u = w->occupant[tree_kth(w, below)];
+    const dc_node *un = &m->nodes[u];
+    if ((uint64_t)un->offset + dc_type_bytes(&un->type) > a) return overlap_error(m, v, u, step);
+  }
+  int32_t r = rank_below(w, a);
+  tree_add(w, r, 1);
+  w->occupant[r] = v;
+  return NULL;
+}
+
+static dc_status *sweep_run(sweep *w, const dc_module *m, const int32_t *first, const int32_t *last) {
+  int32_t n = m->nnodes;
+  /* Two bucketings, each 2n + 2 bucket starts (with scratch) and n values. */
+  int32_t *mem = dc_malloc(sizeof(int32_t) * (6 * (size_t)n + 4));
+  if (!mem) return dc_nomem("checking the memory plan");
+  int32_t *fstart = mem, *forder = fstart + 2 * n + 2, *lstart = forder + n, *lorder = lstart + 2 * n + 2;
+  dc_status *st = NULL;
+  bucket(first, n, fstart, forder);
+  bucket(last, n, lstart, lorder);
+  for (int32_t s = 0; !st && s < n; s++) {
+    for (int32_t j = s > 0 ? lstart[s - 1] : 0; j < lstart[s]; j++) { /* their last step was s - 1 */
+      int32_t r = rank_below(w, (uint64_t)m->nodes[lorder[j]].offset);
+      tree_add(w, r, -1);
+      w->occupant[r] = -1;
+    }
+    for (int32_t j = fstart[s]; !st && j < fstart[s + 1]; j++) st = sweep_insert(w, m, forder[j], s);
+  }
+  dc_free(mem);
+  return st;
+}
+
+dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l) {
+  int32_t n = m->nnodes;
+  if (!l->planned) return dc_error(DC_ERR_INTERNAL, "memory plan: the module has none (pass memplan has not run)");
+  DC_TRY(check_bounds(m));
+  sweep w = {0, NULL, NULL, NULL};
+  int32_t *first = dc_malloc(sizeof(int32_t) * ((size_t)n + 1)), *last = dc_malloc(sizeof(int32_t) * ((size_t)n + 1));
+  w.keys = dc_malloc(sizeof(uint64_t) * ((size_t)n + 1));
+  w.tree = dc_calloc((size_t)n + 2, sizeof(int32_t));
+  w.occupant = dc_malloc(sizeof(int32_t) * ((size_t)n + 1));
+  dc_status *st = NULL;
+  if (!first || !last || !w.keys || !w.tree || !w.occupant) st = dc_nomem("checking the memory plan");
+  for (int32_t v = 0; !st && v < n; v++) { /* zero-byte values occupy nothing */
+    const dc_node *node = &m->nodes[v];
+    int occupies = dc_node_is_activation(node) && dc_type_bytes(&node->type) > 0;
+    first[v] = occupies ? dc_value_first_step(m, v) : -1;
+    last[v] = occupies ? last_step(l, v) : -1;
+    if (occupies) w.keys[w.nkeys++] = (uint64_t)node->offset;
+  }
+  if (!st) {
+    qsort(w.keys, (size_t)w.nkeys, sizeof *w.keys, cmp_u64);
+    int32_t k = 0;
+    for (int32_t i = 0; i < w.nkeys; i++)
+      if (k == 0 || w.keys[i] != w.keys[k - 1]) w.keys[k++] = w.keys[i];
+    w.nkeys = k;
+    st = sweep_run(&w, m, first, last);
+  }
+  dc_free(first);
+  dc_free(last);
+  dc_free(w.keys);
+  dc_free(w.tree);
+  dc_free(w.occupant);
+  return st;
 }

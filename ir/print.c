@@ -1,8 +1,9 @@
 /* print.c — the deterministic text dump: values numbered in order, attributes
  * in table (sorted) order, floats as %.9g, no pointers.  Each line shows the
- * value's type, scope, layout, placement, bytes and live range; the tail
- * shows the peak and what is live at the peak, so a reader sees where every
- * byte goes. */
+ * value's type, scope, layout, placement, bytes, live range and arena offset
+ * (once memory is planned); the tail shows the peak, what is live at the
+ * peak, and how tightly the arena packs the live bytes, so a reader sees
+ * where every byte goes. */
 #include <inttypes.h>
 
 #include "ir.h"
@@ -48,7 +49,10 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
     const dc_weight *w = &m->weights[n->ref];
     dc_buf_printf(b, ", resident, file %d @ %" PRIu64 "\n", w->file, w->offset);
   } else {
-    dc_buf_printf(b, ", live %d..%d\n", n->op == OP_INPUT ? 0 : id, l->last_use[id]);
+    dc_buf_printf(b, ", live %d..%d", dc_value_first_step(m, id), l->last_use[id]);
+    if (n->offset >= 0) dc_buf_printf(b, ", @off %" PRId64, n->offset);
+    if (l->inplace_of[id] >= 0) dc_buf_printf(b, " in place over %%%d", l->inplace_of[id]);
+    dc_buf_printf(b, "\n");
   }
 }
 
@@ -67,6 +71,20 @@ static void print_header(const dc_module *m, const dc_liveness *l, dc_buf *b) {
   }
 }
 
+/* The planned arena next to the live-bytes lower bound: the gap is what
+ * fragmentation costs. */
+static void print_arena(const dc_liveness *l, dc_buf *b) {
+  char bb[32], b2[32];
+  if (!l->planned) {
+    dc_buf_printf(b, "# arena: not planned (pass memplan has not run): the peak is the most bytes live at once\n");
+    return;
+  }
+  uint64_t pct = l->peak_bytes ? (l->live_peak_bytes * 100 + l->peak_bytes / 2) / l->peak_bytes : 100;
+  dc_buf_printf(b, "# arena: %s planned (live bytes at most %s: %" PRIu64 "%% packed), %d value%s in place\n",
+                dc_format_bytes(l->peak_bytes, bb, sizeof bb), dc_format_bytes(l->live_peak_bytes, b2, sizeof b2), pct,
+                l->ninplace, l->ninplace == 1 ? "" : "s");
+}
+
 static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
   char bb[32], b2[32], b3[32];
   int32_t s = l->peak_step;
@@ -74,11 +92,13 @@ static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
                 dc_format_bytes(l->peak_bytes, bb, sizeof bb), l->peak_bytes, s);
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
-    int32_t first = n->op == OP_INPUT ? 0 : i;
-    if (!dc_node_is_activation(n) || first > s || l->last_use[i] < s) continue;
-    dc_buf_printf(b, "#   %%%d %s %s (%s)\n", i, dc_op_get(n->op)->name,
-                  dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb), n->scope ? n->scope : "");
+    if (!dc_node_is_activation(n) || dc_value_first_step(m, i) > s || dc_value_last_step(l, i) < s) continue;
+    dc_buf_printf(b, "#   %%%d %s %s", i, dc_op_get(n->op)->name,
+                  dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
+    if (n->offset >= 0) dc_buf_printf(b, " @off %" PRId64, n->offset);
+    dc_buf_printf(b, " (%s)\n", n->scope ? n->scope : "");
   }
+  print_arena(l, b);
   dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
                 dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
                 dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));

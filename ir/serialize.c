@@ -74,6 +74,7 @@ dc_status *dc_serialize(const dc_module *m, dc_buf *b) {
   }
   dc_buf_u32(b, (uint32_t)m->nnodes);
   for (int i = 0; i < m->nnodes; i++) put_node(b, &m->nodes[i]);
+  dc_buf_u64(b, m->arena_bytes); /* the memory plan: the nodes carry the offsets */
   return dc_buf_status(b, "serializing the IR");
 }
 
@@ -191,6 +192,7 @@ static void get_schedule(dc_reader *r, dc_module *m) {
   m->nnodes = m->cap_nodes = get_count(r, 24, "node");
   m->nodes = alloc_array(r, m->nnodes, sizeof *m->nodes);
   for (int i = 0; i < m->nnodes && !r->err; i++) get_node(r, m, &m->nodes[i]);
+  m->arena_bytes = dc_read_u64(r); /* checked against the offsets by dc_memplan_check */
   if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);
 }
 

@@ -9,6 +9,9 @@
  *   passes/pipeline.c:    dc_pipeline_run, dc_pass_list
  *   passes/shape_infer.c: dc_pass_shape_infer
  *   passes/dce.c:         dc_pass_dce
+ *   passes/fuse_norm_act.c: dc_pass_fuse_norm_act
+ *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
+ *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
  */
 #ifndef DC_PASSES_H
 #define DC_PASSES_H
@@ -39,5 +42,15 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt);
 
 dc_status *dc_pass_shape_infer(dc_module *m);
 dc_status *dc_pass_dce(dc_module *m);
+dc_status *dc_pass_fuse_norm_act(dc_module *m);
+dc_status *dc_pass_fuse_epilogue(dc_module *m);
+
+/* passes/memplan.c: arena offsets for every activation (the last pass).
+ * dc_memplan plans m, writing one line per decision to trace when non-NULL;
+ * the pass writes them to the sink set by dc_memplan_trace (diffc --debug
+ * memplan; process-wide, NULL to stop). */
+dc_status *dc_pass_memplan(dc_module *m);
+dc_status *dc_memplan(dc_module *m, FILE *trace);
+void dc_memplan_trace(FILE *f);
 
 #endif

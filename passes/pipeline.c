@@ -10,7 +10,16 @@
 static const dc_pass passes[] = {
     {"shape-infer", "derive every value's type from its inputs (checks what the frontend built)",
      dc_pass_shape_infer},
+    /* Fusion.  Attention needs no pass: the frontend already emits QK^T,
+     * scale, softmax and ·V as one OP_ATTENTION. */
+    {"fuse-norm-act", "fold a silu/gelu into the group_norm it reads (group_norm{act})",
+     dc_pass_fuse_norm_act},
+    {"fuse-epilogue", "fold silu/gelu, geglu and a residual add into conv2d/linear epilogues",
+     dc_pass_fuse_epilogue},
     {"dce", "remove values no output depends on; drop weights nothing reads", dc_pass_dce},
+    /* memplan stays last: the offsets it assigns hold for this node order only. */
+    {"memplan", "assign every activation an offset in one arena (best fit, in place where allowed)",
+     dc_pass_memplan},
 };
 
 const dc_pass *dc_pass_list(int *count) {

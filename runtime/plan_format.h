@@ -27,7 +27,7 @@
 #include "../ir/ir.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-#define DC_PLAN_VERSION 2u
+#define DC_PLAN_VERSION 3u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u

@@ -1,9 +1,13 @@
 /* runtime.c — executes a plan on the CPU with the reference kernels, under
- * the device-memory model of DESIGN.md: inputs are copied from host buffers
- * into "device" allocations when a run starts, every value is allocated when
- * its node runs and freed after its last reader, outputs are copied back to
- * host buffers at the end.  The device allocator counts bytes, so the peak it
- * measures is the one the plan predicted (ir/liveness.c), exactly. */
+ * the device-memory model of DESIGN.md: "device memory" is one arena of the
+ * size the plan's memory plan gives (pass memplan), allocated at load time;
+ * every activation lives at arena + its planned offset; inputs are copied
+ * from host buffers into the arena when a run starts, outputs back at the
+ * end.  The plan is checked before anything runs on it (dc_memplan_check:
+ * no two values live at the same time overlap), so a wrong plan is an error,
+ * not corrupted memory.  The peak is measured, not copied: the highest arena
+ * byte a value placed during the run occupied; it equals the plan's arena
+ * size exactly when the plan is tight. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +27,11 @@ struct drt_plan {
   bound_file *files;
   drt_tensor_info *in_info, *out_info;
   float **host_in, **host_out; /* user-facing copies */
-  void **value;                /* per node: its device buffer (or weight pointer) */
-  uint64_t device_bytes, device_peak;
+  void **value;                /* per node: its data in the arena (or the mapped weight) */
+  void *arena_block;           /* dc_malloc'd; the arena is it rounded up to 64 bytes */
+  uint8_t *arena;
+  uint64_t arena_top;          /* highest arena byte a value of this run occupied */
 };
-
-/* ---- device allocation accounting ---- */
-static void *dev_alloc(drt_plan *p, uint64_t bytes) {
-  void *ptr = NULL;
-  if (posix_memalign(&ptr, 64, bytes ? bytes : 64) != 0) return NULL;
-  p->device_bytes += bytes;
-  if (p->device_bytes > p->device_peak) p->device_peak = p->device_bytes;
-  return ptr;
-}
-static void dev_free(drt_plan *p, void *ptr, uint64_t bytes) {
-  free(ptr);
-  p->device_bytes -= bytes;
-}
 
 /* ---- loading ---- */
 static dc_status *bind_file(const char *plan_path, const dc_weight_file *wf, bound_file *bf) {
@@ -82,11 +75,25 @@ static dc_status *check_plan(drt_plan *p) {
   return NULL;
 }
 
+/* The memory plan is trusted no more than the rest of the file. */
+static dc_status *check_memory_plan(drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  if (!p->live.planned)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan has no memory plan (arena offsets); recompile it with this diffc",
+                    p->path);
+  DC_TRY(dc_status_annotate(dc_memplan_check(m, &p->live), "%s", p->path));
+  p->arena_block = dc_malloc((size_t)m->arena_bytes + DC_ARENA_ALIGN - 1);
+  if (!p->arena_block) return dc_nomem("allocating the device arena");
+  p->arena = (uint8_t *)(((uintptr_t)p->arena_block + DC_ARENA_ALIGN - 1) & ~(uintptr_t)(DC_ARENA_ALIGN - 1));
+  return NULL;
+}
+
 static dc_status *load(drt_plan *p) {
   DC_TRY(dc_plan_read(p->path, &p->plan));
   DC_TRY(check_plan(p));
   const dc_module *m = p->plan.module;
   DC_TRY(dc_liveness_compute(m, &p->live));
+  DC_TRY(check_memory_plan(p));
   p->files = dc_calloc((size_t)m->nfiles + 1, sizeof *p->files);
   p->value = dc_calloc((size_t)m->nnodes + 1, sizeof *p->value);
   p->in_info = dc_calloc((size_t)m->ninputs + 1, sizeof *p->in_info);
@@ -135,6 +142,7 @@ void drt_destroy(drt_plan *p) {
   }
   dc_free(p->files);
   dc_free(p->value);
+  dc_free(p->arena_block);
   dc_free(p->in_info);
   dc_free(p->out_info);
   dc_free(p->host_in);
@@ -203,29 +211,19 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 }
 
 /* ---- execution ---- */
-static void release_after(drt_plan *p, int32_t step) {
-  const dc_module *m = p->plan.module;
-  const dc_node *n = &m->nodes[step];
-  /* Each distinct input whose last use is this step (and this step itself
-   * when nothing reads it) goes back to the allocator. */
-  for (int k = 0; k <= n->ninputs; k++) {
-    int32_t v = k < n->ninputs ? n->inputs[k] : step;
-    if (!dc_node_is_activation(&m->nodes[v]) || p->live.last_use[v] != step || !p->value[v]) continue;
-    int is_output = 0;
-    for (int o = 0; o < m->noutputs; o++) is_output |= m->outputs[o].node == v;
-    if (is_output) continue;
-    dev_free(p, p->value[v], dc_type_bytes(&m->nodes[v].type));
-    p->value[v] = NULL;
-  }
+/* Puts value v at its planned place and records the highest byte used. */
+static void *place(drt_plan *p, int32_t v) {
+  const dc_node *n = &p->plan.module->nodes[v];
+  uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
+  if (end > p->arena_top) p->arena_top = end;
+  return p->value[v] = p->arena + n->offset;
 }
 
 static dc_status *run_steps(drt_plan *p) {
   const dc_module *m = p->plan.module;
   for (int i = 0; i < m->ninputs; i++) { /* host -> device */
     int32_t v = m->inputs[i].node;
-    p->value[v] = dev_alloc(p, dc_type_bytes(&m->nodes[v].type));
-    if (!p->value[v]) return dc_nomem("allocating device memory for inputs");
-    memcpy(p->value[v], p->host_in[i], dc_type_bytes(&m->nodes[v].type));
+    memcpy(place(p, v), p->host_in[i], dc_type_bytes(&m->nodes[v].type));
   }
   for (int32_t s = 0; s < m->nnodes; s++) {
     const dc_node *n = &m->nodes[s];
@@ -235,12 +233,9 @@ static dc_status *run_steps(drt_plan *p) {
     } else if (n->op != OP_INPUT) {
       const void *in[DC_MAX_INPUTS];
       for (int k = 0; k < n->ninputs; k++) in[k] = p->value[n->inputs[k]];
-      p->value[s] = dev_alloc(p, dc_type_bytes(&n->type));
-      if (!p->value[s]) return dc_nomem("allocating device memory");
-      dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, p->value[s]);
+      dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, place(p, s));
       if (st) return dc_status_annotate(st, "step %%%d (%s, %s)", s, dc_op_get(n->op)->name, n->scope ? n->scope : "");
     }
-    release_after(p, s);
   }
   for (int i = 0; i < m->noutputs; i++) { /* device -> host */
     int32_t v = m->outputs[i].node;
@@ -249,25 +244,16 @@ static dc_status *run_steps(drt_plan *p) {
   return NULL;
 }
 
-static void release_all(drt_plan *p) {
-  const dc_module *m = p->plan.module;
-  for (int32_t v = 0; v < m->nnodes; v++) {
-    if (p->value[v] && dc_node_is_activation(&m->nodes[v])) dev_free(p, p->value[v], dc_type_bytes(&m->nodes[v].type));
-    p->value[v] = NULL;
-  }
-}
-
 dc_status *drt_run(drt_plan *p, drt_stats *stats) {
-  p->device_bytes = p->device_peak = 0;
+  p->arena_top = 0;
   double t0 = dc_now_seconds();
   dc_status *st = run_steps(p);
   double t1 = dc_now_seconds();
-  release_all(p);
   if (st) return st;
   if (stats) {
     stats->seconds = t1 - t0;
-    stats->device_peak_bytes = p->device_peak;
-    stats->device_predicted_bytes = p->live.peak_bytes;
+    stats->device_peak_bytes = p->arena_top;
+    stats->device_predicted_bytes = p->plan.module->arena_bytes;
     stats->weight_bytes = p->live.weight_bytes;
     stats->steps = p->plan.module->nnodes;
   }

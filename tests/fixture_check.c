@@ -61,7 +61,7 @@ static void check_run(const char *dir, const cJSON *run, const char *backend) {
   CHECK_OK(dc_st_open(io_path, &io));
   dc_input_shape shapes[8];
   int ns = collect_shapes(&io, shapes, 8);
-  dc_compile_options co = {model, str_or_null(run, "component"), str_or_null(run, "variant"), entry, shapes, ns, NULL, NULL, 0};
+  dc_compile_options co = {model, str_or_null(run, "component"), str_or_null(run, "variant"), entry, shapes, ns, NULL, NULL, 0, NULL};
   dc_compile_report rep;
   dc_status *st = dc_compile(&co, plan, &rep);
   drt_plan *p = NULL;

@@ -29,7 +29,10 @@ static const char usage[] =
     "  --target cpu             the plan's target (only cpu for now)\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
-    "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer, dce, all)\n"
+    "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer, dce,\n"
+    "                           memplan, all)\n"
+    "  --debug LIST             trace the compiler's decisions to stderr; channels: memplan (each\n"
+    "                           value's arena offset and why: best fit, in place, freed)\n"
     "  --list-passes            print the pass pipeline and exit\n"
     "  -v, --verbose            print progress and timings\n"
     "  -h, --help               this help\n"
@@ -42,7 +45,7 @@ static const char usage[] =
     "All computation is fp32; bf16/fp16/fp8 weights are converted to fp32 when read.\n";
 
 typedef struct {
-  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after;
+  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose;
 } options;
@@ -100,6 +103,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--target")) slot = &o->target;
     else if (!strcmp(a, "--dump-ir")) slot = &o->dump_ir;
     else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
+    else if (!strcmp(a, "--debug")) slot = &o->debug;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -129,7 +133,7 @@ int main(int argc, char **argv) {
   dc_status *st = parse_args(argc, argv, &o, &exit_now);
   if (!st && !exit_now) {
     dc_compile_options co = {o.model, o.component, o.variant, o.entry, o.shapes, o.nshapes,
-                             o.dump_after, o.dump_ir, o.verbose};
+                             o.dump_after, o.dump_ir, o.verbose, o.debug};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
     if (!st) {
