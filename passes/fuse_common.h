@@ -32,7 +32,9 @@ int dc_fuse_single_reader(const dc_fuse *f, int32_t p, int32_t c);
  * when every input it reads precedes p (nothing lives longer than before),
  * otherwise c's place (a residual computed after p, e.g. the time embedding
  * of a resnet); the node left behind is removed at the end.  Appends
- * "op(%c)" to the node's absorbed list. */
+ * "op(%c)" to the node's absorbed list: c numbered as the pass found the
+ * module (as --dump-after of the previous pass prints it), since the pass
+ * renumbers when it is done. */
 dc_status *dc_fuse_commit(dc_fuse *f, int32_t p, int32_t c, const dc_node *fused);
 
 #endif

@@ -133,6 +133,7 @@ static dc_status *ref_cast(const dc_module *m, const dc_node *n, const void *con
 }
 
 /* ---- ADD, MUL: numpy broadcasting of b onto a's shape ------------------- */
+/* dc_ref_broadcast is also the residual epilogue of conv2d and linear. */
 /* Strides of b indexed by a's dims (0 where b broadcasts); -1 when b does
  * not broadcast onto a. */
 static int broadcast_strides(const dc_type *a, const dc_type *b, int64_t *bstride) {
@@ -162,23 +163,25 @@ static void binary_row(int is_mul, const float *a, const float *b, int64_t bs, i
     for (int64_t j = 0; j < len; j++) y[j] = a[j] + b[j * bs];
 }
 
-static dc_status *ref_binary(const dc_module *m, const dc_node *n, const void *const *in, float *y,
-                             int is_mul) {
-  const dc_type *ta = in_type(m, n, 0), *tb = in_type(m, n, 1);
-  const float *a = in[0], *b = in[1];
+int dc_ref_broadcast(int is_mul, const dc_type *ta, const float *a, const dc_type *tb, const float *b,
+                     int64_t row0, int64_t row1, float *y) {
   int64_t bstride[DC_MAX_DIMS], idx[DC_MAX_DIMS] = {0};
-  int64_t total = (int64_t)dc_type_numel(ta), inner, boff = 0;
   int r = ta->rank;
-  DC_TRY(need_f32(m, n));
-  if (broadcast_strides(ta, tb, bstride)) return broadcast_error(ta, tb, n);
-  if ((int64_t)dc_type_numel(tb) == total) { /* same layout, no broadcast */
-    binary_row(is_mul, a, b, 1, total, y);
-    return NULL;
+  int64_t inner = r ? ta->dims[r - 1] : 1, boff = 0, rest = row0;
+  if (broadcast_strides(ta, tb, bstride)) return -1;
+  if (row1 <= row0) return 0;
+  if (dc_type_numel(tb) == dc_type_numel(ta)) { /* same layout, no broadcast */
+    binary_row(is_mul, a, b + row0 * inner, 1, (row1 - row0) * inner, y);
+    return 0;
   }
-  /* Walk the rows of a (odometer over all dims but the last), b's offset
-   * following its strides. */
-  inner = ta->dims[r - 1];
-  for (int64_t o = 0; o * inner < total; o++) {
+  /* Walk the rows (odometer over all dims but the last) from row0's index,
+   * b's offset following its strides. */
+  for (int d = r - 2; d >= 0; d--) {
+    idx[d] = rest % ta->dims[d];
+    rest /= ta->dims[d];
+    boff += idx[d] * bstride[d];
+  }
+  for (int64_t o = 0; o < row1 - row0; o++) {
     binary_row(is_mul, a + o * inner, b + boff, bstride[r - 1], inner, y + o * inner);
     for (int d = r - 2; d >= 0; d--) {
       boff += bstride[d];
@@ -187,6 +190,16 @@ static dc_status *ref_binary(const dc_module *m, const dc_node *n, const void *c
       idx[d] = 0;
     }
   }
+  return 0;
+}
+
+static dc_status *ref_binary(const dc_module *m, const dc_node *n, const void *const *in, float *y,
+                             int is_mul) {
+  const dc_type *ta = in_type(m, n, 0), *tb = in_type(m, n, 1);
+  int64_t inner = ta->rank ? ta->dims[ta->rank - 1] : 1;
+  int64_t rows = inner ? (int64_t)dc_type_numel(ta) / inner : 0;
+  DC_TRY(need_f32(m, n));
+  if (dc_ref_broadcast(is_mul, ta, in[0], tb, in[1], 0, rows, y)) return broadcast_error(ta, tb, n);
   return NULL;
 }
 
@@ -199,28 +212,20 @@ static dc_status *ref_mul(const dc_module *m, const dc_node *n, const void *cons
 }
 
 /* ---- unary elementwise ------------------------------------------------- */
-/* torch's silu: x / (1 + exp(-x)) in float. */
-static dc_status *ref_silu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
-  const float *x = in[0];
-  float *y = out;
-  int64_t total = (int64_t)dc_type_numel(&n->type);
+/* SILU and GELU share act_apply with the fused epilogues
+ * (kernels_ref_internal.h). */
+static dc_status *ref_act(const dc_module *m, const dc_node *n, const void *in, void *out, dc_act act) {
   DC_TRY(need_f32(m, n));
-  for (int64_t i = 0; i < total; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+  act_apply(act, in, (int64_t)dc_type_numel(&n->type), out);
   return NULL;
 }
 
-/* Exact gelu, evaluated in double and rounded once. */
-static float gelu(float x) {
-  return (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
+static dc_status *ref_silu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  return ref_act(m, n, in[0], out, ACT_SILU);
 }
 
 static dc_status *ref_gelu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
-  const float *x = in[0];
-  float *y = out;
-  int64_t total = (int64_t)dc_type_numel(&n->type);
-  DC_TRY(need_f32(m, n));
-  for (int64_t i = 0; i < total; i++) y[i] = gelu(x[i]);
-  return NULL;
+  return ref_act(m, n, in[0], out, ACT_GELU);
 }
 
 /* Comparisons are false for NaN, so NaN passes through as in torch.clamp. */
@@ -235,21 +240,24 @@ static dc_status *ref_clamp(const dc_module *m, const dc_node *n, const void *co
 }
 
 /* diffusers GEGLU: hidden, gate = x.chunk(2, -1); hidden * gelu(gate).
- * gelu is rounded to float before the product, as torch does. */
+ * gelu is rounded to float before the product, as torch does.  Also the
+ * epilogue of linear{act=geglu}, one row at a time. */
+void dc_ref_geglu_rows(const float *x, int64_t rows, int64_t h, float *y) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * 2 * h;
+    for (int64_t j = 0; j < h; j++) y[r * h + j] = xr[j] * act_gelu(xr[h + j]);
+  }
+}
+
 static dc_status *ref_geglu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const dc_type *t = in_type(m, n, 0);
-  const float *x = in[0];
-  float *y = out;
-  int64_t two_h = t->dims[t->rank - 1], h = two_h / 2;
+  int64_t two_h = t->dims[t->rank - 1];
   int64_t rows = two_h ? (int64_t)dc_type_numel(t) / two_h : 0;
   DC_TRY(need_f32(m, n));
   if (two_h % 2)
     return dc_error(DC_ERR_MISMATCH, "geglu (%s): last dim %lld is odd", n->scope ? n->scope : "?",
                     (long long)two_h);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *xr = x + r * two_h;
-    for (int64_t j = 0; j < h; j++) y[r * h + j] = xr[j] * gelu(xr[h + j]);
-  }
+  dc_ref_geglu_rows(in[0], rows, two_h / 2, out);
   return NULL;
 }
 

@@ -1,9 +1,15 @@
 /* kernels_ref_internal.h — what the two halves of the reference kernels
  * (kernels_ref.c, kernels_ref_nn.c) share: the kernel signature, the heavy
  * kernels' declarations (so kernels_ref.c's table is the one op-to-kernel
- * map), and two small helpers. */
+ * map), small helpers, and the scalar math of the activations, GEGLU and
+ * broadcast add.  The fused epilogues (conv2d/linear act and residual,
+ * group_norm act) call exactly the code the separate SILU, GELU, GEGLU and
+ * ADD kernels call, so fused and unfused results are bit-identical and
+ * cannot drift apart. */
 #ifndef DC_KERNELS_REF_INTERNAL_H
 #define DC_KERNELS_REF_INTERNAL_H
+
+#include <math.h>
 
 #include "kernels.h"
 
@@ -33,5 +39,37 @@ static inline dc_status *need_f32(const dc_module *m, const dc_node *n) {
   }
   return NULL;
 }
+
+/* torch's silu: x / (1 + exp(-x)) in float. */
+static inline float act_silu(float x) {
+  return x / (1.0f + expf(-x));
+}
+
+/* Exact gelu, evaluated in double and rounded once. */
+static inline float act_gelu(float x) {
+  return (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
+}
+
+/* y[i] = act(x[i]) for silu and gelu (y may be x); none copies nothing when
+ * y is x.  GEGLU is not elementwise: see dc_ref_geglu_rows. */
+static inline void act_apply(dc_act act, const float *x, int64_t count, float *y) {
+  if (act == ACT_SILU)
+    for (int64_t i = 0; i < count; i++) y[i] = act_silu(x[i]);
+  else if (act == ACT_GELU)
+    for (int64_t i = 0; i < count; i++) y[i] = act_gelu(x[i]);
+  else if (x != y)
+    for (int64_t i = 0; i < count; i++) y[i] = x[i];
+}
+
+/* In kernels_ref.c.  GEGLU of rows of 2h floats into rows of h:
+ * y[r, j] = x[r, j] * gelu(x[r, h + j]), gelu rounded to float first. */
+void dc_ref_geglu_rows(const float *x, int64_t rows, int64_t h, float *y);
+/* y = a + b (or a * b), b broadcast numpy-style onto a's shape, for the
+ * rows [row0, row1) of a (a row: a's last dim); a and y point at row row0,
+ * b at its start.  y may be a, or the matching rows of b when b has a's
+ * shape (each element reads b[i] before writing y[i]).  Returns -1
+ * (computing nothing) when b does not broadcast onto a. */
+int dc_ref_broadcast(int is_mul, const dc_type *ta, const float *a, const dc_type *tb, const float *b,
+                     int64_t row0, int64_t row1, float *y);
 
 #endif

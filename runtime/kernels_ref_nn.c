@@ -6,11 +6,50 @@
  * float, one output element at a time in the natural index order, the bias
  * added last; that matches PyTorch to well under 1e-4 relative.  Norm
  * statistics and softmax denominators are long sums and use double.  Loops
- * are ordered so the innermost one walks contiguous memory. */
+ * are ordered so the innermost one walks contiguous memory.
+ *
+ * Epilogues (ops.def): conv2d and linear finish each output plane or row
+ * with the bias, then apply act and add the residual with the very functions
+ * the SILU, GELU, GEGLU and ADD kernels use, in the order the unfused ops
+ * would run; group_norm applies its act after the affine.  A fused node
+ * therefore gives the same bits as the chain of ops it replaced. */
 #include "kernels_ref_internal.h"
 
 #include <math.h>
 #include <string.h>
+
+/* ---- epilogue ---------------------------------------------------------- */
+/* The act (silu, gelu; geglu is the linear kernel's) and the residual of a
+ * conv2d/linear, applied to a block of output rows (a row: the output's last
+ * dim) once the op and its bias are done. */
+typedef struct {
+  dc_act act;
+  const dc_type *rtype; /* NULL without a residual */
+  const float *r;
+} epilogue;
+
+static dc_status *epilogue_init(const dc_module *m, const dc_node *n, const void *const *in, epilogue *e) {
+  int slot = 2 + (dc_node_int(n, "bias") != 0);
+  e->act = (dc_act)dc_node_int(n, "act");
+  e->rtype = dc_node_int(n, "residual") ? in_type(m, n, slot) : NULL;
+  e->r = e->rtype ? in[slot] : NULL;
+  /* an empty range checks the shapes only */
+  if (!e->rtype || dc_ref_broadcast(0, &n->type, NULL, e->rtype, NULL, 0, 0, NULL) == 0) return NULL;
+  return dc_error(DC_ERR_MISMATCH, "%s (%s): residual does not broadcast onto the output",
+                  dc_op_get(n->op)->name, n->scope ? n->scope : "?");
+}
+
+/* acc holds rows [row0, row1) of the output with the bias added; the act is
+ * applied in acc, then acc + residual goes to y (pointing at row0).  Without
+ * a residual acc is y.  With one, acc is scratch, so y may be the residual's
+ * own buffer (memplan writes the output over it in place): each y[i] is
+ * written after its r[i] is read, as the ADD kernel does. */
+static void epilogue_rows(const epilogue *e, const dc_type *out, float *acc, int64_t row0, int64_t row1,
+                          float *y) {
+  int64_t count = (row1 - row0) * out->dims[out->rank - 1];
+  if (e->act == ACT_SILU || e->act == ACT_GELU) act_apply(e->act, acc, count, acc);
+  if (e->r) dc_ref_broadcast(0, out, acc, e->rtype, e->r, row0, row1, y);
+}
 
 /* ---- CONV2D ------------------------------------------------------------ */
 /* Output positions o in [*lo, *hi) whose input index o*stride + off lies in
@@ -56,22 +95,31 @@ static void conv_plane(const conv_geom *g, const float *x, const float *wo_, flo
   }
 }
 
+/* One output plane at a time; with a residual the plane is computed in
+ * scratch first (see epilogue_rows). */
 REF_KERNEL(dc_ref_conv2d) {
   const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
-  float *y = out;
+  float *y = out, *scratch = NULL;
   conv_geom g = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3],
                  n->type.dims[2], n->type.dims[3], dc_node_int(n, "stride"),
                  dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
   int64_t batch = tx->dims[0], oc = tw->dims[0], plane = g.ho * g.wo;
+  epilogue e;
   DC_TRY(need_f32(m, n));
+  DC_TRY(epilogue_init(m, n, in, &e));
+  if (e.r && !(scratch = dc_malloc((size_t)(plane ? plane : 1) * sizeof *scratch)))
+    return dc_nomem("allocating a conv2d output plane");
   for (int64_t b = 0; b < batch; b++)
     for (int64_t o = 0; o < oc; o++) {
-      float *acc = y + (b * oc + o) * plane;
+      int64_t at = (b * oc + o) * plane, row0 = (b * oc + o) * g.ho;
+      float *acc = scratch ? scratch : y + at;
       conv_plane(&g, x + b * g.c * g.h * g.w, w + o * g.c * g.kh * g.kw, acc);
       if (bias)
         for (int64_t i = 0; i < plane; i++) acc[i] += bias[o];
+      epilogue_rows(&e, &n->type, acc, row0, row0 + g.ho, y + at);
     }
+  dc_free(scratch);
   return NULL;
 }
 
@@ -82,17 +130,31 @@ static float dot(const float *a, const float *b, int64_t len) {
   return s;
 }
 
-/* y[r, j] = x[r, :] . w[j, :] + b[j]; both rows are contiguous. */
+/* y[r, j] = x[r, :] . w[j, :] + b[j]; both rows are contiguous.  A row goes
+ * through scratch when it has a geglu (2H values become H) or a residual
+ * (see epilogue_rows). */
 REF_KERNEL(dc_ref_linear) {
-  const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
+  const dc_type *tw = in_type(m, n, 1);
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
-  float *y = out;
-  int64_t nout = tw->dims[0], k = tw->dims[1];
-  int64_t rows = k ? (int64_t)dc_type_numel(tx) / k : (int64_t)dc_type_numel(&n->type) / nout;
+  float *y = out, *row = NULL;
+  int64_t nout = tw->dims[0], k = tw->dims[1], ny = n->type.dims[n->type.rank - 1];
+  int64_t rows = ny ? (int64_t)dc_type_numel(&n->type) / ny : 0;
+  int geglu = dc_node_int(n, "act") == ACT_GEGLU;
+  epilogue e;
   DC_TRY(need_f32(m, n));
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < nout; j++)
-      y[r * nout + j] = dot(x + r * k, w + j * k, k) + (bias ? bias[j] : 0.0f);
+  DC_TRY(epilogue_init(m, n, in, &e));
+  if ((geglu || e.r) && !(row = dc_malloc((size_t)(nout ? nout : 1) * sizeof *row)))
+    return dc_nomem("allocating a linear output row");
+  for (int64_t r = 0; r < rows; r++) {
+    float *acc = row ? row : y + r * nout, *h = acc;
+    for (int64_t j = 0; j < nout; j++) acc[j] = dot(x + r * k, w + j * k, k) + (bias ? bias[j] : 0.0f);
+    if (geglu) { /* in place before a residual: h[j] is written after acc[j], acc[H + j] are read */
+      h = e.r ? row : y + r * ny;
+      dc_ref_geglu_rows(acc, 1, ny, h);
+    }
+    epilogue_rows(&e, &n->type, h, r, r + 1, y + r * ny);
+  }
+  dc_free(row);
   return NULL;
 }
 
@@ -114,7 +176,7 @@ static void normalize(const float *x, int64_t len, double mean, double rstd, flo
 }
 
 /* x [N, C, rest...]; group g of sample n is one contiguous run of
- * (C/G)·rest elements. */
+ * (C/G)·rest elements.  act (silu, gelu) follows the affine. */
 REF_KERNEL(dc_ref_group_norm) {
   const dc_type *tx = in_type(m, n, 0);
   const float *x = in[0], *gamma = in[1], *beta = in[2];
@@ -134,6 +196,7 @@ REF_KERNEL(dc_ref_group_norm) {
         normalize(x + at, rest, mean, rstd, gamma[c], beta[c], y + at);
       }
     }
+  act_apply((dc_act)dc_node_int(n, "act"), y, (int64_t)dc_type_numel(&n->type), y);
   return NULL;
 }
 

@@ -440,6 +440,170 @@ static void test_geglu(void) {
   dc_module_destroy(m);
 }
 
+/* ---- fused epilogues -------------------------------------------------- */
+/* A fused node must give the bits of the chain it replaces: the op with act
+ * none, then the SILU/GELU/GEGLU kernel, then ADD of the residual (with the
+ * producer as a, or as b when swapped).  Compared with memcmp, not a
+ * tolerance.  A full-shape residual is also run with the output written
+ * over it (in place, as the memory planner may arrange): same bits. */
+static void check_same_bits(const char *what, const float *got, const float *want, int64_t count) {
+  int same = got && want && memcmp(got, want, (size_t)count * sizeof *got) == 0;
+  CHECK(same);
+  printf("  %s: %lld values, %s\n", what, (long long)count, same ? "bit-identical" : "DIFFERENT");
+}
+
+static const dc_op act_op[ACT_COUNT] = {OP_COUNT, OP_SILU, OP_GELU, OP_GEGLU};
+
+/* Runs the unfused chain; returns its output (free()) or NULL. */
+static float *run_chain(dc_module *m, dc_node base, const void *const *in, dc_act act, int32_t res,
+                        const float *rdata, int swap) {
+  float *y = run_node(m, base, in), *t;
+  int32_t id = m->nnodes - 1;
+  if (y && act != ACT_NONE) {
+    t = run_node(m, dc_node_make(act_op[act], 1, &id), (const void *[]){y});
+    free(y);
+    y = t;
+    id = m->nnodes - 1;
+  }
+  if (y && res >= 0) {
+    int32_t ins[2] = {swap ? res : id, swap ? id : res};
+    t = run_node(m, dc_node_make(OP_ADD, 2, ins), (const void *[]){swap ? rdata : y, swap ? y : rdata});
+    free(y);
+    y = t;
+  }
+  return y;
+}
+
+/* "conv2d+bias act=silu, residual [2,5,1,1] -> [2,5,5,6]" */
+static void describe(const dc_module *m, const dc_node *base, dc_act act, int32_t res, int swap, char *what,
+                     size_t cap) {
+  char s1[64], s2[64];
+  const dc_type *to = &m->nodes[m->nnodes - 1].type;
+  int len = snprintf(what, cap, "%s%s act=%s", dc_op_get(base->op)->name,
+                     dc_node_bias(base) >= 0 ? "+bias" : "", dc_act_name(act));
+  if (res >= 0)
+    len += snprintf(what + len, cap - (size_t)len, ", residual %s%s",
+                    dc_dims_str(m->nodes[res].type.dims, m->nodes[res].type.rank, s1, sizeof s1),
+                    swap ? " as add's a" : "");
+  snprintf(what + len, cap - (size_t)len, " -> %s", dc_dims_str(to->dims, to->rank, s2, sizeof s2));
+}
+
+/* Reruns the last node (fused, its residual last) with its output written
+ * over a copy of the residual, as the memory planner may arrange. */
+static void check_in_place(dc_module *m, const void **fin, const float *rdata, const float *got,
+                           int64_t count) {
+  const dc_node *fn = &m->nodes[m->nnodes - 1];
+  float *buf = malloc((size_t)count * sizeof *buf);
+  memcpy(buf, rdata, (size_t)count * sizeof *buf);
+  fin[fn->ninputs - 1] = buf;
+  CHECK_OK(dc_ref_kernel_for(fn->op)(m, fn, fin, buf));
+  CHECK(got && memcmp(buf, got, (size_t)count * sizeof *buf) == 0);
+  free(buf);
+}
+
+/* base: a conv2d/linear/group_norm node with act none and no residual whose
+ * inputs' data are in[].  res: the residual's input node (or -1). */
+static void epilogue_case(dc_module *m, dc_node base, const void *const *in, dc_act act, int32_t res,
+                          const float *rdata, int swap) {
+  float *want = run_chain(m, base, in, act, res, rdata, swap);
+  int64_t count = (int64_t)dc_type_numel(&m->nodes[m->nnodes - 1].type);
+  const void *fin[DC_MAX_INPUTS];
+  dc_node f = base;
+  memcpy(fin, in, (size_t)base.ninputs * sizeof *fin);
+  dc_node_set_int(&f, "act", act);
+  if (res >= 0) {
+    dc_node_set_int(&f, "residual", 1);
+    fin[f.ninputs] = rdata;
+    f.inputs[f.ninputs++] = res;
+  }
+  float *got = run_node(m, f, fin);
+  char what[200];
+  describe(m, &base, act, res, swap, what, sizeof what);
+  if (res >= 0 && dc_type_equal(&m->nodes[res].type, &m->nodes[m->nnodes - 1].type)) {
+    check_in_place(m, fin, rdata, got, count);
+    strncat(what, ", also in place over the residual", sizeof what - strlen(what) - 1);
+  }
+  check_same_bits(what, got, want, count);
+  free(want), free(got);
+}
+
+static void test_conv_epilogues(void) {
+  dc_module *m = dc_module_create();
+  int64_t N = 2, C = 3, H = 5, W = 6, O = 5;
+  float *x = rand_buf(N * C * H * W), *w = rand_buf(O * C * 9), *b = rand_buf(O);
+  float *full = rand_buf(N * O * H * W), *temb = rand_buf(N * O);
+  int32_t ix = IN32(m, N, C, H, W), iw = IN32(m, O, C, 3, 3), ib = IN32(m, O);
+  int32_t rfull = IN32(m, N, O, H, W), rtemb = IN32(m, N, O, 1, 1), rchan = IN32(m, O, 1, 1);
+  const void *in[3] = {x, w, b};
+  for (int bias = 0; bias <= 1; bias++)
+    for (int act = ACT_NONE; act <= ACT_GELU; act++) {
+      dc_node base = conv_node(ix, iw, bias ? ib : -1, 1, 1, 1, 1, 1);
+      epilogue_case(m, base, in, (dc_act)act, -1, NULL, 0);
+      epilogue_case(m, base, in, (dc_act)act, rfull, full, 0);
+      epilogue_case(m, base, in, (dc_act)act, rfull, full, 1);
+      epilogue_case(m, base, in, (dc_act)act, rtemb, temb, 0);
+      epilogue_case(m, base, in, (dc_act)act, rchan, temb, 0);
+    }
+  /* stride 2, asymmetric padding: the epilogue sees the smaller output */
+  float *half = rand_buf(O * 2 * 3);
+  int32_t rhalf = IN32(m, 1, O, 2, 3);
+  epilogue_case(m, conv_node(ix, iw, ib, 2, 1, 0, 0, 1), in, ACT_SILU, rhalf, half, 0);
+  free(x), free(w), free(b), free(full), free(temb), free(half);
+  dc_module_destroy(m);
+}
+
+static dc_node linear_node(int32_t x, int32_t w, int32_t b) {
+  int32_t ins[3] = {x, w, b};
+  dc_node nd = dc_node_make(OP_LINEAR, b >= 0 ? 3 : 2, ins);
+  dc_node_set_int(&nd, "bias", b >= 0);
+  return nd;
+}
+
+static void test_linear_epilogues(void) {
+  dc_module *m = dc_module_create();
+  int64_t B = 2, S = 7, K = 9, Nout = 10; /* geglu: 10 -> 5 features */
+  float *x = rand_buf(B * S * K), *w = rand_buf(Nout * K), *b = rand_buf(Nout);
+  float *full = rand_buf(B * S * Nout), *row = rand_buf(Nout);
+  int32_t ix = IN32(m, B, S, K), iw = IN32(m, Nout, K), ib = IN32(m, Nout);
+  int32_t rfull = IN32(m, B, S, Nout), rrow = IN32(m, Nout), rhalf = IN32(m, B, S, Nout / 2);
+  int32_t rhrow = IN32(m, 1, Nout / 2);
+  const void *in[3] = {x, w, b};
+  for (int bias = 0; bias <= 1; bias++) {
+    dc_node base = linear_node(ix, iw, bias ? ib : -1);
+    for (int act = ACT_NONE; act <= ACT_GELU; act++) {
+      epilogue_case(m, base, in, (dc_act)act, -1, NULL, 0);
+      epilogue_case(m, base, in, (dc_act)act, rfull, full, 0);
+      epilogue_case(m, base, in, (dc_act)act, rfull, full, 1);
+      epilogue_case(m, base, in, (dc_act)act, rrow, row, 0);
+    }
+    epilogue_case(m, base, in, ACT_GEGLU, -1, NULL, 0);
+    epilogue_case(m, base, in, ACT_GEGLU, rhalf, full, 0);
+    epilogue_case(m, base, in, ACT_GEGLU, rhalf, full, 1);
+    epilogue_case(m, base, in, ACT_GEGLU, rhrow, row, 0);
+  }
+  free(x), free(w), free(b), free(full), free(row);
+  dc_module_destroy(m);
+}
+
+static void test_norm_epilogues(void) {
+  dc_module *m = dc_module_create();
+  int64_t N = 2, C = 6, H = 4, W = 5;
+  float *x = rand_buf(N * C * H * W), *g = rand_buf(C), *b = rand_buf(C);
+  const void *in[3] = {x, g, b};
+  dc_node base = norm_node(OP_GROUP_NORM, IN32(m, N, C, H, W), IN32(m, C), IN32(m, C), 1e-5, 3);
+  epilogue_case(m, base, in, ACT_SILU, -1, NULL, 0);
+  epilogue_case(m, base, in, ACT_GELU, -1, NULL, 0);
+  free(x), free(g), free(b);
+  dc_module_destroy(m);
+}
+
+static void test_epilogues(void) {
+  printf("fused epilogues vs the unfused chain:\n");
+  test_conv_epilogues();
+  test_linear_epilogues();
+  test_norm_epilogues();
+}
+
 /* ---- attention -------------------------------------------------------- */
 /* Full S×S scores per (batch, head) in double, softmax, then p·v. */
 static double *attention_naive(const float *q, const float *k, const float *v, int64_t B,
@@ -916,6 +1080,7 @@ int main(int argc, char **argv) {
   test_binary();
   test_unary();
   test_geglu();
+  test_epilogues();
   test_attention();
   test_reshape_permute();
   test_upsample();
