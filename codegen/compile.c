@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "codegen/emit_kernels.h"
 #include "passes/passes.h"
 #include "runtime/plan_format.h"
 
@@ -40,7 +41,7 @@ static char *options_json(const dc_compile_options *o, const dc_folder *f) {
   if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
   if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);
   cJSON_AddStringToObject(j, "target", "cpu");
-  cJSON_AddStringToObject(j, "backend", "reference");
+  cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
   char *s = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   return s;
@@ -97,6 +98,20 @@ static dc_status *build(const dc_compile_options *o, dc_folder *f, dc_module **m
   return run_passes(o, *m);
 }
 
+static dc_status *cpu_target(const char *cpu, dc_cpu_target *t) {
+  if (!cpu || !strcmp(cpu, "native")) return dc_cpu_target_host(t);
+  if (!strcmp(cpu, "generic")) return dc_cpu_target_generic(t);
+  return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", cpu);
+}
+
+static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
+  dc_cpu_target t;
+  DC_TRY(cpu_target(o->cpu, &t));
+  dc_status *st = dc_emit_cpu_kernels(m, &t, o->verbose, k);
+  dc_cpu_target_deinit(&t);
+  return st;
+}
+
 static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_module *m, const char *plan_path) {
   dc_buf text;
   dc_buf_init(&text);
@@ -110,7 +125,9 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
     dc_plan plan = {.target = DC_TARGET_CPU, .options_json = opts, .ir_text = (char *)text.data, .module = m};
-    st = dc_plan_write(plan_path, &plan);
+    st = emit_kernels(o, m, &plan.kernels);
+    if (!st) st = dc_plan_write(plan_path, &plan);
+    dc_plan_kernels_deinit(&plan.kernels);
   }
   if (opts) cJSON_free(opts);
   dc_buf_deinit(&text);
@@ -120,7 +137,9 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep) {
   double t0 = dc_now_seconds();
   int unused;
-  DC_TRY(debug_on(o->debug, "", &unused)); /* a bad --debug fails before any work */
+  DC_TRY(debug_on(o->debug, "", &unused)); /* a bad --debug or --cpu fails before any work */
+  if (o->cpu && strcmp(o->cpu, "native") != 0 && strcmp(o->cpu, "generic") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", o->cpu);
   dc_folder f;
   memset(&f, 0, sizeof f);
   dc_module *m = NULL;

@@ -18,6 +18,7 @@ typedef struct {
   const char *dump_ir;    /* path for the final IR text ("-" = stdout), or NULL */
   int verbose;
   const char *debug;      /* comma-separated channels tracing decisions to stderr ("memplan"), or NULL */
+  const char *cpu;        /* kernels for "native" (this machine; the default when NULL) or "generic" x86-64 */
 } dc_compile_options;
 
 typedef struct {

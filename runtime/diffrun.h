@@ -28,7 +28,10 @@ void dc_status_free(dc_status *st);
 typedef struct drt_plan drt_plan;
 
 typedef struct {
-  const char *backend; /* "reference" (the default, and the only one for now) */
+  /* "llvm": the kernels compiled into the plan (the default when it has
+   * them); "reference": the plain C kernels, the oracle. */
+  const char *backend;
+  int threads; /* llvm backend: worker threads; 0 = one per online CPU */
 } drt_options;
 
 typedef struct {
@@ -44,6 +47,9 @@ typedef struct {
   uint64_t device_predicted_bytes; /* the plan's prediction of the same */
   uint64_t weight_bytes;       /* resident weights */
   int steps;                   /* kernels executed */
+  const char *backend;         /* "llvm" or "reference" */
+  int threads;
+  int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight

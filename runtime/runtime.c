@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
 #include "diffrun.h"
 #include "kernels.h"
 #include "plan_format.h"
+#include "threadpool.h"
 
 typedef struct {
   dc_mapped_file map;
@@ -31,6 +33,14 @@ struct drt_plan {
   void *arena_block;           /* dc_malloc'd; the arena is it rounded up to 64 bytes */
   uint8_t *arena;
   uint64_t arena_top;          /* highest arena byte a value of this run occupied */
+  /* The llvm backend: compiled kernels per node (NULL: reference kernel). */
+  int use_llvm;
+  dc_cpu_code *code;
+  dc_cpu_kernel_fn *fn;
+  dc_pool *pool;
+  uint8_t *scratch;            /* nthreads x scratch_stride, host memory */
+  uint64_t scratch_stride;
+  int nreference;              /* nodes that run reference kernels */
 };
 
 /* ---- loading ---- */
@@ -88,7 +98,38 @@ static dc_status *check_memory_plan(drt_plan *p) {
   return NULL;
 }
 
-static dc_status *load(drt_plan *p) {
+/* Links the plan's kernels, starts the pool and sizes the scratch. */
+static dc_status *load_kernels(drt_plan *p, int threads) {
+  const dc_module *m = p->plan.module;
+  const dc_plan_kernels *k = &p->plan.kernels;
+  p->fn = dc_calloc((size_t)m->nnodes + 1, sizeof *p->fn);
+  if (!p->fn) return dc_nomem("loading kernels");
+  DC_TRY(dc_cpu_code_load(p->path, k, m->nnodes, &p->code, p->fn));
+  DC_TRY(dc_pool_create(threads, &p->pool));
+  for (int i = 0; i < k->nentries; i++)
+    if (k->entries[i].scratch_bytes > p->scratch_stride) p->scratch_stride = k->entries[i].scratch_bytes;
+  p->scratch_stride = (p->scratch_stride + 63) & ~(uint64_t)63;
+  if (p->scratch_stride) {
+    size_t bytes = (size_t)p->scratch_stride * (size_t)dc_pool_size(p->pool);
+    if (posix_memalign((void **)&p->scratch, 64, bytes) != 0) return dc_nomem("allocating kernel scratch");
+  }
+  for (int i = 0; i < m->nnodes; i++)
+    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !p->fn[i];
+  return NULL;
+}
+
+static dc_status *choose_backend(drt_plan *p, const drt_options *opt) {
+  const char *b = opt && opt->backend ? opt->backend : NULL;
+  int has_kernels = p->plan.kernels.object != NULL;
+  if (b && strcmp(b, "reference") != 0 && strcmp(b, "llvm") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: llvm, reference)", b);
+  if (b && !strcmp(b, "llvm") && !has_kernels)
+    return dc_error(DC_ERR_ARGUMENT, "%s: the plan holds no compiled kernels; run it with --backend reference", p->path);
+  p->use_llvm = has_kernels && !(b && !strcmp(b, "reference"));
+  return p->use_llvm ? load_kernels(p, opt ? opt->threads : 0) : NULL;
+}
+
+static dc_status *load(drt_plan *p, const drt_options *opt) {
   DC_TRY(dc_plan_read(p->path, &p->plan));
   DC_TRY(check_plan(p));
   const dc_module *m = p->plan.module;
@@ -113,17 +154,15 @@ static dc_status *load(drt_plan *p) {
     p->host_out[i] = dc_calloc(p->out_info[i].numel, sizeof(float));
     if (!p->host_out[i]) return dc_nomem("allocating outputs");
   }
-  return NULL;
+  return choose_backend(p, opt);
 }
 
 dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out) {
   *out = NULL;
-  if (opt && opt->backend && strcmp(opt->backend, "reference") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: reference)", opt->backend);
   drt_plan *p = dc_calloc(1, sizeof *p);
   if (!p) return dc_nomem("loading a plan");
   p->path = dc_strdup(path);
-  dc_status *st = p->path ? load(p) : dc_nomem("loading a plan");
+  dc_status *st = p->path ? load(p, opt) : dc_nomem("loading a plan");
   if (st) {
     drt_destroy(p);
     return st;
@@ -140,6 +179,10 @@ void drt_destroy(drt_plan *p) {
     for (int i = 0; p->host_in && i < m->ninputs; i++) dc_free(p->host_in[i]);
     for (int i = 0; p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
   }
+  dc_pool_destroy(p->pool);
+  dc_cpu_code_destroy(p->code);
+  free(p->scratch);
+  dc_free(p->fn);
   dc_free(p->files);
   dc_free(p->value);
   dc_free(p->arena_block);
@@ -219,6 +262,39 @@ static void *place(drt_plan *p, int32_t v) {
   return p->value[v] = p->arena + n->offset;
 }
 
+typedef struct {
+  dc_cpu_kernel_fn fn;
+  void *bufs[DC_MAX_INPUTS + 2];
+  int nbufs; /* output + inputs; the scratch slot follows */
+  uint8_t *scratch;
+  uint64_t stride;
+} launch;
+
+static void run_on_thread(void *ctx, int64_t tid, int64_t nthreads) {
+  const launch *l = ctx;
+  void *bufs[DC_MAX_INPUTS + 2];
+  memcpy(bufs, l->bufs, sizeof bufs);
+  bufs[l->nbufs] = l->scratch ? l->scratch + (uint64_t)tid * l->stride : NULL;
+  l->fn(bufs, tid, nthreads);
+}
+
+static dc_status *run_node(drt_plan *p, int32_t s) {
+  const dc_module *m = p->plan.module;
+  const dc_node *n = &m->nodes[s];
+  void *out = place(p, s);
+  if (p->use_llvm && p->fn[s]) {
+    launch l = {p->fn[s], {out}, n->ninputs + 1, p->scratch, p->scratch_stride};
+    for (int k = 0; k < n->ninputs; k++) l.bufs[k + 1] = p->value[n->inputs[k]];
+    dc_pool_run(p->pool, run_on_thread, &l);
+    return NULL;
+  }
+  const void *in[DC_MAX_INPUTS];
+  for (int k = 0; k < n->ninputs; k++) in[k] = p->value[n->inputs[k]];
+  dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, out);
+  if (st) return dc_status_annotate(st, "step %%%d (%s, %s)", s, dc_op_get(n->op)->name, n->scope ? n->scope : "");
+  return NULL;
+}
+
 static dc_status *run_steps(drt_plan *p) {
   const dc_module *m = p->plan.module;
   for (int i = 0; i < m->ninputs; i++) { /* host -> device */
@@ -231,10 +307,7 @@ static dc_status *run_steps(drt_plan *p) {
       const dc_weight *w = &m->weights[n->ref];
       p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
     } else if (n->op != OP_INPUT) {
-      const void *in[DC_MAX_INPUTS];
-      for (int k = 0; k < n->ninputs; k++) in[k] = p->value[n->inputs[k]];
-      dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, place(p, s));
-      if (st) return dc_status_annotate(st, "step %%%d (%s, %s)", s, dc_op_get(n->op)->name, n->scope ? n->scope : "");
+      DC_TRY(run_node(p, s));
     }
   }
   for (int i = 0; i < m->noutputs; i++) { /* device -> host */
@@ -256,6 +329,9 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
     stats->device_predicted_bytes = p->plan.module->arena_bytes;
     stats->weight_bytes = p->live.weight_bytes;
     stats->steps = p->plan.module->nnodes;
+    stats->backend = p->use_llvm ? "llvm" : "reference";
+    stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
+    stats->reference_steps = p->use_llvm ? p->nreference : 0;
   }
   return NULL;
 }

@@ -3,7 +3,7 @@
  * the plan, feed the recorded inputs, run, and compare every output with
  * diffusers' output (relative L2 error within the run's tolerance; max abs
  * error reported), and check the measured device peak equals the plan's.
- * Usage: fixture_check FIXTURE_DIR [--backend reference] */
+ * Usage: fixture_check FIXTURE_DIR [--backend llvm|reference]  (default: both) */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -52,6 +52,43 @@ static void compare(const char *label, const float *got, const float *want, size
   printf("  %-40s rel L2 %.3g (tolerance %.0e), max abs %.3g  %s\n", label, rel, tol, maxabs, ok ? "ok" : "FAIL");
 }
 
+/* Loads the plan with one backend, feeds the recorded inputs, runs, and
+ * compares every output with diffusers'. */
+static void run_backend(const char *plan, const char *backend, const dc_st_file *io, const dc_input_shape *shapes,
+                        int ns, double tol, const char *label) {
+  drt_plan *p = NULL;
+  drt_options ro = {backend, 0};
+  dc_status *st = drt_load(plan, &ro, &p);
+  for (int i = 0; !st && i < ns; i++) {
+    const dc_st_tensor *t = dc_st_find(io, shapes[i].name);
+    const float *d = tensor_f32(io, t);
+    st = drt_set_input(p, t->name, d, t->bytes / 4);
+    free((void *)d);
+  }
+  drt_stats s = {0};
+  if (!st) st = drt_run(p, &s);
+  CHECK_OK(st);
+  if (!p) return;
+  printf("%s [%s]: %d steps (%d on reference kernels), %.3f s, device peak %llu bytes (predicted %llu), weights %llu bytes\n",
+         label, s.backend, s.steps, s.reference_steps, s.seconds, (unsigned long long)s.device_peak_bytes,
+         (unsigned long long)s.device_predicted_bytes, (unsigned long long)s.weight_bytes);
+  CHECK(s.device_peak_bytes == s.device_predicted_bytes);
+  for (int i = 0; !st && i < drt_output_count(p); i++) {
+    const drt_tensor_info *info = drt_output_info(p, i);
+    char ref_name[128];
+    snprintf(ref_name, sizeof ref_name, "out.%s", info->name);
+    const dc_st_tensor *ref = dc_st_find(io, ref_name);
+    CHECK(ref && ref->bytes / 4 == info->numel);
+    if (!ref || ref->bytes / 4 != info->numel) continue;
+    const float *want = tensor_f32(io, ref);
+    compare(ref_name, drt_output(p, info->name, NULL), want, info->numel, tol);
+    free((void *)want);
+  }
+  drt_destroy(p);
+}
+
+/* One run of case.json: compile once, then check the plan on each backend
+ * (the compiled llvm kernels, and the reference kernels). */
 static void check_run(const char *dir, const cJSON *run, const char *backend) {
   const char *entry = str_or_null(run, "entry"), *io_name = str_or_null(run, "io");
   const cJSON *tol_j = cJSON_GetObjectItemCaseSensitive(run, "tolerance");
@@ -61,39 +98,16 @@ static void check_run(const char *dir, const cJSON *run, const char *backend) {
   CHECK_OK(dc_st_open(io_path, &io));
   dc_input_shape shapes[8];
   int ns = collect_shapes(&io, shapes, 8);
-  dc_compile_options co = {model, str_or_null(run, "component"), str_or_null(run, "variant"), entry, shapes, ns, NULL, NULL, 0, NULL};
+  dc_compile_options co = {.model = model, .component = str_or_null(run, "component"),
+                           .variant = str_or_null(run, "variant"), .entry = entry, .shapes = shapes, .nshapes = ns};
   dc_compile_report rep;
   dc_status *st = dc_compile(&co, plan, &rep);
-  drt_plan *p = NULL;
-  drt_options ro = {backend};
-  if (!st) st = drt_load(plan, &ro, &p);
-  for (int i = 0; !st && i < ns; i++) {
-    const dc_st_tensor *t = dc_st_find(&io, shapes[i].name);
-    const float *d = tensor_f32(&io, t);
-    st = drt_set_input(p, t->name, d, t->bytes / 4);
-    free((void *)d);
-  }
-  drt_stats s = {0};
-  if (!st) st = drt_run(p, &s);
   CHECK_OK(st);
-  if (p) {
-    printf("%s %s: %d steps, %.3f s, device peak %llu bytes (predicted %llu), weights %llu bytes\n", io_name,
-           entry ? entry : "", s.steps, s.seconds, (unsigned long long)s.device_peak_bytes,
-           (unsigned long long)s.device_predicted_bytes, (unsigned long long)s.weight_bytes);
-    CHECK(s.device_peak_bytes == s.device_predicted_bytes);
-    for (int i = 0; i < drt_output_count(p); i++) {
-      const drt_tensor_info *info = drt_output_info(p, i);
-      char ref_name[128];
-      snprintf(ref_name, sizeof ref_name, "out.%s", info->name);
-      const dc_st_tensor *ref = dc_st_find(&io, ref_name);
-      CHECK(ref && ref->bytes / 4 == info->numel);
-      if (!ref || ref->bytes / 4 != info->numel) continue;
-      const float *want = tensor_f32(&io, ref);
-      compare(ref_name, drt_output(p, info->name, NULL), want, info->numel, tol);
-      free((void *)want);
-    }
-    drt_destroy(p);
-  }
+  char label[256];
+  snprintf(label, sizeof label, "%s %s", io_name, entry ? entry : "");
+  static const char *all[] = {"llvm", "reference"};
+  for (int b = 0; !st && b < 2; b++)
+    if (!backend || !strcmp(backend, all[b])) run_backend(plan, all[b], &io, shapes, ns, tol, label);
   dc_st_close(&io);
   free(io_path);
   free(model);

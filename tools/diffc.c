@@ -27,6 +27,9 @@ static const char usage[] =
     "  --input NAME=DIMS        static shape of an input, e.g. --input sample=2x4x64x64;\n"
     "                           repeatable. Defaults: batch 1, the config's sample_size, 77 tokens\n"
     "  --target cpu             the plan's target (only cpu for now)\n"
+    "  --cpu native|generic     CPU the kernels are compiled for: this machine's features (the\n"
+    "                           default; diffrun refuses the plan on a CPU lacking them), or a\n"
+    "                           portable x86-64 baseline\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
     "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer, dce,\n"
@@ -45,7 +48,7 @@ static const char usage[] =
     "All computation is fp32; bf16/fp16/fp8 weights are converted to fp32 when read.\n";
 
 typedef struct {
-  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug;
+  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose;
 } options;
@@ -104,6 +107,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--dump-ir")) slot = &o->dump_ir;
     else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
     else if (!strcmp(a, "--debug")) slot = &o->debug;
+    else if (!strcmp(a, "--cpu")) slot = &o->cpu;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -133,7 +137,7 @@ int main(int argc, char **argv) {
   dc_status *st = parse_args(argc, argv, &o, &exit_now);
   if (!st && !exit_now) {
     dc_compile_options co = {o.model, o.component, o.variant, o.entry, o.shapes, o.nshapes,
-                             o.dump_after, o.dump_ir, o.verbose, o.debug};
+                             o.dump_after, o.dump_ir, o.verbose, o.debug, o.cpu};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
     if (!st) {

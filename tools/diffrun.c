@@ -23,7 +23,9 @@ static const char usage[] =
     "  --seed N            seed for --random-inputs (default 0)\n"
     "  --outputs FILE      write the outputs to a .safetensors file (temporary name, then rename)\n"
     "  --repeat N          run N times and report each run's time (default 1)\n"
-    "  --backend NAME      kernels to run: reference (plain C, the default and for now the only one)\n"
+    "  --backend NAME      kernels to run: llvm (the plan's compiled kernels; the default) or\n"
+    "                      reference (the plain C kernels every backend is tested against)\n"
+    "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's inputs and outputs and exit\n"
     "  -q, --quiet         print only errors\n"
@@ -34,7 +36,7 @@ static const char usage[] =
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
-  int random_inputs, repeat, print_ir, info, quiet;
+  int random_inputs, repeat, print_ir, info, quiet, threads;
   unsigned long long seed;
 } options;
 
@@ -61,7 +63,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--info")) o->info = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
-             !strcmp(a, "--seed") || !strcmp(a, "--repeat")) {
+             !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
       const char *v = argv[++i];
       long long x;
@@ -71,6 +73,9 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       else if (!strcmp(a, "--seed")) {
         DC_TRY(parse_int(a, v, 0, &x));
         o->seed = (unsigned long long)x;
+      } else if (!strcmp(a, "--threads")) {
+        DC_TRY(parse_int(a, v, 1, &x));
+        o->threads = (int)(x > 256 ? 256 : x);
       } else {
         DC_TRY(parse_int(a, v, 1, &x));
         o->repeat = (int)(x > 1000000 ? 1000000 : x);
@@ -158,7 +163,7 @@ static void print_info(drt_plan *p) {
 
 static dc_status *run(const options *o) {
   drt_plan *p;
-  drt_options ro = {o->backend};
+  drt_options ro = {o->backend, o->threads};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -179,7 +184,10 @@ static dc_status *run(const options *o) {
       char b1[32], b2[32], b3[32];
       struct rusage ru;
       getrusage(RUSAGE_SELF, &ru);
-      printf("mean %.3f s per run over %d run(s), %d steps\n", total / o->repeat, o->repeat, s.steps);
+      printf("mean %.3f s per run over %d run(s), %d steps, backend %s on %d thread(s)", total / o->repeat, o->repeat,
+             s.steps, s.backend, s.threads);
+      if (s.reference_steps) printf(" (%d steps on reference kernels)", s.reference_steps);
+      printf("\n");
       printf("device arena peak: %s measured, %s predicted by the plan (%llu bytes)%s\n",
              dc_format_bytes(s.device_peak_bytes, b1, sizeof b1), dc_format_bytes(s.device_predicted_bytes, b2, sizeof b2),
              (unsigned long long)s.device_peak_bytes, s.device_peak_bytes == s.device_predicted_bytes ? "" : "  MISMATCH");
