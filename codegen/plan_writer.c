@@ -15,7 +15,7 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
 }
 
 static void put_kernels(const dc_plan_kernels *k, dc_buf *b) {
-  if (!k->object) {
+  if (k->nobjects == 0) {
     dc_buf_u32(b, 0); /* no compiled kernels: every node runs its reference kernel */
     return;
   }
@@ -23,8 +23,11 @@ static void put_kernels(const dc_plan_kernels *k, dc_buf *b) {
   dc_buf_str(b, k->triple);
   dc_buf_str(b, k->cpu);
   dc_buf_str(b, k->features);
-  dc_buf_u64(b, k->object_size);
-  dc_buf_append(b, k->object, k->object_size);
+  dc_buf_u32(b, (uint32_t)k->nobjects);
+  for (int i = 0; i < k->nobjects; i++) {
+    dc_buf_u64(b, k->objects[i].size);
+    dc_buf_append(b, k->objects[i].data, k->objects[i].size);
+  }
   dc_buf_u32(b, (uint32_t)k->nentries);
   for (int i = 0; i < k->nentries; i++) {
     dc_buf_u32(b, (uint32_t)k->entries[i].node);

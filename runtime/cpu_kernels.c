@@ -44,10 +44,12 @@ static dc_status *link_object(const char *path, const dc_plan_kernels *k, dc_cpu
   e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(c->jit), NULL, NULL);
   if (e) return llvm_err(e, path, "cannot resolve process symbols");
   LLVMOrcJITDylibAddGenerator(jd, gen);
-  LLVMMemoryBufferRef mb =
-      LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)k->object, k->object_size, "diffc_kernels");
-  e = LLVMOrcLLJITAddObjectFile(c->jit, jd, mb);
-  if (e) return llvm_err(e, path, "cannot link the plan's kernel object");
+  for (int i = 0; i < k->nobjects; i++) {
+    LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)k->objects[i].data,
+                                                                       k->objects[i].size, "diffc_kernels");
+    e = LLVMOrcLLJITAddObjectFile(c->jit, jd, mb);
+    if (e) return llvm_err(e, path, "cannot link the plan's kernel object");
+  }
   return NULL;
 }
 
@@ -55,7 +57,7 @@ dc_status *dc_cpu_code_load(const char *path, const dc_plan_kernels *k, int32_t 
                             dc_cpu_kernel_fn *fn_of_node) {
   *out = NULL;
   for (int32_t i = 0; i < nnodes; i++) fn_of_node[i] = NULL;
-  if (!k->object) return NULL;
+  if (k->nobjects == 0) return NULL;
   DC_TRY(check_target(path, k));
   dc_cpu_code *c = dc_calloc(1, sizeof *c);
   if (!c) return dc_nomem("loading kernels");

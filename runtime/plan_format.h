@@ -15,10 +15,11 @@
  *         header) and tensors (name, file, offset, bytes, dtype, shape)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
  *         outputs, metadata) in ir/serialize.c's format
- *   KERN  compiled CPU kernels: u32 format (0 = none, 1 = LLVM object), then
- *         for format 1: the target (triple, cpu, features), the object file
- *         (u64 size + bytes), and u32 n entries of (u32 node, symbol,
- *         u64 scratch bytes per thread)
+ *   KERN  compiled CPU kernels: u32 format (0 = none, 1 = LLVM objects), then
+ *         for format 1: the target (triple, cpu, features), u32 n object
+ *         files (each u64 size + bytes; diffc compiles them in parallel),
+ *         and u32 n entries of (u32 node, symbol, u64 scratch bytes per
+ *         thread)
  *   IRTX  the IR dump text, for `diffrun --print-ir` and people
  * Unknown sections are skipped; missing required ones are an error. */
 #ifndef DC_PLAN_FORMAT_H
@@ -40,11 +41,16 @@ typedef struct {
   uint64_t scratch_bytes; /* per thread */
 } dc_plan_kernel;
 
+typedef struct {
+  uint8_t *data;
+  uint64_t size;
+} dc_plan_object;
+
 /* The KERN section: LLVM object code for the nodes that have kernels. */
 typedef struct {
   char *triple, *cpu, *features; /* NULL when the plan has no compiled kernels */
-  uint8_t *object;
-  uint64_t object_size;
+  dc_plan_object *objects;       /* nobjects > 0 exactly when there are kernels */
+  int32_t nobjects;
   dc_plan_kernel *entries;
   int32_t nentries;
 } dc_plan_kernels;

@@ -81,13 +81,21 @@ static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
   k->triple = dc_read_str(r, NULL, 256);
   k->cpu = dc_read_str(r, NULL, 256);
   k->features = dc_read_str(r, NULL, 1 << 16);
-  k->object_size = dc_read_u64(r);
-  if (r->err) return;
-  if (k->object_size == 0 || k->object_size > r->size - r->pos)
-    return dc_reader_fail(r, "object code of %llu bytes does not fit", (unsigned long long)k->object_size);
-  k->object = dc_malloc(k->object_size);
-  if (!k->object) return (void)(r->err = dc_nomem("reading kernels"));
-  memcpy(k->object, dc_read_bytes(r, k->object_size), k->object_size);
+  uint32_t nobj = dc_read_u32(r);
+  if (!r->err && (nobj == 0 || nobj > 256)) return dc_reader_fail(r, "%u object files (expected 1..256)", nobj);
+  k->objects = r->err ? NULL : dc_calloc(nobj, sizeof *k->objects);
+  if (!k->objects && !r->err) return (void)(r->err = dc_nomem("reading kernels"));
+  for (uint32_t i = 0; i < nobj && !r->err; i++) {
+    uint64_t size = dc_read_u64(r);
+    if (r->err) return;
+    if (size == 0 || size > r->size - r->pos)
+      return dc_reader_fail(r, "object file %u of %llu bytes does not fit", i, (unsigned long long)size);
+    k->objects[i].data = dc_malloc(size);
+    if (!k->objects[i].data) return (void)(r->err = dc_nomem("reading kernels"));
+    memcpy(k->objects[i].data, dc_read_bytes(r, size), size);
+    k->objects[i].size = size;
+    k->nobjects = (int32_t)i + 1;
+  }
   uint32_t n = dc_read_u32(r);
   if (!r->err && (uint64_t)n * 16 > r->size - r->pos) return dc_reader_fail(r, "%u kernels do not fit", n);
   k->entries = dc_calloc((size_t)n + 1, sizeof *k->entries);
@@ -109,7 +117,8 @@ static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
 void dc_plan_kernels_deinit(dc_plan_kernels *k) {
   for (int i = 0; i < k->nentries; i++) dc_free(k->entries[i].symbol);
   dc_free(k->entries);
-  dc_free(k->object);
+  for (int i = 0; i < k->nobjects; i++) dc_free(k->objects[i].data);
+  dc_free(k->objects);
   dc_free(k->triple);
   dc_free(k->cpu);
   dc_free(k->features);

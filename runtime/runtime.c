@@ -120,7 +120,7 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
 
 static dc_status *choose_backend(drt_plan *p, const drt_options *opt) {
   const char *b = opt && opt->backend ? opt->backend : NULL;
-  int has_kernels = p->plan.kernels.object != NULL;
+  int has_kernels = p->plan.kernels.nobjects > 0;
   if (b && strcmp(b, "reference") != 0 && strcmp(b, "llvm") != 0)
     return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: llvm, reference)", b);
   if (b && !strcmp(b, "llvm") && !has_kernels)

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/cpu_kernels.h"
@@ -78,8 +79,9 @@ static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *
   k->triple = t.triple;
   k->cpu = t.cpu;
   k->features = t.features;
-  k->object = obj.data;
-  k->object_size = obj.len;
+  k->objects = calloc(1, sizeof *k->objects);
+  k->objects[0] = (dc_plan_object){obj.data, obj.len};
+  k->nobjects = 1;
   k->entries = calloc(1, sizeof *k->entries);
   k->entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
   k->nentries = 1;
@@ -89,58 +91,149 @@ static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *
 static void free_kernels(dc_plan_kernels *k) {
   if (k->entries) dc_free(k->entries[0].symbol);
   free(k->entries);
-  dc_free(k->object);
+  if (k->objects) dc_free(k->objects[0].data);
+  free(k->objects);
   dc_free(k->triple);
   dc_free(k->cpu);
   dc_free(k->features);
 }
 
-dc_status *kh_compare(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale, kh_result *out) {
+/* The kernel of node id, compiled, linked and ready to run on a pool. */
+typedef struct {
+  dc_plan_kernels k;
+  dc_cpu_code *code;
+  dc_cpu_kernel_fn *fns;
+  dc_pool *pool;
+} compiled;
+
+static dc_status *compiled_init(const dc_module *m, int32_t id, int nthreads, compiled *c) {
+  memset(c, 0, sizeof *c);
+  c->fns = calloc((size_t)m->nnodes, sizeof *c->fns);
+  dc_status *st = compile_node(m, id, &c->k);
+  if (!st) st = dc_cpu_code_load("kernel test", &c->k, m->nnodes, &c->code, c->fns);
+  if (!st) st = dc_pool_create(nthreads, &c->pool);
+  return st;
+}
+
+static void compiled_deinit(compiled *c) {
+  dc_pool_destroy(c->pool);
+  dc_cpu_code_destroy(c->code);
+  free_kernels(&c->k);
+  free(c->fns);
+}
+
+/* One run of the kernel writing out, reading inputs in[0..). */
+static void compiled_run(compiled *c, const dc_node *n, int32_t id, const void *const *in, void *out) {
+  void *bufs[8] = {out};
+  for (int i = 0; i < n->ninputs; i++) bufs[i + 1] = (void *)in[i];
+  launch l = {c->fns[id], bufs, NULL, c->k.entries[0].scratch_bytes, n->ninputs + 1};
+  int nt = dc_pool_size(c->pool);
+  if (posix_memalign((void **)&l.scratch, 64, l.scratch_bytes * (size_t)nt + 64)) return;
+  dc_pool_run(c->pool, run_kernel, &l);
+  free(l.scratch);
+}
+
+static void compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
+  size_t numel = dc_type_numel(t);
+  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
+  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
+  if (t->dtype != DT_F32) return;
+  const float *got = got_, *want = want_;
+  double d2 = 0, r2 = 0, maxabs = 0, maxrel = 0;
+  for (size_t i = 0; i < numel; i++) {
+    if (isnan(got[i]) && isnan(want[i])) continue;
+    double d = (double)got[i] - want[i];
+    if (isnan(got[i]) || isnan(want[i]) || isinf(d)) d = INFINITY;
+    else if (isinf(want[i])) d = 0; /* equal infinities */
+    d2 += d * d;
+    if (isfinite(want[i])) r2 += (double)want[i] * want[i];
+    if (!(fabs(d) <= maxabs)) maxabs = fabs(d);
+    if (fabs(want[i]) >= 1e-30 && !(fabs(d) / fabs(want[i]) <= maxrel)) maxrel = fabs(d) / fabs(want[i]);
+  }
+  out->max_abs = maxabs;
+  out->max_rel = maxrel;
+  out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
+}
+
+/* inplace: the kernel's output buffer is (a copy of) input 0. */
+static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const void *const *in, int inplace,
+                          kh_result *out) {
   const dc_node *n = &m->nodes[id];
-  uint64_t s = seed;
-  void *bufs[8] = {0};
-  const void *in[DC_MAX_INPUTS];
-  for (int i = 0; i < n->ninputs; i++) {
-    bufs[i + 1] = random_data(dc_type_numel(&m->nodes[n->inputs[i]].type), &s, scale);
-    in[i] = bufs[i + 1];
+  size_t bytes = (size_t)dc_type_bytes(&n->type);
+  uint8_t *want = malloc(bytes + 64), *got = malloc(bytes + 64);
+  const void *kin[DC_MAX_INPUTS];
+  memset(got, 0xff, bytes + 64); /* NaN where f32: unwritten elements show */
+  memset(want, 0, bytes + 64);
+  for (int i = 0; i < n->ninputs; i++) kin[i] = in[i];
+  if (inplace) {
+    memcpy(got, in[0], bytes);
+    kin[0] = got;
   }
-  size_t numel = dc_type_numel(&n->type);
-  float *want = malloc(numel * sizeof(float) + 64), *got = malloc(numel * sizeof(float) + 64);
-  for (size_t i = 0; i < numel; i++) got[i] = NAN;
-  bufs[0] = got;
-  dc_plan_kernels k = {0};
-  dc_cpu_code *code = NULL;
-  dc_cpu_kernel_fn *fns = calloc((size_t)m->nnodes, sizeof *fns);
-  dc_pool *pool = NULL;
+  compiled c = {0};
   dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, want);
-  if (!st) st = compile_node(m, id, &k);
-  if (!st) st = dc_cpu_code_load("kernel test", &k, m->nnodes, &code, fns);
-  if (!st) st = dc_pool_create(nthreads, &pool);
+  if (!st) st = compiled_init(m, id, nthreads, &c);
   if (!st) {
-    launch l = {fns[id], bufs, NULL, k.entries[0].scratch_bytes, n->ninputs + 1};
-    posix_memalign((void **)&l.scratch, 64, l.scratch_bytes * (size_t)nthreads + 64);
-    dc_pool_run(pool, run_kernel, &l);
-    free(l.scratch);
-    double d2 = 0, r2 = 0, maxabs = 0;
-    int exact = 1;
-    for (size_t i = 0; i < numel; i++) {
-      double d = (double)got[i] - want[i];
-      d2 += d * d;
-      r2 += (double)want[i] * want[i];
-      if (!(fabs(d) <= maxabs)) maxabs = fabs(d);
-      exact &= memcmp(&got[i], &want[i], 4) == 0;
-    }
-    out->max_abs = maxabs;
-    out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
-    out->bit_exact = exact;
+    compiled_run(&c, n, id, kin, got);
+    compare_out(&n->type, got, want, out);
   }
-  dc_pool_destroy(pool);
-  dc_cpu_code_destroy(code);
-  free_kernels(&k);
-  free(fns);
-  for (int i = 0; i <= n->ninputs; i++)
-    if (i > 0) free(bufs[i]);
+  compiled_deinit(&c);
   free(want);
   free(got);
+  return st;
+}
+
+dc_status *kh_compare_with(const dc_module *m, int32_t id, int nthreads, const void *const *in, kh_result *out) {
+  return compare(m, id, nthreads, in, 0, out);
+}
+
+static void **random_inputs(const dc_module *m, const dc_node *n, uint64_t seed, double scale) {
+  void **in = calloc(DC_MAX_INPUTS, sizeof *in);
+  uint64_t s = seed;
+  for (int i = 0; i < n->ninputs; i++) in[i] = random_data(dc_type_numel(&m->nodes[n->inputs[i]].type), &s, scale);
+  return in;
+}
+
+static void free_inputs(void **in) {
+  for (int i = 0; i < DC_MAX_INPUTS; i++) free(in[i]);
+  free(in);
+}
+
+dc_status *kh_compare(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale, kh_result *out) {
+  void **in = random_inputs(m, &m->nodes[id], seed, scale);
+  dc_status *st = compare(m, id, nthreads, (const void *const *)in, 0, out);
+  free_inputs(in);
+  return st;
+}
+
+dc_status *kh_compare_inplace(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale,
+                              kh_result *out) {
+  void **in = random_inputs(m, &m->nodes[id], seed, scale);
+  dc_status *st = compare(m, id, nthreads, (const void *const *)in, 1, out);
+  free_inputs(in);
+  return st;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, double *seconds) {
+  const dc_node *n = &m->nodes[id];
+  void **in = random_inputs(m, n, 1, 1.0);
+  void *y = malloc((size_t)dc_type_bytes(&n->type) + 64);
+  compiled c = {0};
+  dc_status *st = compiled_init(m, id, nthreads, &c);
+  *seconds = INFINITY;
+  for (int it = 0; !st && it <= iters; it++) {
+    double t0 = now_s();
+    compiled_run(&c, n, id, (const void *const *)in, y);
+    double t = now_s() - t0;
+    if (it > 0 && t < *seconds) *seconds = t; /* the first run warms caches and pages */
+  }
+  compiled_deinit(&c);
+  free(y);
+  free_inputs(in);
   return st;
 }
