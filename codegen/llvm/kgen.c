@@ -252,11 +252,96 @@ LLVMValueRef kg_fma(dc_kgen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) 
 }
 
 LLVMValueRef kg_hsum(dc_kgen *g, LLVMValueRef v) {
-  for (int half = g->vw / 2; half >= 1; half /= 2) {
-    LLVMValueRef mask[16];
-    for (int i = 0; i < g->vw; i++) mask[i] = LLVMConstInt(g->i32, (unsigned long long)((i + half) % g->vw), 0);
-    LLVMValueRef sh = LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(g->vf32), LLVMConstVector(mask, (unsigned)g->vw), "");
+  LLVMTypeRef vt = LLVMTypeOf(v);
+  int lanes = (int)LLVMGetVectorSize(vt);
+  for (int half = lanes / 2; half >= 1; half /= 2) {
+    LLVMValueRef mask[64];
+    for (int i = 0; i < lanes; i++) mask[i] = LLVMConstInt(g->i32, (unsigned long long)((i + half) % lanes), 0);
+    LLVMValueRef sh = LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt), LLVMConstVector(mask, (unsigned)lanes), "");
     v = LLVMBuildFAdd(g->b, v, sh, "");
   }
   return LLVMBuildExtractElement(g->b, v, kg_i64(g, 0), "");
+}
+
+/* ---- typed buffers, constants, masked tails, variables, branches ---- */
+LLVMValueRef kg_buf_as(dc_kgen *g, int i, LLVMTypeRef t) {
+  LLVMValueRef idx = kg_i64(g, i);
+  LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->pi8, g->bufs, &idx, 1, "bufslot");
+  LLVMValueRef p = LLVMBuildLoad2(g->b, g->pi8, slot, "buf");
+  return LLVMBuildBitCast(g->b, p, LLVMPointerType(t, 0), "bufp");
+}
+
+LLVMValueRef kg_gep_t(dc_kgen *g, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef idx) {
+  return LLVMBuildInBoundsGEP2(g->b, t, p, &idx, 1, "");
+}
+
+static LLVMValueRef splat_const(LLVMTypeRef t, LLVMValueRef lane) {
+  if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return lane;
+  unsigned n = LLVMGetVectorSize(t);
+  LLVMValueRef lanes[64];
+  for (unsigned i = 0; i < n && i < 64; i++) lanes[i] = lane;
+  return LLVMConstVector(lanes, n);
+}
+
+LLVMValueRef kg_fconst(LLVMTypeRef t, double v) {
+  LLVMTypeRef et = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+  return splat_const(t, LLVMConstReal(et, v));
+}
+
+LLVMValueRef kg_iconst(LLVMTypeRef t, int64_t v) {
+  LLVMTypeRef et = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+  return splat_const(t, LLVMConstInt(et, (unsigned long long)v, 1));
+}
+
+/* Tails are assembled lane by lane: never a load past the last element, and
+ * tails are short, so the scalar accesses cost little. */
+LLVMValueRef kg_vload_n(dc_kgen *g, LLVMTypeRef vt, LLVMValueRef p, int n, LLVMValueRef fill) {
+  LLVMTypeRef et = LLVMGetElementType(vt);
+  int lanes = (int)LLVMGetVectorSize(vt);
+  if (n >= lanes) {
+    LLVMValueRef v = LLVMBuildLoad2(g->b, vt, LLVMBuildBitCast(g->b, p, LLVMPointerType(vt, 0), ""), "");
+    LLVMSetAlignment(v, (unsigned)(LLVMGetTypeKind(et) == LLVMDoubleTypeKind ? 8 : 1));
+    return v;
+  }
+  LLVMValueRef v = fill ? fill : LLVMConstNull(vt);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef x = LLVMBuildLoad2(g->b, et, kg_gep_t(g, et, p, kg_i64(g, i)), "");
+    v = LLVMBuildInsertElement(g->b, v, x, kg_i64(g, i), "");
+  }
+  return v;
+}
+
+void kg_vstore_n(dc_kgen *g, LLVMValueRef v, LLVMValueRef p, int n) {
+  LLVMTypeRef vt = LLVMTypeOf(v), et = LLVMGetElementType(vt);
+  int lanes = (int)LLVMGetVectorSize(vt);
+  if (n >= lanes) {
+    LLVMValueRef s = LLVMBuildStore(g->b, v, LLVMBuildBitCast(g->b, p, LLVMPointerType(vt, 0), ""));
+    LLVMSetAlignment(s, 1);
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    LLVMBuildStore(g->b, LLVMBuildExtractElement(g->b, v, kg_i64(g, i), ""), kg_gep_t(g, et, p, kg_i64(g, i)));
+}
+
+LLVMValueRef kg_var(dc_kgen *g, LLVMTypeRef t, const char *name) {
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(g->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(b, first);
+  else LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef a = LLVMBuildAlloca(b, t, name);
+  LLVMDisposeBuilder(b);
+  return a;
+}
+
+void kg_if(dc_kgen *g, kg_cond *c, LLVMValueRef cond) {
+  c->then = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "then");
+  c->done = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "endif");
+  LLVMBuildCondBr(g->b, cond, c->then, c->done);
+  LLVMPositionBuilderAtEnd(g->b, c->then);
+}
+
+void kg_endif(dc_kgen *g, kg_cond *c) {
+  LLVMBuildBr(g->b, c->done);
+  LLVMPositionBuilderAtEnd(g->b, c->done);
 }

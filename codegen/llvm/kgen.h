@@ -68,7 +68,42 @@ LLVMValueRef kg_splat(dc_kgen *g, LLVMValueRef scalar);
 LLVMValueRef kg_fma(dc_kgen *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 /* A call to an overloaded intrinsic such as "llvm.exp" or "llvm.maxnum". */
 LLVMValueRef kg_intrinsic(dc_kgen *g, const char *name, LLVMTypeRef overload, LLVMValueRef *args, int nargs);
-/* Sum of a vector's lanes, by halving shuffles (fixed order). */
+/* Sum of a vector's lanes (any float vector type), by halving shuffles (fixed order). */
 LLVMValueRef kg_hsum(dc_kgen *g, LLVMValueRef v);
+
+/* ---- typed buffers, constants, masked tails, variables, branches ---- */
+/* bufs[i] as a pointer to elements of type t (i8, i16, i32, f32, ...). */
+LLVMValueRef kg_buf_as(dc_kgen *g, int i, LLVMTypeRef t);
+/* &p[idx] where p points to elements of type t. */
+LLVMValueRef kg_gep_t(dc_kgen *g, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef idx);
+/* A constant of scalar or vector type t with every lane v. */
+LLVMValueRef kg_fconst(LLVMTypeRef t, double v);
+LLVMValueRef kg_iconst(LLVMTypeRef t, int64_t v);
+/* The first n lanes (n known when generating) of a vector of type vt at p,
+ * a pointer to its elements: a plain unaligned load when n is every lane,
+ * else a masked load whose other lanes come from fill (NULL: zeros), so a
+ * tail never reads past the end of a buffer. */
+LLVMValueRef kg_vload_n(dc_kgen *g, LLVMTypeRef vt, LLVMValueRef p, int n, LLVMValueRef fill);
+void kg_vstore_n(dc_kgen *g, LLVMValueRef v, LLVMValueRef p, int n);
+/* A local variable of type t: an alloca in the entry block, which O3 turns
+ * into registers (how loop-carried accumulators are written). */
+LLVMValueRef kg_var(dc_kgen *g, LLVMTypeRef t, const char *name);
+/* if (cond) { ... }:  kg_cond c; kg_if(g, &c, cond); ...; kg_endif(g, &c); */
+typedef struct {
+  LLVMBasicBlockRef then, done;
+} kg_cond;
+void kg_if(dc_kgen *g, kg_cond *c, LLVMValueRef cond);
+void kg_endif(dc_kgen *g, kg_cond *c);
+
+/* Math on f32 scalars or vectors, for any kernel's epilogue (defined in
+ * k_elementwise.c):
+ *   kg_expf: e^x within about 1 ulp, subnormal results included, inf above
+ *            88.72, NaN kept (a polynomial, no libm call);
+ *   kg_silu: x / (1 + kg_expf(-x)), the reference's formula;
+ *   kg_gelu: exact (erf) gelu x·Φ(x), evaluated in double like the
+ *            reference and rounded once: equal to it but for rare ties. */
+LLVMValueRef kg_expf(dc_kgen *g, LLVMValueRef x);
+LLVMValueRef kg_silu(dc_kgen *g, LLVMValueRef x);
+LLVMValueRef kg_gelu(dc_kgen *g, LLVMValueRef x);
 
 #endif
