@@ -9,6 +9,7 @@
 
 typedef struct {
   double max_abs, rel_l2;
+  double max_rel; /* max |got - want| / |want| over elements with |want| >= 1e-30 */
   int bit_exact;
 } kh_result;
 
@@ -17,6 +18,21 @@ typedef struct {
  * Returns an error if the op has no LLVM kernel. */
 dc_status *kh_compare(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale,
                       kh_result *out);
+
+/* Like kh_compare, with the inputs' data given: inputs[i] holds input i's
+ * bytes in its dtype (inputs of any dtype, e.g. for cast).  The output, of
+ * any dtype, is compared bytewise (bit_exact); for an f32 output max_abs and
+ * rel_l2 are computed too, where a NaN equals any NaN and is an infinite
+ * error against a number. */
+dc_status *kh_compare_with(const dc_module *m, int32_t id, int nthreads, const void *const *inputs,
+                           kh_result *out);
+/* kh_compare with the output written over input 0 (same dtype and size),
+ * as the memory planner arranges for in-place ops. */
+dc_status *kh_compare_inplace(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale,
+                              kh_result *out);
+/* The best time in seconds of iters runs of node id's kernel on nthreads
+ * threads, random inputs (compiled and linked once, not timed). */
+dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, double *seconds);
 
 /* Adds an f32 input node of the given dims to m; returns its id. */
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims);

@@ -3,10 +3,44 @@
 #include "kgen.h"
 
 dc_status *dc_k_silu(dc_kgen *g);
+dc_status *dc_k_conv2d(dc_kgen *g);
+dc_status *dc_k_linear(dc_kgen *g);
+dc_status *dc_k_gelu(dc_kgen *g);
+dc_status *dc_k_clamp(dc_kgen *g);
+dc_status *dc_k_add(dc_kgen *g);
+dc_status *dc_k_mul(dc_kgen *g);
+dc_status *dc_k_geglu(dc_kgen *g);
+dc_status *dc_k_group_norm(dc_kgen *g);
+dc_status *dc_k_layer_norm(dc_kgen *g);
+dc_status *dc_k_time_embed(dc_kgen *g);
+dc_status *dc_k_reshape(dc_kgen *g);
+dc_status *dc_k_permute(dc_kgen *g);
+dc_status *dc_k_upsample(dc_kgen *g);
+dc_status *dc_k_concat(dc_kgen *g);
+dc_status *dc_k_slice(dc_kgen *g);
+dc_status *dc_k_cast(dc_kgen *g);
+dc_status *dc_k_attention(dc_kgen *g);
 
 dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
     case OP_SILU: return dc_k_silu;
+    case OP_CONV2D: return dc_k_conv2d;
+    case OP_LINEAR: return dc_k_linear;
+    case OP_GELU: return dc_k_gelu;
+    case OP_CLAMP: return dc_k_clamp;
+    case OP_ADD: return dc_k_add;
+    case OP_MUL: return dc_k_mul;
+    case OP_GEGLU: return dc_k_geglu;
+    case OP_GROUP_NORM: return dc_k_group_norm;
+    case OP_LAYER_NORM: return dc_k_layer_norm;
+    case OP_TIME_EMBED: return dc_k_time_embed;
+    case OP_RESHAPE: return dc_k_reshape;
+    case OP_PERMUTE: return dc_k_permute;
+    case OP_UPSAMPLE: return dc_k_upsample;
+    case OP_CONCAT: return dc_k_concat;
+    case OP_SLICE: return dc_k_slice;
+    case OP_CAST: return dc_k_cast;
+    case OP_ATTENTION: return dc_k_attention;
     default: return NULL;
   }
 }

@@ -101,7 +101,9 @@ void kg_endif(dc_kgen *g, kg_cond *c);
  *            88.72, NaN kept (a polynomial, no libm call);
  *   kg_silu: x / (1 + kg_expf(-x)), the reference's formula;
  *   kg_gelu: exact (erf) gelu x·Φ(x), evaluated in double like the
- *            reference and rounded once: equal to it but for rare ties. */
+ *            reference and rounded once: within one ulp of it (every float
+ *            >= -5 checked), nearly always bit-exact; about 3× the cost of
+ *            kg_silu. */
 LLVMValueRef kg_expf(dc_kgen *g, LLVMValueRef x);
 LLVMValueRef kg_silu(dc_kgen *g, LLVMValueRef x);
 LLVMValueRef kg_gelu(dc_kgen *g, LLVMValueRef x);
