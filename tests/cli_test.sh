@@ -48,10 +48,10 @@ grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "
 "$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
 
 # ---- help tells the truth: every option the parser knows is documented ----
-for opt in -o --output --component --variant --entry --input --target --dump-ir --dump-after --list-passes --verbose --help --version; do
+for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --print-ir --info --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --print-ir --info --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"
