@@ -86,11 +86,13 @@ void dc_cpu_target_deinit(dc_cpu_target *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* Whether the comma-separated list holds the feature feat[0..len). */
 static int has_feature(const char *list, const char *feat, size_t len) {
-  for (const char *p = list; (p = strstr(p, feat)) != NULL; p += len) {
-    int starts = p == list || p[-1] == ',';
-    int ends = p[len] == 0 || p[len] == ',';
-    if (starts && ends) return 1;
+  for (const char *p = list; *p;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && memcmp(p, feat, len) == 0) return 1;
+    p += n + (end ? 1 : 0);
   }
   return 0;
 }
