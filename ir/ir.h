@@ -224,10 +224,9 @@ int32_t dc_value_first_step(const dc_module *m, int32_t id);
  * its last reader took its bytes over in place. */
 int32_t dc_value_last_step(const dc_liveness *l, int32_t id);
 /* Which input the node's output may overwrite, by the op alone: input 0 of
- * an OPF_INPLACE op; -1 otherwise.  Kernels must tolerate out == in[k] for
- * this k: read in[k][i] before writing out[i].  (The residual of conv2d and
- * linear — never x — qualifies too once their kernels honour that; it is off
- * until then, see ir/liveness.c.) */
+ * an OPF_INPLACE op, the residual of conv2d and linear (never x); -1
+ * otherwise.  Kernels, reference and generated, must tolerate out == in[k]
+ * for this k: read in[k][i] before writing out[i] (runtime/kernels.h). */
 int dc_node_inplace_input(const dc_node *n);
 /* The parent value node `id` may take over in place (ggml-alloc's rule), or
  * -1: the op allows it (above), same type, and the parent is an activation

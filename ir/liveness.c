@@ -22,12 +22,12 @@ int dc_node_is_output(const dc_module *m, int32_t id) {
 
 int32_t dc_value_first_step(const dc_module *m, int32_t id) { return m->nodes[id].op == OP_INPUT ? 0 : id; }
 
-/* Writing over the residual is off until the conv2d and linear kernels
- * (reference and generated) read residual[i] before anything writes out[i]:
- * today they compute the whole output, then add the residual over it, so
- * out == residual would add the output to itself.  Turning this on is one
- * line; tests/test_memplan.c then requires the kernels to be alias-safe. */
-static const int inplace_over_residual = 0;
+/* conv2d and linear may write over their residual: every kernel of them,
+ * reference and generated, reads residual[i] before anything writes out[i]
+ * (runtime/kernels.h), which tests/test_memplan.c (reference) and
+ * tests/test_llvm_alias.c (LLVM) check with out == residual.  0 turns it
+ * off, e.g. for a backend whose kernels are not alias-safe. */
+static const int inplace_over_residual = 1;
 
 int dc_node_inplace_input(const dc_node *n) {
   int k = -1;

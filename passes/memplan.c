@@ -1,4 +1,4 @@
-/* memplan.c — pass "memplan": static memory planning, after ggml-alloc.
+/* memplan.c — pass "memplan": static memory planning.
  * Requires: a verified module whose node order is the final schedule; it is
  *   the LAST pass: a pass after it must not add, remove or reorder nodes or
  *   change a type (dc_memplan_check at compile and load time catches it).
@@ -9,25 +9,54 @@
  *   offset -1.
  * Invalidates: nothing; offsets are recomputed from scratch on every run.
  *
- * The rules, ggml-alloc's: walk the schedule; graph inputs are allocated
- * first (the runtime copies them in before step 0); a node's output is
- * allocated when it runs, over its parent in place when dc_inplace_parent
- * allows (the parent's bytes pass to the child, nothing is freed), else from
- * a best-fit list of free blocks, coalesced on free, above the arena's top
- * when no hole fits; a value is freed after its last reader runs; graph
- * outputs never.  Sizes round up to 64 bytes, so every offset stays aligned.
- * Why best fit: big holes stay whole for the big tensors that follow. */
+ * In place first, ggml-alloc's rule: a value takes its parent's bytes over
+ * when dc_inplace_parent allows (the op may write over that input, the
+ * parent has no later reader and is no graph input or output).  A value and
+ * those written over it one after another form a chain: one block of
+ * memory, alive from the first one's first step to the last one's last.
+ *
+ * Then the blocks get offsets.  The schedule is static, so every lifetime
+ * is known before anything runs and the placement can be offline:
+ *   by size      largest block first (ties: the earlier start), each at the
+ *                lowest offset where it overlaps no placed block whose
+ *                lifetime meets its own ("greedy by size", Pisarchyk & Lee
+ *                2020): the big blocks (skip connections, concats) take
+ *                their places first, the small ones fill the gaps between;
+ *   by lifetime  the same, longest lifetime first (ties: the larger);
+ *   the walk     ggml-alloc's online walk down the schedule: graph inputs
+ *                first, then each block when its first value runs, from a
+ *                best-fit free list coalesced on free, above the top when
+ *                no hole fits; freed after its last reader; outputs never.
+ * All three run (each O(n²) at worst, milliseconds for a UNet) and the
+ * smallest arena wins, ties in that order.  Sizes round up to 64 bytes, so
+ * every offset stays aligned.  The trace (--debug memplan) names the
+ * winner, then gives one line per value in schedule order: its offset and
+ * why (the lowest free offset over its lifetime, and above which value;
+ * best fit in a hole; the top of the arena; in place over its parent). */
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
 
+typedef enum { BY_SIZE, BY_LIFETIME, WALK, NSTRATEGIES } strategy;
+static const char *const strategy_name[NSTRATEGIES] = {"greedy by size", "greedy by lifetime", "the walk"};
+
+/* A value and the values written over it in place, one after another. */
+typedef struct {
+  int32_t head, tail;   /* its first and last value */
+  int32_t first, last;  /* the steps it occupies memory */
+  uint64_t size, off;   /* rounded to DC_ARENA_ALIGN */
+  int32_t rank, below;  /* offline: placed rank-th (from 1), right above chain `below` (-1: at 0) */
+} chain;
+
 typedef struct {
   uint64_t off, size;
-} block;
+} span;
 
-/* Free blocks below the top, sorted by offset, never adjacent (coalesced). */
+/* The walk's free blocks below the top, sorted by offset, never adjacent. */
 typedef struct {
-  block *free;
+  span *free;
   int32_t nfree;
   uint64_t top; /* end of the highest block handed out */
 } allocator;
@@ -35,9 +64,13 @@ typedef struct {
 typedef struct {
   dc_module *m;
   const dc_liveness *live;
+  int32_t *parent;   /* per value: the parent it takes over in place, or -1 */
+  int32_t *chain_of; /* per activation value: its chain */
+  chain *chains;
+  int32_t nchains;
+  int32_t *order, *placed; /* offline: chains in placing order; placed ones by offset */
   allocator a;
   FILE *trace;
-  int32_t nplaced, ninplace;
 } planner;
 
 static FILE *trace_sink;
@@ -53,7 +86,94 @@ static uint64_t block_size(const dc_node *n) {
   return round_up(b ? b : 1);
 }
 
-/* ---- the allocator ---- */
+/* ---- chains: the in-place decisions, made once for every strategy ---- */
+static void build_chains(planner *p) {
+  dc_module *m = p->m;
+  p->nchains = 0;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    p->parent[s] = p->chain_of[s] = -1;
+    if (!dc_node_is_activation(&m->nodes[s])) continue;
+    int32_t par = m->nodes[s].op == OP_INPUT ? -1 : dc_inplace_parent(m, p->live, s);
+    p->parent[s] = par;
+    if (par >= 0) { /* par's last reader is s: the chain now ends where s's bytes do */
+      chain *c = &p->chains[p->chain_of[par]];
+      c->tail = s;
+      c->last = p->live->last_use[s];
+      p->chain_of[s] = p->chain_of[par];
+      continue;
+    }
+    p->chain_of[s] = p->nchains;
+    p->chains[p->nchains++] = (chain){s, s, dc_value_first_step(m, s), p->live->last_use[s],
+                                      block_size(&m->nodes[s]), 0, 0, -1};
+  }
+}
+
+/* Offsets of every value from its chain's; the arena is the highest byte. */
+static uint64_t apply_chains(planner *p) {
+  dc_module *m = p->m;
+  uint64_t top = 0;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    dc_node *n = &m->nodes[s];
+    if (p->chain_of[s] < 0) continue;
+    n->offset = (int64_t)p->chains[p->chain_of[s]].off;
+    uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
+    if (end > top) top = end;
+  }
+  return top;
+}
+
+/* ---- offline: place chains in a chosen order, each as low as it fits ---- */
+static const chain *sort_chains; /* qsort has no context argument; planning is single-threaded */
+
+static int cmp_by_size(const void *x, const void *y) {
+  const chain *a = &sort_chains[*(const int32_t *)x], *b = &sort_chains[*(const int32_t *)y];
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  if (a->first != b->first) return a->first < b->first ? -1 : 1;
+  return (a->head > b->head) - (a->head < b->head);
+}
+
+static int cmp_by_lifetime(const void *x, const void *y) {
+  const chain *a = &sort_chains[*(const int32_t *)x], *b = &sort_chains[*(const int32_t *)y];
+  int32_t la = a->last - a->first, lb = b->last - b->first;
+  if (la != lb) return la > lb ? -1 : 1;
+  return cmp_by_size(x, y);
+}
+
+/* The lowest offset where chain c overlaps none of the placed chains whose
+ * lifetime meets its own: a scan of the placed ones in offset order. */
+static void place_lowest(planner *p, int32_t nplaced, chain *c) {
+  uint64_t at = 0;
+  c->below = -1;
+  for (int32_t j = 0; j < nplaced; j++) {
+    const chain *q = &p->chains[p->placed[j]];
+    if (q->last < c->first || c->last < q->first) continue;
+    if (q->off >= at + c->size) break; /* the gap below q fits */
+    if (q->off + q->size > at) {
+      at = q->off + q->size;
+      c->below = p->placed[j];
+    }
+  }
+  c->off = at;
+}
+
+static void plan_offline(planner *p, strategy s) {
+  for (int32_t i = 0; i < p->nchains; i++) p->order[i] = i;
+  sort_chains = p->chains;
+  qsort(p->order, (size_t)p->nchains, sizeof *p->order, s == BY_SIZE ? cmp_by_size : cmp_by_lifetime);
+  for (int32_t r = 0; r < p->nchains; r++) {
+    chain *c = &p->chains[p->order[r]];
+    c->rank = r + 1;
+    place_lowest(p, r, c);
+    int32_t j = r; /* keep placed[0..r] sorted by offset */
+    while (j > 0 && p->chains[p->placed[j - 1]].off > c->off) {
+      p->placed[j] = p->placed[j - 1];
+      j--;
+    }
+    p->placed[j] = p->order[r];
+  }
+}
+
+/* ---- the walk: a best-fit free list ---- */
 typedef struct {
   uint64_t off, hole; /* where, and the hole it came from (0: from the top) */
   int extended;       /* the hole touched the top and was too small: grew it */
@@ -72,7 +192,7 @@ static placement alloc_block(allocator *a, uint64_t size) {
     a->top += size;
     return p;
   }
-  block *b = &a->free[best];
+  span *b = &a->free[best];
   p.off = b->off;
   p.hole = b->size;
   if (p.extended) {
@@ -90,7 +210,7 @@ static placement alloc_block(allocator *a, uint64_t size) {
 }
 
 /* Inserts [off, off + size) into the sorted list, merging with neighbours.
- * The list has room: it never holds more blocks than values were freed. */
+ * The list has room: it never holds more blocks than chains were freed. */
 static void free_block(allocator *a, uint64_t off, uint64_t size) {
   int32_t i = 0;
   while (i < a->nfree && a->free[i].off < off) i++;
@@ -107,12 +227,12 @@ static void free_block(allocator *a, uint64_t off, uint64_t size) {
     a->free[i].size += size;
   } else {
     for (int32_t k = a->nfree; k > i; k--) a->free[k] = a->free[k - 1];
-    a->free[i] = (block){off, size};
+    a->free[i] = (span){off, size};
     a->nfree++;
   }
 }
 
-/* ---- the trace: one line per decision, with its reason ---- */
+/* ---- the trace: one line per value, with its reason ---- */
 static void trace_value(const planner *p, int32_t id) {
   const dc_node *n = &p->m->nodes[id];
   char bb[32];
@@ -122,9 +242,23 @@ static void trace_value(const planner *p, int32_t id) {
   fprintf(p->trace, " %s", dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
 }
 
+static int32_t count_readers(const dc_module *m, int32_t v) {
+  int32_t r = 0;
+  for (int32_t i = v + 1; i < m->nnodes; i++)
+    for (int k = 0; k < m->nodes[i].ninputs; k++) r += m->nodes[i].inputs[k] == v;
+  return r;
+}
+
+static void trace_inplace(const planner *p, int32_t id) {
+  int32_t parent = p->parent[id], readers = count_readers(p->m, parent);
+  trace_value(p, id);
+  const char *what = dc_node_inplace_input(&p->m->nodes[id]) == 0 ? "" : "residual, ";
+  if (readers == 1) fprintf(p->trace, " in place over %%%d (%ssingle reader)\n", parent, what);
+  else fprintf(p->trace, " in place over %%%d (%slast of its %d readers)\n", parent, what, readers);
+}
+
 static void trace_alloc(const planner *p, int32_t id, const placement *pl) {
   char b1[32], b2[32];
-  if (!p->trace) return;
   trace_value(p, id);
   fprintf(p->trace, " at offset %" PRIu64, pl->off);
   if (pl->extended)
@@ -137,62 +271,69 @@ static void trace_alloc(const planner *p, int32_t id, const placement *pl) {
             p->m->nodes[id].op == OP_INPUT ? "graph input" : "no hole fits", dc_format_bytes(p->a.top, b2, sizeof b2));
 }
 
-static void trace_inplace(const planner *p, int32_t id, int32_t parent, int32_t readers) {
-  if (!p->trace) return;
-  trace_value(p, id);
-  const dc_node *n = &p->m->nodes[id];
-  const char *what = dc_node_inplace_input(n) == 0 ? "" : "residual, ";
-  if (readers == 1) fprintf(p->trace, " in place over %%%d (%ssingle reader)\n", parent, what);
-  else fprintf(p->trace, " in place over %%%d (%slast of its %d readers)\n", parent, what, readers);
+/* "…at offset 512 (lowest free offset over its lifetime %3..%9, size rank 2, above %1)" */
+static void trace_offline(const planner *p, strategy s) {
+  for (int32_t id = 0; id < p->m->nnodes; id++) {
+    if (p->chain_of[id] < 0) continue;
+    if (p->parent[id] >= 0) {
+      trace_inplace(p, id);
+      continue;
+    }
+    const chain *c = &p->chains[p->chain_of[id]];
+    trace_value(p, id);
+    fprintf(p->trace, " at offset %" PRIu64 " (lowest free offset over its lifetime %%%d..%%%d, %s rank %d", c->off,
+            c->first, c->last, s == BY_SIZE ? "size" : "lifetime", c->rank);
+    if (c->below >= 0) fprintf(p->trace, ", above %%%d", p->chains[c->below].head);
+    fprintf(p->trace, ")\n");
+  }
 }
 
 /* ---- the walk ---- */
-static void place(planner *p, int32_t id) {
-  dc_node *n = &p->m->nodes[id];
-  placement pl = alloc_block(&p->a, block_size(n));
-  n->offset = (int64_t)pl.off;
-  p->nplaced++;
-  trace_alloc(p, id, &pl);
+static void walk_place(planner *p, int32_t id) {
+  placement pl = alloc_block(&p->a, p->chains[p->chain_of[id]].size);
+  p->chains[p->chain_of[id]].off = pl.off;
+  if (p->trace) trace_alloc(p, id, &pl);
 }
 
-static int32_t count_readers(const dc_module *m, int32_t v) {
-  int32_t r = 0;
-  for (int32_t i = v + 1; i < m->nnodes; i++)
-    for (int k = 0; k < m->nodes[i].ninputs; k++) r += m->nodes[i].inputs[k] == v;
-  return r;
-}
-
-/* The value's bytes go back to the free list unless it is an output or a
- * child took them over (its offset then belongs to the child). */
-static void release(planner *p, int32_t v, int32_t step, int32_t child) {
-  const dc_node *n = &p->m->nodes[v];
-  if (!dc_node_is_activation(n) || p->live->last_use[v] != step || dc_node_is_output(p->m, v) || v == child) return;
-  free_block(&p->a, (uint64_t)n->offset, block_size(n));
+/* A chain's bytes go back to the free list after its tail's last reader
+ * runs, unless that tail is a graph output. */
+static void walk_release(planner *p, int32_t v, int32_t step) {
+  int32_t c = p->chain_of[v];
+  if (c < 0 || p->chains[c].tail != v || p->live->last_use[v] != step || dc_node_is_output(p->m, v)) return;
+  free_block(&p->a, p->chains[c].off, p->chains[c].size);
   if (p->trace) fprintf(p->trace, "memplan: free %%%d after %%%d (last use)\n", v, step);
 }
 
-static void run_step(planner *p, int32_t s) {
+static void plan_walk(planner *p) {
   dc_module *m = p->m;
-  dc_node *n = &m->nodes[s];
-  int32_t parent = -1;
-  if (n->op != OP_INPUT) {
-    parent = dc_inplace_parent(m, p->live, s);
-    if (parent >= 0) {
-      n->offset = m->nodes[parent].offset;
-      p->ninplace++;
-      if (p->trace) trace_inplace(p, s, parent, count_readers(m, parent));
-    } else {
-      place(p, s);
+  p->a.nfree = 0;
+  p->a.top = 0;
+  for (int i = 0; i < m->ninputs; i++) walk_place(p, m->inputs[i].node);
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    dc_node *n = &m->nodes[s];
+    if (p->chain_of[s] < 0) continue;
+    if (p->parent[s] >= 0) {
+      if (p->trace) trace_inplace(p, s);
+    } else if (n->op != OP_INPUT) {
+      walk_place(p, s);
     }
+    /* Each distinct input whose last reader this is, then the node itself
+     * when nothing reads it. */
+    for (int k = 0; k < n->ninputs; k++) {
+      int dup = 0;
+      for (int j = 0; j < k; j++) dup |= n->inputs[j] == n->inputs[k];
+      if (!dup) walk_release(p, n->inputs[k], s);
+    }
+    walk_release(p, s, s);
   }
-  /* Each distinct input whose last reader this is, then the node itself
-   * when nothing reads it. */
-  for (int k = 0; k < n->ninputs; k++) {
-    int dup = 0;
-    for (int j = 0; j < k; j++) dup |= n->inputs[j] == n->inputs[k];
-    if (!dup) release(p, n->inputs[k], s, parent);
-  }
-  release(p, s, s, -1);
+}
+
+/* ---- the pass ---- */
+static uint64_t run_strategy(planner *p, strategy s) {
+  if (s == WALK) plan_walk(p);
+  else plan_offline(p, s);
+  if (p->trace && s != WALK) trace_offline(p, s);
+  return apply_chains(p);
 }
 
 dc_status *dc_memplan(dc_module *m, FILE *trace) {
@@ -200,25 +341,46 @@ dc_status *dc_memplan(dc_module *m, FILE *trace) {
   for (int32_t i = 0; i < m->nnodes; i++) m->nodes[i].offset = -1;
   m->arena_bytes = 0;
   DC_TRY(dc_liveness_compute(m, &live));
-  planner p = {m, &live, {NULL, 0, 0}, trace, 0, 0};
-  p.a.free = dc_malloc(sizeof(block) * ((size_t)m->nnodes + 1));
-  if (!p.a.free) {
+  size_t n = (size_t)m->nnodes + 1;
+  planner p = {m, &live, NULL, NULL, NULL, 0, NULL, NULL, {NULL, 0, 0}, NULL};
+  p.parent = dc_malloc(sizeof(int32_t) * n * 4);
+  p.chains = dc_malloc(sizeof(chain) * n);
+  p.a.free = dc_malloc(sizeof(span) * n);
+  if (!p.parent || !p.chains || !p.a.free) {
+    dc_free(p.parent);
+    dc_free(p.chains);
+    dc_free(p.a.free);
     dc_liveness_deinit(&live);
     return dc_nomem("planning memory");
   }
-  for (int i = 0; i < m->ninputs; i++) place(&p, m->inputs[i].node);
-  for (int32_t s = 0; s < m->nnodes; s++)
-    if (dc_node_is_activation(&m->nodes[s])) run_step(&p, s);
-  for (int32_t i = 0; i < m->nnodes; i++) {
-    const dc_node *n = &m->nodes[i];
-    uint64_t end = dc_node_is_activation(n) ? (uint64_t)n->offset + dc_type_bytes(&n->type) : 0;
-    if (end > m->arena_bytes) m->arena_bytes = end;
+  p.chain_of = p.parent + n;
+  p.order = p.chain_of + n;
+  p.placed = p.order + n;
+  build_chains(&p);
+
+  uint64_t arena[NSTRATEGIES];
+  strategy best = BY_SIZE;
+  for (int s = 0; s < NSTRATEGIES; s++) {
+    arena[s] = run_strategy(&p, (strategy)s);
+    if (arena[s] < arena[best]) best = (strategy)s;
   }
   if (trace) {
     char bb[32];
+    fprintf(trace, "memplan: %s packs tightest:", strategy_name[best]);
+    for (int s = 0; s < NSTRATEGIES; s++)
+      fprintf(trace, "%s %s %" PRIu64 " bytes", s ? "," : "", strategy_name[s], arena[s]);
+    fprintf(trace, "\n");
+    p.trace = trace;
+    m->arena_bytes = run_strategy(&p, best);
+    int32_t ninplace = 0;
+    for (int32_t i = 0; i < m->nnodes; i++) ninplace += p.parent[i] >= 0;
     fprintf(trace, "memplan: arena %s (%" PRIu64 " bytes): %d values placed, %d in place\n",
-            dc_format_bytes(m->arena_bytes, bb, sizeof bb), m->arena_bytes, p.nplaced, p.ninplace);
+            dc_format_bytes(m->arena_bytes, bb, sizeof bb), m->arena_bytes, p.nchains, ninplace);
+  } else {
+    m->arena_bytes = best == WALK ? arena[WALK] : run_strategy(&p, best); /* the walk ran last */
   }
+  dc_free(p.parent);
+  dc_free(p.chains);
   dc_free(p.a.free);
   dc_liveness_deinit(&live);
   return NULL;

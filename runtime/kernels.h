@@ -4,11 +4,22 @@
  * double-checked index order, accumulation in float (double where a sum is
  * long: norms and softmax denominators).
  *
- * Contract: out points to dc_type_bytes(&n->type) bytes (suitably aligned,
- * not aliasing any input); in[i] points to the data of input i, whose type is
+ * Contract: out points to dc_type_bytes(&n->type) bytes (suitably aligned);
+ * in[i] points to the data of input i, whose type is
  * m->nodes[n->inputs[i]].type.  Activations are f32; CAST reads any dtype.
  * Kernels may allocate bounded scratch (attention processes queries in blocks
- * so the S×S matrix never exists) and return a status on failure. */
+ * so the S×S matrix never exists) and return a status on failure.
+ *
+ * Aliasing: out overlaps no input except in[k], k = dc_node_inplace_input(n),
+ * whose bytes the memory planner may hand over to the output: input 0 of an
+ * OPF_INPLACE op, and the residual of conv2d / linear (never x) when it has
+ * the output's type.  out may then EQUAL in[k], so a kernel must read
+ * in[k][i] before it writes out[i], for every i (out is no scratch space):
+ * conv2d and linear compute into scratch and add the residual last.  This
+ * binds the generated kernels too (codegen/llvm: the GEMM epilogue writes
+ * each output once, after its last k block, reading residual[i] just before
+ * out[i]); tests/test_memplan.c checks the reference kernels,
+ * tests/test_llvm_alias.c the generated conv2d and linear. */
 #ifndef DC_KERNELS_H
 #define DC_KERNELS_H
 

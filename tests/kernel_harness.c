@@ -155,9 +155,10 @@ static void compare_out(const dc_type *t, const void *got_, const void *want_, k
   out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
 }
 
-/* inplace: the kernel's output buffer is (a copy of) input 0. */
-static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const void *const *in, int inplace,
-                          kh_result *out) {
+/* alias >= 0: the kernel's output buffer is (a copy of) input `alias`;
+ * then *same says whether that gave the bits of a separate output buffer. */
+static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const void *const *in, int alias,
+                          kh_result *out, int *same) {
   const dc_node *n = &m->nodes[id];
   size_t bytes = (size_t)dc_type_bytes(&n->type);
   uint8_t *want = malloc(bytes + 64), *got = malloc(bytes + 64);
@@ -165,9 +166,9 @@ static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const vo
   memset(got, 0xff, bytes + 64); /* NaN where f32: unwritten elements show */
   memset(want, 0, bytes + 64);
   for (int i = 0; i < n->ninputs; i++) kin[i] = in[i];
-  if (inplace) {
-    memcpy(got, in[0], bytes);
-    kin[0] = got;
+  if (alias >= 0) {
+    memcpy(got, in[alias], bytes);
+    kin[alias] = got;
   }
   compiled c = {0};
   dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, want);
@@ -176,6 +177,13 @@ static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const vo
     compiled_run(&c, n, id, kin, got);
     compare_out(&n->type, got, want, out);
   }
+  if (!st && same) {
+    uint8_t *sep = malloc(bytes + 64);
+    memset(sep, 0xff, bytes + 64);
+    compiled_run(&c, n, id, in, sep);
+    *same = memcmp(sep, got, bytes) == 0;
+    free(sep);
+  }
   compiled_deinit(&c);
   free(want);
   free(got);
@@ -183,7 +191,7 @@ static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const vo
 }
 
 dc_status *kh_compare_with(const dc_module *m, int32_t id, int nthreads, const void *const *in, kh_result *out) {
-  return compare(m, id, nthreads, in, 0, out);
+  return compare(m, id, nthreads, in, -1, out, NULL);
 }
 
 static void **random_inputs(const dc_module *m, const dc_node *n, uint64_t seed, double scale) {
@@ -200,7 +208,7 @@ static void free_inputs(void **in) {
 
 dc_status *kh_compare(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale, kh_result *out) {
   void **in = random_inputs(m, &m->nodes[id], seed, scale);
-  dc_status *st = compare(m, id, nthreads, (const void *const *)in, 0, out);
+  dc_status *st = compare(m, id, nthreads, (const void *const *)in, -1, out, NULL);
   free_inputs(in);
   return st;
 }
@@ -208,7 +216,18 @@ dc_status *kh_compare(const dc_module *m, int32_t id, int nthreads, uint64_t see
 dc_status *kh_compare_inplace(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale,
                               kh_result *out) {
   void **in = random_inputs(m, &m->nodes[id], seed, scale);
-  dc_status *st = compare(m, id, nthreads, (const void *const *)in, 1, out);
+  dc_status *st = compare(m, id, nthreads, (const void *const *)in, 0, out, NULL);
+  free_inputs(in);
+  return st;
+}
+
+dc_status *kh_compare_aliased(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale, int input,
+                              kh_result *out, int *same) {
+  const dc_node *n = &m->nodes[id];
+  if (input < 0 || input >= n->ninputs || !dc_type_equal(&m->nodes[n->inputs[input]].type, &n->type))
+    return dc_error(DC_ERR_ARGUMENT, "kh_compare_aliased: input %d of %%%d is not output-shaped", input, id);
+  void **in = random_inputs(m, n, seed, scale);
+  dc_status *st = compare(m, id, nthreads, (const void *const *)in, input, out, same);
   free_inputs(in);
   return st;
 }

@@ -30,6 +30,12 @@ dc_status *kh_compare_with(const dc_module *m, int32_t id, int nthreads, const v
  * as the memory planner arranges for in-place ops. */
 dc_status *kh_compare_inplace(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale,
                               kh_result *out);
+/* kh_compare with the output written over input `input` (output-shaped):
+ * the buffer the kernel writes is also the one it reads that input from,
+ * pre-filled with its data, as the planner arranges for a residual.  *same
+ * is 1 when that gives the bits the same kernel writes to a separate buffer. */
+dc_status *kh_compare_aliased(const dc_module *m, int32_t id, int nthreads, uint64_t seed, double scale, int input,
+                              kh_result *out, int *same);
 /* The best time in seconds of iters runs of node id's kernel on nthreads
  * threads, random inputs (compiled and linked once, not timed). */
 dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, double *seconds);
