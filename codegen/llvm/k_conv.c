@@ -1,0 +1,144 @@
+/* k_conv.c — conv2d (NCHW) as a GEMM per image (k_gemm.h):
+ *     out[n][o][p] = sum_k w[o][k] · im2col[k][p],  k = (c, ky, kx), p = (oy, ox)
+ * Vectors run along output pixels, which are contiguous in the NCHW output;
+ * A is the weight in its own [O, C·kh·kw] layout, broadcast from there; B,
+ * the im2col panel, is packed on the fly into the thread's scratch, zero
+ * padding included, by the cheapest of three packers the geometry allows:
+ *   pointwise  1×1, stride 1, no padding: B is x itself, a masked copy;
+ *   rows       stride 1 and W' a multiple of W: a vector of pixels lies in
+ *              one output row, so its taps are one masked contiguous load;
+ *   gather     anything else (stride 2, odd widths): a masked gather of
+ *              the taps, bounds checked per lane. */
+#include "k_gemm.h"
+
+typedef enum { PACK_POINTWISE, PACK_ROWS, PACK_GATHER } conv_pack;
+
+typedef struct {
+  int64_t c, h, w, kh, kw, ho, wo, stride, pt, pl;
+  LLVMValueRef x;
+  conv_pack mode;
+} conv_op;
+
+static LLVMValueRef i64v(dc_kgen *g, int64_t v) { return kg_i64(g, v); }
+static LLVMValueRef add(dc_kgen *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(g->b, a, b, ""); }
+static LLVMValueRef mul(dc_kgen *g, LLVMValueRef a, int64_t c) { return LLVMBuildNSWMul(g->b, a, kg_i64(g, c), ""); }
+
+static LLVMValueRef vsplat(dc_kgen *g, int64_t v) { return gk_isplat(g, gk_i32(g, v)); }
+
+/* dst[c·kh·kw + kidx] (stride nr) = load(src + c·h·w) for every channel. */
+static void copy_channels(dc_kgen *g, const conv_op *cv, int nr, LLVMValueRef src, LLVMValueRef idx,
+                          LLVMValueRef mask, LLVMValueRef dst, LLVMValueRef kidx) {
+  kg_loop c;
+  kg_for(g, &c, i64v(g, 0), i64v(g, cv->c), 1, "c");
+  LLVMValueRef s = kg_gep(g, src, mul(g, c.i, cv->h * cv->w));
+  LLVMValueRef v = idx ? gk_gather(g, s, idx, mask) : gk_mload(g, s, mask);
+  kg_vstore(g, v, kg_gep(g, dst, mul(g, add(g, mul(g, c.i, cv->kh * cv->kw), kidx), nr)));
+  kg_end(g, &c);
+}
+
+/* One vector of pixels p0.. (all in output row p0 / wo), stride 1. */
+static void pack_rows(dc_kgen *g, const conv_op *cv, int nr, LLVMValueRef xg, LLVMValueRef p0, LLVMValueRef pmask,
+                      LLVMValueRef dst) {
+  LLVMValueRef oy = LLVMBuildSDiv(g->b, p0, i64v(g, cv->wo), "oy");
+  LLVMValueRef ox0 = LLVMBuildSRem(g->b, p0, i64v(g, cv->wo), "ox");
+  kg_loop ky, kx;
+  kg_for(g, &ky, i64v(g, 0), i64v(g, cv->kh), 1, "ky");
+  LLVMValueRef iy = add(g, oy, LLVMBuildNSWSub(g->b, ky.i, i64v(g, cv->pt), ""));
+  LLVMValueRef rowok = LLVMBuildICmp(g->b, LLVMIntULT, iy, i64v(g, cv->h), "rowok");
+  kg_for(g, &kx, i64v(g, 0), i64v(g, cv->kw), 1, "kx");
+  LLVMValueRef ix0 = add(g, ox0, LLVMBuildNSWSub(g->b, kx.i, i64v(g, cv->pl), ""));
+  LLVMValueRef ix = LLVMBuildAdd(g->b, gk_isplat(g, ix0), gk_iota(g), "");
+  LLVMValueRef inx = LLVMBuildICmp(g->b, LLVMIntULT, ix, vsplat(g, cv->w), "");
+  LLVMValueRef mask = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, pmask, inx, ""),
+                                   LLVMBuildSelect(g->b, rowok, LLVMConstAllOnes(LLVMTypeOf(inx)),
+                                                   LLVMConstNull(LLVMTypeOf(inx)), ""), "");
+  /* a plain GEP: off the image where the mask is all false, never read */
+  LLVMValueRef off = add(g, mul(g, iy, cv->w), ix0);
+  LLVMValueRef src = LLVMBuildGEP2(g->b, g->f32, xg, &off, 1, "");
+  copy_channels(g, cv, nr, src, NULL, mask, dst, add(g, mul(g, ky.i, cv->kw), kx.i));
+  kg_end(g, &kx);
+  kg_end(g, &ky);
+}
+
+/* One vector of pixels p0.., any stride and width: per-lane taps. */
+static void pack_gather(dc_kgen *g, const conv_op *cv, int nr, LLVMValueRef xg, LLVMValueRef p0, LLVMValueRef pmask,
+                        LLVMValueRef dst) {
+  LLVMValueRef p = LLVMBuildAdd(g->b, gk_isplat(g, p0), gk_iota(g), "");
+  LLVMValueRef oy = LLVMBuildMul(g->b, LLVMBuildSDiv(g->b, p, vsplat(g, cv->wo), ""), vsplat(g, cv->stride), "");
+  LLVMValueRef ox = LLVMBuildMul(g->b, LLVMBuildSRem(g->b, p, vsplat(g, cv->wo), ""), vsplat(g, cv->stride), "");
+  kg_loop ky, kx;
+  kg_for(g, &ky, i64v(g, 0), i64v(g, cv->kh), 1, "ky");
+  LLVMValueRef iy = LLVMBuildAdd(g->b, oy, gk_isplat(g, LLVMBuildNSWSub(g->b, ky.i, i64v(g, cv->pt), "")), "");
+  LLVMValueRef iny = LLVMBuildICmp(g->b, LLVMIntULT, iy, vsplat(g, cv->h), "");
+  kg_for(g, &kx, i64v(g, 0), i64v(g, cv->kw), 1, "kx");
+  LLVMValueRef ix = LLVMBuildAdd(g->b, ox, gk_isplat(g, LLVMBuildNSWSub(g->b, kx.i, i64v(g, cv->pl), "")), "");
+  LLVMValueRef inx = LLVMBuildICmp(g->b, LLVMIntULT, ix, vsplat(g, cv->w), "");
+  LLVMValueRef mask = LLVMBuildAnd(g->b, pmask, LLVMBuildAnd(g->b, iny, inx, ""), "");
+  LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, iy, vsplat(g, cv->w), ""), ix, "");
+  copy_channels(g, cv, nr, xg, idx, mask, dst, add(g, mul(g, ky.i, cv->kw), kx.i));
+  kg_end(g, &kx);
+  kg_end(g, &ky);
+}
+
+/* im2col panels of pixels [col0, col0 + ncols) of image grp. */
+static void pack_conv(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef grp, LLVMValueRef col0,
+                      LLVMValueRef ncols) {
+  const conv_op *cv = gm->op;
+  LLVMValueRef xg = kg_gep(g, cv->x, mul(g, grp, cv->c * cv->h * cv->w));
+  LLVMValueRef end = add(g, col0, ncols);
+  LLVMValueRef npanels = LLVMBuildSDiv(g->b, add(g, ncols, i64v(g, gm->nr - 1)), i64v(g, gm->nr), "");
+  kg_loop jp;
+  kg_for(g, &jp, i64v(g, 0), npanels, 1, "jp");
+  for (int v = 0; v < gm->nv; v++) {
+    LLVMValueRef p0 = add(g, col0, add(g, mul(g, jp.i, gm->nr), i64v(g, v * g->vw)));
+    LLVMValueRef pmask = gk_lanes_below(g, p0, end);
+    LLVMValueRef d = kg_gep(g, dst, add(g, mul(g, jp.i, gm->k * gm->nr), i64v(g, v * g->vw)));
+    if (cv->mode == PACK_POINTWISE)
+      copy_channels(g, cv, gm->nr, kg_gep(g, xg, p0), NULL, pmask, d, i64v(g, 0));
+    else if (cv->mode == PACK_ROWS)
+      pack_rows(g, cv, gm->nr, xg, p0, pmask, d);
+    else
+      pack_gather(g, cv, gm->nr, xg, p0, pmask, d);
+  }
+  kg_end(g, &jp);
+}
+
+dc_status *dc_k_conv2d(dc_kgen *g) {
+  DC_TRY(gemm_need_f32(g));
+  const dc_node *n = g->n;
+  const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
+  conv_op cv = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3], to->dims[2], to->dims[3],
+                dc_node_int(n, "stride"), dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l"), kg_buf(g, 1),
+                PACK_GATHER};
+  if (cv.h * cv.w >= INT32_MAX / 2)
+    return dc_error(DC_ERR_UNSUPPORTED, "conv2d: an input plane of %lld pixels is too large for 32-bit gathers",
+                    (long long)(cv.h * cv.w));
+  if (cv.kh == 1 && cv.kw == 1 && cv.stride == 1 && cv.pt == 0 && cv.pl == 0 && cv.ho == cv.h && cv.wo == cv.w)
+    cv.mode = PACK_POINTWISE;
+  else if (cv.stride == 1 && cv.wo % g->vw == 0)
+    cv.mode = PACK_ROWS;
+  gemm gm = {0};
+  gm.m = tw->dims[0];
+  gm.k = cv.c * cv.kh * cv.kw;
+  gm.ncols = cv.ho * cv.wo;
+  gm.groups = tx->dims[0];
+  gm.act = (dc_act)dc_node_int(n, "act");
+  gm.a = kg_buf(g, 2);
+  gm.lda = gm.k;
+  gm.out = kg_buf(g, 0);
+  gm.ldc = gm.ncols;
+  gm.has_bias = dc_node_int(n, "bias") != 0;
+  if (gm.has_bias) gm.bias = kg_buf(g, 3);
+  gm.has_res = dc_node_int(n, "residual") != 0;
+  if (gm.has_res) {
+    int64_t str[DC_MAX_DIMS];
+    gemm_bcast_strides(to, kg_type(g, 3 + gm.has_bias), str);
+    gm.resp = kg_buf(g, 3 + gm.has_bias);
+    gm.res = (gemm_res){2, {to->dims[0], to->dims[1]}, {str[0], str[1]}, cv.wo, str[2], str[3]};
+  }
+  gm.pack = pack_conv;
+  gm.op = &cv;
+  gemm_plan(g, &gm);
+  gemm_emit(g, &gm);
+  return NULL;
+}

@@ -1,0 +1,86 @@
+/* k_gemm.h — private to the conv2d and linear kernels (k_gemm.c, k_conv.c,
+ * k_linear.c): one register-blocked GEMM generator both ops lower to.
+ *
+ * Both ops compute, per group g (conv: image; linear: one group),
+ *     C[r, j] = sum_kk A[r, kk] · B[kk, j]       r < m, j < ncols, kk < k
+ * with A row-major in memory (conv: the weight [O, C·kh·kw]; linear: the
+ * rows of x) and broadcast from there, and B built on the fly into the
+ * thread's scratch by an op-specific packer (conv: im2col of the image;
+ * linear: w transposed).  C row (g·m + r) is the output row: output
+ * element (g·m + r)·ldc + j — NCHW conv output and row-major linear output
+ * both have that form.  The epilogue (bias, act, residual) is fused into the
+ * tile's store.
+ *
+ * Packed B layout: panels of nr = nv·W GEMM columns, each [k][nr]
+ * contiguous, so the micro-kernel reads nr floats per k from one stream.
+ * For geglu a panel holds W·nv/2 "value" columns j and the matching "gate"
+ * columns H + j, and produces nro = nr/2 output columns. */
+#ifndef DC_K_GEMM_H
+#define DC_K_GEMM_H
+
+#include "kgen.h"
+
+typedef struct gemm gemm;
+
+/* Fills dst with the packed panels of output columns [col0, col0 + ncols)
+ * of group `grp`, for all k: dst[(p·k + kk)·nr + lane]; lanes past ncols
+ * are zero.  grp, col0, ncols are i64 values. */
+typedef void (*gemm_pack_fn)(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef grp, LLVMValueRef col0,
+                             LLVMValueRef ncols);
+
+/* Residual addressing: output row R = g·m + r is split over rdims
+ * (outermost first, product = groups·m) with residual strides rstr (0 where
+ * it broadcasts); output column j within a row maps to
+ * (j / cw)·cs_hi + (j % cw)·cs_lo. */
+typedef struct {
+  int nrdims;
+  int64_t rdims[DC_MAX_DIMS], rstr[DC_MAX_DIMS];
+  int64_t cw, cs_hi, cs_lo;
+} gemm_res;
+
+struct gemm {
+  /* the problem */
+  int64_t m, k, ncols, groups;
+  int geglu;                /* linear act=geglu: B columns j and H + j pair up */
+  int64_t geglu_h;          /* H */
+  /* epilogue */
+  dc_act act;               /* none, silu, gelu (geglu handled by the flag) */
+  int bias_per_col;         /* linear: bias[j] (and bias[H + j]); conv: bias[r] */
+  int has_bias, has_res;
+  gemm_res res;
+  /* operands (set by the op's emitter) */
+  LLVMValueRef a, out, bias, resp;
+  int64_t lda, ldc;
+  gemm_pack_fn pack;
+  const void *op;           /* the packer's own description */
+  /* tiling (gemm_plan): tile mr × nr (nro output columns), k unrolled u;
+   * k blocks of kc (nkb of them), row blocks of mc; column chunks of ppc
+   * panels, nbg per group; nt row tiles */
+  int mr, nv, nr, nro, u;
+  int64_t kc, nkb, mc, ppc, nbg, nt;
+};
+
+/* Chooses tiles, blocks and the thread split; sets g->scratch_bytes. */
+void gemm_plan(dc_kgen *g, gemm *gm);
+/* Emits the whole kernel body for gm (after gemm_plan). */
+void gemm_emit(dc_kgen *g, gemm *gm);
+/* Residual strides of `res` broadcast onto `out` (numpy rules): per output
+ * dim, the residual's element stride or 0. */
+void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
+/* Every operand of the node is f32, else DC_ERR_UNSUPPORTED. */
+dc_status *gemm_need_f32(dc_kgen *g);
+
+/* ---- vector helpers shared with the packers ---- */
+LLVMValueRef gk_i32(dc_kgen *g, int64_t v);
+LLVMValueRef gk_iota(dc_kgen *g);                    /* <W x i32> 0..W-1 */
+LLVMValueRef gk_isplat(dc_kgen *g, LLVMValueRef v);  /* i32 or i64 scalar -> <W x i32> */
+LLVMValueRef gk_lanes_below(dc_kgen *g, LLVMValueRef first, LLVMValueRef end); /* first+lane < end */
+LLVMValueRef gk_mload(dc_kgen *g, LLVMValueRef pf32, LLVMValueRef mask);       /* zero where masked off */
+void gk_mstore(dc_kgen *g, LLVMValueRef v, LLVMValueRef pf32, LLVMValueRef mask);
+LLVMValueRef gk_gather(dc_kgen *g, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask);
+LLVMValueRef gk_min(dc_kgen *g, LLVMValueRef a, LLVMValueRef b);               /* i64 */
+
+dc_status *dc_k_conv2d(dc_kgen *g);
+dc_status *dc_k_linear(dc_kgen *g);
+
+#endif
