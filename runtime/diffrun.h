@@ -66,6 +66,18 @@ const char *drt_meta(const drt_plan *p, const char *key);
 /* The IR dump stored in the plan. */
 const char *drt_ir_text(const drt_plan *p);
 
+/* Per-step timing: when on, every run adds each step's wall time to a
+ * per-step total that drt_profile reads (the runs in between are not
+ * slowed by more than a clock read per step). */
+dc_status *drt_set_profiling(drt_plan *p, int on);
+typedef struct {
+  int step;
+  const char *op, *scope; /* scope may be "" */
+  double seconds;         /* summed over the runs since profiling was turned on */
+} drt_step_time;
+/* Fills up to max entries, slowest first; returns how many. */
+int drt_profile(const drt_plan *p, drt_step_time *out, int max);
+
 /* Copies numel floats for input `name`; numel must match the plan. */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);
 /* Fills every input with seeded random values (normal; timesteps uniform in

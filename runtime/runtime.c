@@ -41,6 +41,7 @@ struct drt_plan {
   uint8_t *scratch;            /* nthreads x scratch_stride, host memory */
   uint64_t scratch_stride;
   int nreference;              /* nodes that run reference kernels */
+  double *step_seconds;        /* per node, when profiling */
 };
 
 /* ---- loading ---- */
@@ -179,6 +180,7 @@ void drt_destroy(drt_plan *p) {
     for (int i = 0; p->host_in && i < m->ninputs; i++) dc_free(p->host_in[i]);
     for (int i = 0; p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
   }
+  dc_free(p->step_seconds);
   dc_pool_destroy(p->pool);
   dc_cpu_code_destroy(p->code);
   free(p->scratch);
@@ -307,7 +309,9 @@ static dc_status *run_steps(drt_plan *p) {
       const dc_weight *w = &m->weights[n->ref];
       p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
     } else if (n->op != OP_INPUT) {
+      double t0 = p->step_seconds ? dc_now_seconds() : 0;
       DC_TRY(run_node(p, s));
+      if (p->step_seconds) p->step_seconds[s] += dc_now_seconds() - t0;
     }
   }
   for (int i = 0; i < m->noutputs; i++) { /* device -> host */
@@ -334,4 +338,36 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
     stats->reference_steps = p->use_llvm ? p->nreference : 0;
   }
   return NULL;
+}
+
+/* ---- profiling ---- */
+dc_status *drt_set_profiling(drt_plan *p, int on) {
+  dc_free(p->step_seconds);
+  p->step_seconds = NULL;
+  if (!on) return NULL;
+  p->step_seconds = dc_calloc((size_t)p->plan.module->nnodes + 1, sizeof *p->step_seconds);
+  return p->step_seconds ? NULL : dc_nomem("profiling");
+}
+
+static int slower_first(const void *a, const void *b) {
+  double x = ((const drt_step_time *)a)->seconds, y = ((const drt_step_time *)b)->seconds;
+  return x < y ? 1 : x > y ? -1 : ((const drt_step_time *)a)->step - ((const drt_step_time *)b)->step;
+}
+
+int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
+  const dc_module *m = p->plan.module;
+  if (!p->step_seconds || max <= 0) return 0;
+  drt_step_time *all = dc_calloc((size_t)m->nnodes + 1, sizeof *all);
+  if (!all) return 0;
+  int n = 0;
+  for (int s = 0; s < m->nnodes; s++) {
+    if (dc_op_get(m->nodes[s].op)->flags & OPF_LEAF) continue;
+    all[n++] = (drt_step_time){s, dc_op_get(m->nodes[s].op)->name, m->nodes[s].scope ? m->nodes[s].scope : "",
+                               p->step_seconds[s]};
+  }
+  qsort(all, (size_t)n, sizeof *all, slower_first);
+  if (n > max) n = max;
+  memcpy(out, all, (size_t)n * sizeof *out);
+  dc_free(all);
+  return n;
 }

@@ -44,6 +44,8 @@ fi
 grep -q "device arena peak: .* measured" "$tmp/run.txt" && ok "diffrun reports the device peak" || bad "no peak line"
 grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "IR dump lacks the peak"
 "$diffrun" "$tmp/u.dplan" --random-inputs --seed 3 --repeat 2 | grep -q "^run 2:" && ok "--random-inputs --repeat 2" || bad "--repeat"
+"$diffrun" "$tmp/u.dplan" --random-inputs --profile | grep -q "^slowest steps:" && ok "--profile" || bad "--profile"
+"$diffrun" "$tmp/u.dplan" --random-inputs --backend reference | grep -q "backend reference" && ok "--backend reference" || bad "--backend reference"
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/d.dplan" --input z=1x4x8x8 2>/dev/null && ok "vae decode compiles" || bad "vae decode"
 "$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
 
@@ -51,7 +53,7 @@ grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --print-ir --info --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --profile --print-ir --info --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"

@@ -26,6 +26,8 @@ static const char usage[] =
     "  --backend NAME      kernels to run: llvm (the plan's compiled kernels; the default) or\n"
     "                      reference (the plain C kernels every backend is tested against)\n"
     "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
+    "  --profile           time every step and print where the time went: per op, and the\n"
+    "                      slowest steps with their module paths\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's inputs and outputs and exit\n"
     "  -q, --quiet         print only errors\n"
@@ -36,7 +38,7 @@ static const char usage[] =
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
-  int random_inputs, repeat, print_ir, info, quiet, threads;
+  int random_inputs, repeat, print_ir, info, quiet, threads, profile;
   unsigned long long seed;
 } options;
 
@@ -61,6 +63,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     if (!strcmp(a, "--random-inputs")) o->random_inputs = 1;
     else if (!strcmp(a, "--print-ir")) o->print_ir = 1;
     else if (!strcmp(a, "--info")) o->info = 1;
+    else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
              !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads")) {
@@ -161,6 +164,33 @@ static void print_info(drt_plan *p) {
   }
 }
 
+/* Where the time went: totals per op, then the slowest steps. */
+static void print_profile(const drt_plan *p, int runs) {
+  enum { MAX = 100000, TOP = 15 };
+  drt_step_time *t = dc_calloc(MAX, sizeof *t);
+  if (!t) return;
+  int n = drt_profile(p, t, MAX);
+  double total = 0;
+  for (int i = 0; i < n; i++) total += t[i].seconds;
+  printf("profile over %d run(s): %.3f s in kernels per run\n", runs, total / runs);
+  const char *ops[64];
+  double op_s[64];
+  int op_n[64], nops = 0;
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (k < nops && strcmp(ops[k], t[i].op) != 0) k++;
+    if (k == nops && nops < 64) ops[nops] = t[i].op, op_s[nops] = 0, op_n[nops++] = 0;
+    if (k < nops) op_s[k] += t[i].seconds, op_n[k]++;
+  }
+  for (int k = 0; k < nops; k++)
+    printf("  %-20s %5d steps %9.2f ms/run %5.1f%%\n", ops[k], op_n[k], op_s[k] / runs * 1e3,
+           total > 0 ? 100 * op_s[k] / total : 0);
+  printf("slowest steps:\n");
+  for (int i = 0; i < n && i < TOP; i++)
+    printf("  %%%-6d %-12s %9.2f ms/run  %s\n", t[i].step, t[i].op, t[i].seconds / runs * 1e3, t[i].scope);
+  dc_free(t);
+}
+
 static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {o->backend, o->threads};
@@ -174,12 +204,14 @@ static dc_status *run(const options *o) {
     else st = dc_error(DC_ERR_ARGUMENT, "no inputs: use --inputs FILE or --random-inputs (see diffrun --info for the signature)");
     drt_stats s = {0};
     double total = 0;
+    if (!st && o->profile) st = drt_set_profiling(p, 1);
     for (int r = 0; r < o->repeat && !st; r++) {
       st = drt_run(p, &s);
       total += s.seconds;
       if (!st && !o->quiet) printf("run %d: %.3f s\n", r + 1, s.seconds);
     }
     if (!st && o->outputs) st = write_outputs(p, o->outputs);
+    if (!st && o->profile) print_profile(p, o->repeat);
     if (!st && !o->quiet) {
       char b1[32], b2[32], b3[32];
       struct rusage ru;
