@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Side-by-side CPU benchmark of diffrun against PyTorch/diffusers (issue 3, part 5).
+# Not part of CTest.
+#
+#   bench/run.sh                       # SD1.5 UNet at 32x32 and 64x64 latents, SD VAE decode at 256² and 512²
+#   bench/run.sh --quick               # only unet32 and vae256, 2 timed runs each: a sanity check
+#   bench/run.sh --sizes unet32 vae512 # chosen cases (unetS / unetHxW latent, vaeS / vaeHxW image)
+#   bench/run.sh --torch-only          # PyTorch side only
+#   bench/run.sh --help                # every option (they go to bench/bench.py)
+#
+# 1. Creates (or reuses, when it exists and its imports work) a virtual environment with torch,
+#    diffusers, safetensors and numpy from PyPI: the same logic and pinned versions as
+#    tools/make_fixtures.sh (default .venv-fixtures in the repository root; DIFFC_FIXTURE_VENV
+#    overrides the path, DIFFC_FIXTURE_PACKAGES the requirement specs).
+# 2. Builds diffc and diffrun in Release into build-bench/.
+# 3. Runs bench/bench.py: builds the models (seeded random weights, nothing downloaded) under
+#    bench/models/ once, then times both sides on each case, checks that the outputs agree, prints
+#    a markdown table and writes it to bench/results.md.  Work files go to build-bench/bench/.
+#
+# Environment:
+#   DIFFC_FIXTURE_VENV, DIFFC_FIXTURE_PACKAGES, PYTHON   as for tools/make_fixtures.sh
+#   DIFFC_BENCH_SIZES   default case list when --sizes is not given, e.g. "unet16 vae128"
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${DIFFC_FIXTURE_VENV:-$repo/.venv-fixtures}"
+python="${PYTHON:-python3}"
+
+# The pinned versions: read from tools/make_fixtures.sh so that there is one list.
+pinned="$(sed -n 's/.*DIFFC_FIXTURE_PACKAGES:-\([^}]*\)}.*/\1/p' "$repo/tools/make_fixtures.sh" | head -n 1)"
+[ -n "$pinned" ] || pinned="torch==2.15.0 diffusers==0.42.1 safetensors==0.8.0 numpy==2.4.6"
+# shellcheck disable=SC2206
+packages=(${DIFFC_FIXTURE_PACKAGES:-$pinned})
+
+for a in "$@"; do
+    if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
+        sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+        if [ -x "$venv/bin/python" ]; then exec "$venv/bin/python" "$repo/bench/bench.py" --help; fi
+        exit 0
+    fi
+done
+
+imports_work() {
+    [ -x "$venv/bin/python" ] &&
+        "$venv/bin/python" -c "import torch, diffusers, safetensors, numpy" >/dev/null 2>&1
+}
+
+if imports_work; then
+    echo "bench/run.sh: reusing $venv"
+else
+    echo "bench/run.sh: creating $venv and installing ${packages[*]}"
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check "${packages[@]}"
+    if ! imports_work; then
+        echo "bench/run.sh: torch/diffusers/safetensors/numpy do not import in $venv" >&2
+        exit 1
+    fi
+fi
+
+"$venv/bin/python" - "${packages[@]}" <<'EOF'
+import sys, importlib.metadata as md
+for spec in sys.argv[1:]:
+    name, _, want = spec.partition("==")
+    have = md.version(name)
+    if want and have.split("+")[0] != want:
+        print(f"bench/run.sh: warning: {name} {have} is installed, the pinned version is {want}")
+EOF
+
+echo "bench/run.sh: building diffc and diffrun (Release) in build-bench/"
+cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$repo/build-bench" -j"$(nproc)" --target diffc diffrun >/dev/null
+
+cmdline="bench/run.sh"
+for a in "$@"; do cmdline+=" $(printf '%q' "$a")"; done
+export DIFFC_BENCH_COMMAND="$cmdline"
+cd "$repo"
+exec "$venv/bin/python" bench/bench.py --diffc "$repo/build-bench/diffc" --diffrun "$repo/build-bench/diffrun" "$@"
