@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/Core.h>
+#include <llvm-c/Object.h>
+
 #include "codegen/compile.h"
+#include "codegen/emit_kernels.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
@@ -80,9 +84,65 @@ static void test_generic_plan(void) {
   free(generic);
 }
 
+/* diffrun links kernels with ORC's RuntimeDyld, which may place sections
+ * more than 2 GiB apart (it did beside 3 GiB of mmapped weights, and half
+ * the runs crashed): no relocation may be 32-bit. */
+static int count_short_relocations(const dc_plan_object *o, int *total) {
+  LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)o->data, o->size, "k");
+  char *err = NULL;
+  LLVMBinaryRef bin = LLVMCreateBinary(mb, NULL, &err);
+  int bad = 0;
+  if (!bin) {
+    fprintf(stderr, "not an object: %s\n", err ? err : "?");
+    LLVMDisposeMessage(err);
+    LLVMDisposeMemoryBuffer(mb);
+    return -1;
+  }
+  LLVMSectionIteratorRef sec = LLVMObjectFileCopySectionIterator(bin);
+  for (; !LLVMObjectFileIsSectionIteratorAtEnd(bin, sec); LLVMMoveToNextSection(sec)) {
+    LLVMRelocationIteratorRef r = LLVMGetRelocations(sec);
+    for (; !LLVMIsRelocationIteratorAtEnd(sec, r); LLVMMoveToNextRelocation(r)) {
+      uint64_t type = LLVMGetRelocationType(r);
+      (*total)++;
+      /* R_X86_64_PC32, PLT32, 32, 32S, GOTPCREL, GOTPCRELX, REX_GOTPCRELX */
+      bad += type == 2 || type == 4 || type == 10 || type == 11 || type == 9 || type == 41 || type == 42;
+    }
+    LLVMDisposeRelocationIterator(r);
+  }
+  LLVMDisposeSectionIterator(sec);
+  LLVMDisposeBinary(bin);
+  LLVMDisposeMemoryBuffer(mb);
+  return bad;
+}
+
+static void test_no_short_relocations(void) {
+  char *model = dc_path_join(tu_source_dir, "fixtures/unet_tiny/model");
+  dc_folder f;
+  dc_module *m = NULL;
+  dc_status *st = dc_folder_open(model, NULL, &f);
+  if (!st) st = dc_frontend_build(&f, NULL, &m);
+  dc_cpu_target t;
+  dc_plan_kernels k = {0};
+  if (!st) st = dc_cpu_target_host(&t);
+  if (!st) {
+    st = dc_emit_cpu_kernels(m, &t, 0, &k);
+    dc_cpu_target_deinit(&t);
+  }
+  CHECK_OK(st);
+  int bad = 0, total = 0;
+  for (int i = 0; i < k.nobjects; i++) bad += count_short_relocations(&k.objects[i], &total);
+  CHECK(k.nobjects > 0 && total > 0 && bad == 0);
+  printf("kernel objects: %d relocations, %d of them 32-bit (must be 0: the large code model)\n", total, bad);
+  dc_plan_kernels_deinit(&k);
+  dc_module_destroy(m);
+  dc_folder_close(&f);
+  free(model);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_runs_here();
   test_generic_plan();
+  test_no_short_relocations();
   return tu_finish();
 }

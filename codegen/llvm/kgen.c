@@ -55,8 +55,12 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   l->prefer512 = g->vw == 16;
   l->features_attr = dc_strdup(t->features);
   l->cpu_attr = dc_strdup(t->cpu);
+  /* The large code model: diffrun links the object with ORC's RuntimeDyld,
+   * whose section allocations can land more than 2 GiB apart; with the
+   * small model a RIP-relative reference to a constant pool would then be
+   * silently truncated (seen as a crash in about half of the runs). */
   g->tm = LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
-                                  LLVMCodeModelDefault);
+                                  LLVMCodeModelLarge);
   g->ctx = LLVMContextCreate();
   g->mod = LLVMModuleCreateWithNameInContext("diffc_kernels", g->ctx);
   g->b = LLVMCreateBuilderInContext(g->ctx);
