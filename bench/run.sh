@@ -9,7 +9,7 @@
 #   bench/run.sh --help                # every option (they go to bench/bench.py)
 #
 # 1. Creates (or reuses, when it exists and its imports work) a virtual environment with torch,
-#    diffusers, safetensors and numpy from PyPI: the same logic and pinned versions as
+#    diffusers, safetensors and numpy from PyPI: tools/python-env.sh, shared with
 #    tools/make_fixtures.sh (default .venv-fixtures in the repository root; DIFFC_FIXTURE_VENV
 #    overrides the path, DIFFC_FIXTURE_PACKAGES the requirement specs).
 # 2. Builds diffc and diffrun in Release into build-bench/.
@@ -24,13 +24,6 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${DIFFC_FIXTURE_VENV:-$repo/.venv-fixtures}"
-python="${PYTHON:-python3}"
-
-# The pinned versions: read from tools/make_fixtures.sh so that there is one list.
-pinned="$(sed -n 's/.*DIFFC_FIXTURE_PACKAGES:-\([^}]*\)}.*/\1/p' "$repo/tools/make_fixtures.sh" | head -n 1)"
-[ -n "$pinned" ] || pinned="torch==2.15.0 diffusers==0.42.1 safetensors==0.8.0 numpy==2.4.6"
-# shellcheck disable=SC2206
-packages=(${DIFFC_FIXTURE_PACKAGES:-$pinned})
 
 for a in "$@"; do
     if [ "$a" = "-h" ] || [ "$a" = "--help" ]; then
@@ -40,31 +33,9 @@ for a in "$@"; do
     fi
 done
 
-imports_work() {
-    [ -x "$venv/bin/python" ] &&
-        "$venv/bin/python" -c "import torch, diffusers, safetensors, numpy" >/dev/null 2>&1
-}
-
-if imports_work; then
-    echo "bench/run.sh: reusing $venv"
-else
-    echo "bench/run.sh: creating $venv and installing ${packages[*]}"
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check "${packages[@]}"
-    if ! imports_work; then
-        echo "bench/run.sh: torch/diffusers/safetensors/numpy do not import in $venv" >&2
-        exit 1
-    fi
-fi
-
-"$venv/bin/python" - "${packages[@]}" <<'EOF'
-import sys, importlib.metadata as md
-for spec in sys.argv[1:]:
-    name, _, want = spec.partition("==")
-    have = md.version(name)
-    if want and have.split("+")[0] != want:
-        print(f"bench/run.sh: warning: {name} {have} is installed, the pinned version is {want}")
-EOF
+who="bench/run.sh"
+# shellcheck source=tools/python-env.sh
+. "$repo/tools/python-env.sh"
 
 echo "bench/run.sh: building diffc and diffrun (Release) in build-bench/"
 cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -17,36 +17,9 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${DIFFC_FIXTURE_VENV:-$repo/.venv-fixtures}"
-python="${PYTHON:-python3}"
-# shellcheck disable=SC2206
-packages=(${DIFFC_FIXTURE_PACKAGES:-torch==2.15.0 diffusers==0.42.1 safetensors==0.8.0 numpy==2.4.6})
-
-imports_work() {
-    [ -x "$venv/bin/python" ] &&
-        "$venv/bin/python" -c "import torch, diffusers, safetensors, numpy" >/dev/null 2>&1
-}
-
-if imports_work; then
-    echo "make_fixtures.sh: reusing $venv"
-else
-    echo "make_fixtures.sh: creating $venv and installing ${packages[*]}"
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check "${packages[@]}"
-    if ! imports_work; then
-        echo "make_fixtures.sh: torch/diffusers/safetensors/numpy do not import in $venv" >&2
-        exit 1
-    fi
-fi
-
-"$venv/bin/python" - "${packages[@]}" <<'EOF'
-import sys, importlib.metadata as md
-for spec in sys.argv[1:]:
-    name, _, want = spec.partition("==")
-    have = md.version(name)
-    if want and have.split("+")[0] != want:
-        print(f"make_fixtures.sh: warning: {name} {have} is installed, the fixtures were made with {want}")
-EOF
+who="make_fixtures.sh"
+# shellcheck source=tools/python-env.sh
+. "$repo/tools/python-env.sh"
 
 cd "$repo"
 exec "$venv/bin/python" tools/make_fixtures.py --out tests/fixtures "$@"
