@@ -79,7 +79,9 @@ static void test_generic_plan(void) {
   CHECK(rel < 1e-5);
   printf("--cpu generic plan runs; its output matches the native plan's (rel L2 %.2g)\n", rel);
   dc_compile_options bad = {.model = "unused", .cpu = "pentium"};
-  CHECK_ERR(dc_compile(&bad, tu_path("x.dplan"), NULL), "--cpu pentium: expected native or generic");
+  char *plan = tu_path("x.dplan");
+  CHECK_ERR(dc_compile(&bad, plan, NULL), "--cpu pentium: expected native or generic");
+  free(plan);
   free(native);
   free(generic);
 }
