@@ -14,31 +14,20 @@
 #include <string.h>
 
 /* ---- scalar conversions ---------------------------------------------- */
-static float f32_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
 
 float dc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | man << 13); /* inf, NaN payload kept */
+  if (exp == 0x1f) return dc_f32_from_bits(sign | 0x7f800000u | man << 13); /* inf, NaN payload kept */
   if (exp == 0) {
     float v = ldexpf((float)man, -24); /* zero and subnormals, exact */
     return sign ? -v : v;
   }
-  return f32_from_bits(sign | (exp + 112) << 23 | man << 13);
+  return dc_f32_from_bits(sign | (exp + 112) << 23 | man << 13);
 }
 
 float dc_bf16_to_f32(uint16_t h) {
-  return f32_from_bits((uint32_t)h << 16);
+  return dc_f32_from_bits((uint32_t)h << 16);
 }
 
 /* e4m3fn (OCP "fn": finite, no inf): bias 7, the all-ones code is NaN. */
@@ -57,7 +46,7 @@ float dc_f8e5m2_to_f32(uint8_t v) {
 }
 
 uint16_t dc_f32_to_bf16(float f) {
-  uint32_t x = f32_bits(f);
+  uint32_t x = dc_f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* NaN stays NaN (quiet) */
   x += 0x7fffu + ((x >> 16) & 1);                                             /* nearest, ties to even */
   return (uint16_t)(x >> 16);
@@ -77,7 +66,7 @@ static uint16_t f16_subnormal(uint32_t ax) {
 }
 
 uint16_t dc_f32_to_f16(float f) {
-  uint32_t x = f32_bits(f), ax = x & 0x7fffffffu;
+  uint32_t x = dc_f32_bits(f), ax = x & 0x7fffffffu;
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
   if (ax > 0x7f800000u) return sign | 0x7e00 | ((ax >> 13) & 0x3ff); /* NaN: quiet, top payload kept */
   if (ax >= 0x477ff000u) return sign | 0x7c00; /* >= 65520 rounds to inf; inf stays inf */

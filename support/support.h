@@ -145,4 +145,16 @@ double dc_now_seconds(void);
 const char *dc_format_bytes(uint64_t bytes, char *buf, size_t cap);
 uint64_t dc_hash64(const void *p, size_t n); /* xxHash64, seed 0 */
 
+/* The bits of a float and back, without aliasing games. */
+static inline uint32_t dc_f32_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+static inline float dc_f32_from_bits(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
 #endif

@@ -887,17 +887,6 @@ static void test_time_embed(void) {
 }
 
 /* ---- dtype conversions and CAST --------------------------------------- */
-static uint32_t bits_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static float float_of(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 /* sign · 2^(e - bias) · (1 + m / 2^mbits), or subnormal, by the textbook
  * formula (inf/NaN handled by the caller). */
@@ -929,7 +918,7 @@ static void test_f16(void) {
   /* f32 -> f16 rounding against the compiler's _Float16 conversion (RNE) */
   int64_t tried = 0;
   for (uint64_t u = 0; u < (1ull << 32); u += 4093, tried++) {
-    float f = float_of((uint32_t)u);
+    float f = dc_f32_from_bits((uint32_t)u);
     _Float16 hw = (_Float16)f;
     uint16_t hb;
     memcpy(&hb, &hw, 2);
@@ -953,7 +942,7 @@ static void test_f16(void) {
  * the largest finite value the next candidate is inf, which IEEE rounding
  * treats as 2^128. */
 static uint16_t bf16_nearest(float f) {
-  uint32_t u = bits_of(f);
+  uint32_t u = dc_f32_bits(f);
   uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
   double vlo = dc_bf16_to_f32(lo), vhi, dlo, dhi;
   if ((u & 0xffff) == 0) return lo;
@@ -978,14 +967,14 @@ static void test_bf16(void) {
   CHECK(bad == 0 && bad_rt == 0);
   printf("  bf16: all 65536 codes decode by formula and round-trip (NaN stays NaN, quiet)\n");
   for (uint64_t u = 0; u < (1ull << 32); u += 4093, tried++) {
-    float f = float_of((uint32_t)u);
+    float f = dc_f32_from_bits((uint32_t)u);
     if (isnan(f)) bad_rne += !isnan(dc_bf16_to_f32(dc_f32_to_bf16(f)));
     else bad_rne += dc_f32_to_bf16(f) != bf16_nearest(f);
   }
   CHECK(bad_rne == 0);
-  CHECK(dc_f32_to_bf16(float_of(0x3f808000)) == 0x3f80 && dc_f32_to_bf16(float_of(0x3f818000)) == 0x3f82);
-  CHECK(dc_f32_to_bf16(float_of(0x7f7fffff)) == 0x7f80);
-  CHECK(isnan(dc_bf16_to_f32(dc_f32_to_bf16(float_of(0x7f800001))))); /* low-payload NaN not inf */
+  CHECK(dc_f32_to_bf16(dc_f32_from_bits(0x3f808000)) == 0x3f80 && dc_f32_to_bf16(dc_f32_from_bits(0x3f818000)) == 0x3f82);
+  CHECK(dc_f32_to_bf16(dc_f32_from_bits(0x7f7fffff)) == 0x7f80);
+  CHECK(isnan(dc_bf16_to_f32(dc_f32_to_bf16(dc_f32_from_bits(0x7f800001))))); /* low-payload NaN not inf */
   printf("  f32 -> bf16: %lld bit patterns nearest-even vs a distance check; ties; overflow; NaN\n",
          (long long)tried);
 }

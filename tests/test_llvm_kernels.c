@@ -334,17 +334,6 @@ static void check_moves(void) {
 }
 
 /* ---- cast ------------------------------------------------------------------------- */
-static uint32_t f_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static float bits_f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 static void cast_case(dc_dtype from, dc_dtype to, const void *data, int64_t n, const char *label) {
   dc_module *m = dc_module_create();
@@ -383,21 +372,21 @@ static float *rounding_cases(int64_t *n) {
     if ((h & 0x7c00) != 0x7c00 && ((h + 1) & 0x7c00) != 0x7c00 && (h & 0x7fff) != 0x7fff) {
       float mid = (float)(((double)a + (double)b) / 2);
       v[k++] = mid;
-      v[k++] = bits_f(f_bits(mid) + 1);
-      v[k++] = bits_f(f_bits(mid) - 1);
+      v[k++] = dc_f32_from_bits(dc_f32_bits(mid) + 1);
+      v[k++] = dc_f32_from_bits(dc_f32_bits(mid) - 1);
     }
     v[k++] = c;
-    v[k++] = bits_f(f_bits(c) | 0x8000); /* bf16 ties */
-    v[k++] = bits_f(f_bits(c) | 0x8001);
-    v[k++] = bits_f(f_bits(c) | 0x7fff);
+    v[k++] = dc_f32_from_bits(dc_f32_bits(c) | 0x8000); /* bf16 ties */
+    v[k++] = dc_f32_from_bits(dc_f32_bits(c) | 0x8001);
+    v[k++] = dc_f32_from_bits(dc_f32_bits(c) | 0x7fff);
     (void)d;
   }
   static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
                                      0x7fbfffffu, 0xff812345u, 0x00000001u, 0x80000001u, 0x007fffffu,
                                      0x00800000u, 0x477ff000u, 0x477fefffu, 0x38800000u, 0x387fffffu,
                                      0x33000000u, 0x33000001u, 0x32ffffffu, 0x7f7fffffu, 0xff7fffffu};
-  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) v[k++] = bits_f(special[i]);
-  for (int i = 0; i < (1 << 20); i++) v[k++] = bits_f(next_u32());
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) v[k++] = dc_f32_from_bits(special[i]);
+  for (int i = 0; i < (1 << 20); i++) v[k++] = dc_f32_from_bits(next_u32());
   *n = k;
   return v;
 }

@@ -36,26 +36,6 @@ static const unet_spec TINY = {2, {4, 8}, {2, 2}, {1, 1}, {1, 0}, {0, 1}, 1, 4, 
 static const unet_spec XL = {3, {16, 32, 64}, {1, 2, 4}, {1, 2, 2}, {0, 1, 1}, {1, 1, 0},
                              2, 8, 32, 4, 4, 16, 1, 1, 8, 32};
 
-typedef struct {
-  char name[128];
-  dc_type type;
-} param;
-
-typedef struct {
-  param p[1024];
-  int n;
-} params;
-
-static void add(params *ps, int rank, const int64_t *dims, const char *fmt, ...) {
-  param *p = &ps->p[ps->n++];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->name, sizeof p->name, fmt, ap);
-  va_end(ap);
-  p->type.dtype = DT_F32;
-  p->type.rank = rank;
-  memcpy(p->type.dims, dims, sizeof(int64_t) * (size_t)rank);
-}
 
 /* The module path fmt... in s (160 bytes); returns s. */
 static const char *at(char *s, const char *fmt, ...) {
@@ -66,22 +46,22 @@ static const char *at(char *s, const char *fmt, ...) {
   return s;
 }
 
-static void conv(params *ps, const char *m, int64_t cin, int64_t cout, int64_t k) {
-  add(ps, 4, (int64_t[]){cout, cin, k, k}, "%s.weight", m);
-  add(ps, 1, &cout, "%s.bias", m);
+static void conv(tu_params *ps, const char *m, int64_t cin, int64_t cout, int64_t k) {
+  tu_params_add(ps, 4, (int64_t[]){cout, cin, k, k}, "%s.weight", m);
+  tu_params_add(ps, 1, &cout, "%s.bias", m);
 }
 
-static void linear(params *ps, const char *m, int64_t in, int64_t out, int bias) {
-  add(ps, 2, (int64_t[]){out, in}, "%s.weight", m);
-  if (bias) add(ps, 1, &out, "%s.bias", m);
+static void linear(tu_params *ps, const char *m, int64_t in, int64_t out, int bias) {
+  tu_params_add(ps, 2, (int64_t[]){out, in}, "%s.weight", m);
+  if (bias) tu_params_add(ps, 1, &out, "%s.bias", m);
 }
 
-static void norm(params *ps, const char *m, int64_t c) {
-  add(ps, 1, &c, "%s.weight", m);
-  add(ps, 1, &c, "%s.bias", m);
+static void norm(tu_params *ps, const char *m, int64_t c) {
+  tu_params_add(ps, 1, &c, "%s.weight", m);
+  tu_params_add(ps, 1, &c, "%s.bias", m);
 }
 
-static void resnet(params *ps, const char *m, int64_t cin, int64_t cout, int64_t temb) {
+static void resnet(tu_params *ps, const char *m, int64_t cin, int64_t cout, int64_t temb) {
   char s[160];
   norm(ps, at(s, "%s.norm1", m), cin);
   conv(ps, at(s, "%s.conv1", m), cin, cout, 3);
@@ -91,7 +71,7 @@ static void resnet(params *ps, const char *m, int64_t cin, int64_t cout, int64_t
   if (cin != cout) conv(ps, at(s, "%s.conv_shortcut", m), cin, cout, 1);
 }
 
-static void attn(params *ps, const char *m, int64_t dim, int64_t kv) {
+static void attn(tu_params *ps, const char *m, int64_t dim, int64_t kv) {
   char s[160];
   linear(ps, at(s, "%s.to_q", m), dim, dim, 0);
   linear(ps, at(s, "%s.to_k", m), kv, dim, 0);
@@ -100,7 +80,7 @@ static void attn(params *ps, const char *m, int64_t dim, int64_t kv) {
 }
 
 /* Transformer2DModel; channels divisible by heads in every spec here. */
-static void transformer(params *ps, const unet_spec *u, const char *m, int64_t c, int64_t layers) {
+static void transformer(tu_params *ps, const unet_spec *u, const char *m, int64_t c, int64_t layers) {
   char s[160];
   norm(ps, at(s, "%s.norm", m), c);
   if (u->linear) linear(ps, at(s, "%s.proj_in", m), c, c, 1);
@@ -120,7 +100,7 @@ static void transformer(params *ps, const unet_spec *u, const char *m, int64_t c
   else conv(ps, at(s, "%s.proj_out", m), c, c, 1);
 }
 
-static void unet_params(const unet_spec *u, params *ps) {
+static void unet_params(const unet_spec *u, tu_params *ps) {
   char s[160];
   int64_t t = 4 * u->boc[0], n = u->n;
   ps->n = 0;
@@ -232,7 +212,7 @@ static void write_config(const char *dir, const unet_spec *u, const char *extra)
 
 /* A fresh folder tmp/<name> holding the spec's model with zero weights. */
 static char *make_model(const char *name, const unet_spec *u, const tweaks *tw) {
-  static params ps;
+  static tu_params ps;
   static dc_st_out out[1024];
   static const float zeros[128 * 128 * 9]; /* the largest tensor of any spec here */
   static const tweaks none = {0};
@@ -241,7 +221,7 @@ static char *make_model(const char *name, const unet_spec *u, const tweaks *tw) 
   mkdir(dir, 0755);
   write_config(dir, u, tw->extra);
   unet_params(tw->weights_of ? tw->weights_of : u, &ps);
-  if (tw->add) add(&ps, 1, (int64_t[]){1}, "%s", tw->add);
+  if (tw->add) tu_params_add(&ps, 1, (int64_t[]){1}, "%s", tw->add);
   int n = 0;
   for (int i = 0; i < ps.n; i++) {
     if (tw->drop && strcmp(ps.p[i].name, tw->drop) == 0) continue;

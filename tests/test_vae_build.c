@@ -31,26 +31,6 @@ typedef struct {
   int old_attn_names; /* query/key/value/proj_attn, as pre-0.14 checkpoints */
 } vae_spec;
 
-typedef struct {
-  char name[128];
-  dc_type type;
-} param;
-
-typedef struct {
-  param p[512];
-  int n;
-} params;
-
-static void add(params *ps, int rank, const int64_t *dims, const char *fmt, ...) {
-  param *p = &ps->p[ps->n++];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->name, sizeof p->name, fmt, ap);
-  va_end(ap);
-  p->type.dtype = DT_F32;
-  p->type.rank = rank;
-  memcpy(p->type.dims, dims, sizeof(int64_t) * (size_t)rank);
-}
 
 /* "<fmt>" formatted into one of 8 rotating buffers: module paths for the
  * listing below, nested at most two deep. */
@@ -65,22 +45,22 @@ static const char *P(const char *fmt, ...) {
   return b;
 }
 
-static void conv(params *ps, const char *m, int64_t cin, int64_t cout, int64_t k) {
-  add(ps, 4, (int64_t[]){cout, cin, k, k}, "%s.weight", m);
-  add(ps, 1, &cout, "%s.bias", m);
+static void conv(tu_params *ps, const char *m, int64_t cin, int64_t cout, int64_t k) {
+  tu_params_add(ps, 4, (int64_t[]){cout, cin, k, k}, "%s.weight", m);
+  tu_params_add(ps, 1, &cout, "%s.bias", m);
 }
 
-static void norm(params *ps, const char *m, int64_t c) {
-  add(ps, 1, &c, "%s.weight", m);
-  add(ps, 1, &c, "%s.bias", m);
+static void norm(tu_params *ps, const char *m, int64_t c) {
+  tu_params_add(ps, 1, &c, "%s.weight", m);
+  tu_params_add(ps, 1, &c, "%s.bias", m);
 }
 
-static void linear(params *ps, const char *m, int64_t c) {
-  add(ps, 2, (int64_t[]){c, c}, "%s.weight", m);
-  add(ps, 1, &c, "%s.bias", m);
+static void linear(tu_params *ps, const char *m, int64_t c) {
+  tu_params_add(ps, 2, (int64_t[]){c, c}, "%s.weight", m);
+  tu_params_add(ps, 1, &c, "%s.bias", m);
 }
 
-static void resnet(params *ps, const char *m, int64_t cin, int64_t cout) {
+static void resnet(tu_params *ps, const char *m, int64_t cin, int64_t cout) {
   norm(ps, P("%s.norm1", m), cin);
   conv(ps, P("%s.conv1", m), cin, cout, 3);
   norm(ps, P("%s.norm2", m), cout);
@@ -88,7 +68,7 @@ static void resnet(params *ps, const char *m, int64_t cin, int64_t cout) {
   if (cin != cout) conv(ps, P("%s.conv_shortcut", m), cin, cout, 1);
 }
 
-static void mid(params *ps, const vae_spec *s, const char *part, int64_t c) {
+static void mid(tu_params *ps, const vae_spec *s, const char *part, int64_t c) {
   static const char *now[] = {"to_q", "to_k", "to_v", "to_out.0"};
   static const char *old[] = {"query", "key", "value", "proj_attn"};
   resnet(ps, P("%s.mid_block.resnets.0", part), c, c);
@@ -99,7 +79,7 @@ static void mid(params *ps, const vae_spec *s, const char *part, int64_t c) {
     linear(ps, P("%s.mid_block.attentions.0.%s", part, s->old_attn_names ? old[i] : now[i]), c);
 }
 
-static void vae_params(const vae_spec *s, params *ps) {
+static void vae_params(const vae_spec *s, tu_params *ps) {
   ps->n = 0;
   conv(ps, "encoder.conv_in", s->in_ch, s->boc[0], 3);
   int64_t ch = s->boc[0];
@@ -174,7 +154,7 @@ static void write_config(const char *dir, const vae_spec *s, const char *extra) 
 
 /* A fresh folder tmp/<name> holding the spec's model with zero weights. */
 static char *make_model(const char *name, const vae_spec *s, const tweaks *tw) {
-  static params ps;
+  static tu_params ps;
   static const float zeros[64 * 64 * 9];
   static const tweaks none = {0};
   if (!tw) tw = &none;
@@ -182,7 +162,7 @@ static char *make_model(const char *name, const vae_spec *s, const tweaks *tw) {
   mkdir(dir, 0755);
   write_config(dir, s, tw->extra);
   vae_params(tw->weights_of ? tw->weights_of : s, &ps);
-  if (tw->add) add(&ps, 1, (int64_t[]){1}, "%s", tw->add);
+  if (tw->add) tu_params_add(&ps, 1, (int64_t[]){1}, "%s", tw->add);
   dc_st_out out[512];
   int n = 0;
   for (int i = 0; i < ps.n; i++) {

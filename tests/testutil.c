@@ -1,6 +1,7 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,19 @@ int tu_finish(void) {
   }
   printf("%d passed, %d failed\n", tu_passed, tu_failed);
   return tu_failed ? 1 : 0;
+}
+
+void tu_params_add(tu_params *ps, int rank, const int64_t *dims, const char *fmt, ...) {
+  if (ps->n == (int)(sizeof ps->p / sizeof ps->p[0])) {
+    fprintf(stderr, "tu_params_add: more than %d parameters\n", ps->n);
+    exit(1);
+  }
+  tu_param *p = &ps->p[ps->n++];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->name, sizeof p->name, fmt, ap);
+  va_end(ap);
+  p->type.dtype = DT_F32;
+  p->type.rank = rank;
+  memcpy(p->type.dims, dims, sizeof(int64_t) * (size_t)rank);
 }

@@ -4,6 +4,7 @@
 #ifndef DC_TESTUTIL_H
 #define DC_TESTUTIL_H
 
+#include "ir/ir.h"
 #include "support/support.h"
 
 extern int tu_passed, tu_failed;
@@ -32,5 +33,18 @@ int tu_finish(void); /* prints the summary; returns the exit code */
 const char *tu_tmpdir(void);
 char *tu_path(const char *name); /* tmpdir/name, malloc'd */
 void tu_write_file(const char *path, const void *data, size_t n);
+
+/* Expected weights (name and type) of a model, for writing checkpoints. */
+typedef struct {
+  char name[128];
+  dc_type type;
+} tu_param;
+typedef struct {
+  tu_param p[1024];
+  int n;
+} tu_params;
+/* Appends an f32 parameter named by fmt... with the given shape. */
+void tu_params_add(tu_params *ps, int rank, const int64_t *dims, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif
