@@ -106,7 +106,7 @@ typedef struct {
   dc_layout layout;
   int device;                     /* placement: 0 = device 0 */
   const char *scope;              /* module path, e.g. "down_blocks.0.resnets.1.conv1"; may be NULL */
-  const char *absorbed;           /* what fusion folded into this node, e.g. "silu(%25), add(%31)"; may be NULL */
+  const char *absorbed;           /* what fusion folded into this node, by module path: "silu(mid_block.resnets.0.nonlinearity)"; may be NULL */
   int64_t offset;                 /* byte offset in the activation arena, -1 until memory is planned */
 } dc_node;
 

@@ -99,8 +99,11 @@ dc_status *dc_fuse_commit(dc_fuse *f, int32_t p, int32_t c, const dc_node *fused
   const char *prev = m->nodes[p].absorbed;
   n.type = m->nodes[c].type;
   n.layout = m->nodes[c].layout;
-  n.absorbed = dc_arena_printf(m->arena, "%s%s%s(%%%d)", prev ? prev : "", prev ? ", " : "",
-                               dc_op_get(m->nodes[c].op)->name, c);
+  /* Named by module path, not node number: numbers change when passes
+   * renumber, so the final dump would point at unrelated nodes. */
+  const char *scope = m->nodes[c].scope, *op = dc_op_get(m->nodes[c].op)->name;
+  n.absorbed = scope ? dc_arena_printf(m->arena, "%s%s%s(%s)", prev ? prev : "", prev ? ", " : "", op, scope)
+                     : dc_arena_printf(m->arena, "%s%s%s", prev ? prev : "", prev ? ", " : "", op);
   if (!n.absorbed) return dc_nomem("recording a fusion");
   count_edges(f, &m->nodes[p], -1);
   count_edges(f, &m->nodes[c], -1); /* drops c's edge to p: readers[p] is 0 now */

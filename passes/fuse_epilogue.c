@@ -17,7 +17,7 @@
  *   it reads comes before it, else the consumer's: a residual computed after
  *   the producer); results are bit-identical (the reference kernels run the
  *   same scalar code as the separate ops); each fused node names what it
- *   absorbed, e.g. "silu(%21), add(%26)".
+ *   absorbed, e.g. "silu(down_blocks.0.resnets.0.nonlinearity), add(down_blocks.0.resnets.0)".
  * Invalidates: node ids (the absorbed nodes are removed, the rest keep
  *   their order, renumbered). */
 #include "fuse_common.h"

@@ -8,7 +8,7 @@
  *   (unless it is a graph output); the fused group_norm takes its own place
  *   in the schedule; results are bit-identical (the reference kernel applies
  *   the same scalar silu/gelu after the affine); the absorbed activation is
- *   named in the node's `absorbed` note, e.g. "silu(%17)".
+ *   named in the node's `absorbed` note, e.g. "silu(down_blocks.0.resnets.0.nonlinearity)".
  * Invalidates: node ids (the absorbed nodes are removed, the rest keep
  *   their order, renumbered). */
 #include "fuse_common.h"
