@@ -32,6 +32,10 @@ typedef struct {
    * them); "reference": the plain C kernels, the oracle. */
   const char *backend;
   int threads; /* llvm backend: worker threads; 0 = one per online CPU */
+  /* Check every step's f32 output for NaN/Inf and fail at the first one,
+   * naming the step and its module path (fp8 or fp16 overflow shows up
+   * here).  Off by default; costs one pass over each output when on. */
+  int check_finite;
 } drt_options;
 
 typedef struct {

@@ -42,6 +42,7 @@ struct drt_plan {
   uint64_t scratch_stride;
   int nreference;              /* nodes that run reference kernels */
   double *step_seconds;        /* per node, when profiling */
+  int check_finite;
 };
 
 /* ---- loading ---- */
@@ -163,6 +164,7 @@ dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out) {
   drt_plan *p = dc_calloc(1, sizeof *p);
   if (!p) return dc_nomem("loading a plan");
   p->path = dc_strdup(path);
+  p->check_finite = opt && opt->check_finite;
   dc_status *st = p->path ? load(p, opt) : dc_nomem("loading a plan");
   if (st) {
     drt_destroy(p);
@@ -280,6 +282,22 @@ static void run_on_thread(void *ctx, int64_t tid, int64_t nthreads) {
   l->fn(bufs, tid, nthreads);
 }
 
+/* The first element of step s's output that is NaN or infinite, if any. */
+static dc_status *check_finite(const drt_plan *p, int32_t s) {
+  const dc_node *n = &p->plan.module->nodes[s];
+  if (n->type.dtype != DT_F32) return NULL;
+  const float *y = p->value[s];
+  uint64_t count = dc_type_numel(&n->type);
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(y[i]))
+      return dc_error(DC_ERR_MISMATCH,
+                      "%s: step %%%d (%s, %s) produced %s at element %llu of %s; the steps before it were finite "
+                      "(fp8/fp16 overflow or an attention softmax overflow are the usual causes)",
+                      p->path, s, dc_op_get(n->op)->name, n->scope ? n->scope : "", isnan(y[i]) ? "NaN" : "Inf",
+                      (unsigned long long)i, dc_type_str(&n->type, (char[160]){0}, 160));
+  return NULL;
+}
+
 static dc_status *run_node(drt_plan *p, int32_t s) {
   const dc_module *m = p->plan.module;
   const dc_node *n = &m->nodes[s];
@@ -312,6 +330,7 @@ static dc_status *run_steps(drt_plan *p) {
       double t0 = p->step_seconds ? dc_now_seconds() : 0;
       DC_TRY(run_node(p, s));
       if (p->step_seconds) p->step_seconds[s] += dc_now_seconds() - t0;
+      if (p->check_finite) DC_TRY(check_finite(p, s));
     }
   }
   for (int i = 0; i < m->noutputs; i++) { /* device -> host */

@@ -53,7 +53,7 @@ grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --profile --print-ir --info --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"

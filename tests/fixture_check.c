@@ -57,7 +57,7 @@ static void compare(const char *label, const float *got, const float *want, size
 static void run_backend(const char *plan, const char *backend, const dc_st_file *io, const dc_input_shape *shapes,
                         int ns, double tol, const char *label) {
   drt_plan *p = NULL;
-  drt_options ro = {backend, 0};
+  drt_options ro = {.backend = backend, .check_finite = 1};
   dc_status *st = drt_load(plan, &ro, &p);
   for (int i = 0; !st && i < ns; i++) {
     const dc_st_tensor *t = dc_st_find(io, shapes[i].name);

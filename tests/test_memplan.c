@@ -605,7 +605,7 @@ static void fixture(const char *name, const char *io_name, const char *entry) {
 
   /* diffrun: one arena, the measured peak */
   drt_plan *p;
-  drt_options ro = {"reference", 0};
+  drt_options ro = {.backend = "reference"};
   CHECK_OK(drt_load(path, &ro, &p));
   float **in = calloc((size_t)m->ninputs, sizeof *in);
   for (int i = 0; i < m->ninputs; i++) {

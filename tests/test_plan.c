@@ -177,6 +177,15 @@ static void test_run(const char *plan_path, const char *wpath) {
          (unsigned long long)s.device_peak_bytes);
   drt_destroy(p);
 
+  /* --check-finite names the first step that overflows. */
+  drt_options fin = {.check_finite = 1};
+  CHECK_OK(drt_load(plan_path, &fin, &p));
+  float huge[12] = {3e38f, 3e38f, 3e38f, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_OK(drt_set_input(p, "x", huge, 12));
+  CHECK_ERR(drt_run(p, &s), "step %3 (linear, lin) produced Inf at element 0 of f32[4,2]");
+  drt_destroy(p);
+  printf("run: --check-finite names the first step with a NaN/Inf output\n");
+
   /* Rewrite the weights with a different header: the plan must refuse them. */
   dc_st_out t[1] = {{"lin.weight", {DT_F32, 2, {3, 2}}, W}};
   CHECK_OK(dc_st_write(wpath, t, 1));

@@ -26,6 +26,8 @@ static const char usage[] =
     "  --backend NAME      kernels to run: llvm (the plan's compiled kernels; the default) or\n"
     "                      reference (the plain C kernels every backend is tested against)\n"
     "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
+    "  --check-finite      fail at the first step whose output holds NaN or Inf, naming the step\n"
+    "                      and its module path (off by default; one pass over each output)\n"
     "  --profile           time every step and print where the time went: per op, and the\n"
     "                      slowest steps with their module paths\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
@@ -38,7 +40,7 @@ static const char usage[] =
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
-  int random_inputs, repeat, print_ir, info, quiet, threads, profile;
+  int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite;
   unsigned long long seed;
 } options;
 
@@ -64,6 +66,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--print-ir")) o->print_ir = 1;
     else if (!strcmp(a, "--info")) o->info = 1;
     else if (!strcmp(a, "--profile")) o->profile = 1;
+    else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
              !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads")) {
@@ -193,7 +196,7 @@ static void print_profile(const drt_plan *p, int runs) {
 
 static dc_status *run(const options *o) {
   drt_plan *p;
-  drt_options ro = {o->backend, o->threads};
+  drt_options ro = {o->backend, o->threads, o->check_finite};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
