@@ -27,7 +27,7 @@ static dc_status *check_target(const char *path, const dc_plan_kernels *k) {
   if (dc_cpu_target_runs_here(&t, &missing)) return NULL;
   dc_status *st = dc_error(DC_ERR_UNSUPPORTED,
                            "%s: the plan's kernels were compiled for a CPU with features this machine lacks (%s); "
-                           "recompile here, or with diffc --cpu generic for a portable plan",
+                           "recompile here, or with diffc --cpu generic for a portable plan (or run it with --backend reference)",
                            path, missing ? missing : "unknown");
   dc_free(missing);
   return st;
