@@ -1,0 +1,25 @@
+#!/bin/sh
+# replay_plan.sh DIFFC REPLAY MODEL DIR... — compiles MODEL with diffc to a
+# fresh plan (plans are version-specific, so none is committed) and replays
+# it, a truncated copy and copies with changed bytes, together with the
+# stored corpus and crashers, through the plan fuzz target.
+set -e
+diffc=$1 replay=$2 model=$3
+shift 3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/diffc-fuzz-plan.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$diffc" "$model" -o "$tmp/tiny.dplan" --cpu generic >/dev/null
+size=$(wc -c <"$tmp/tiny.dplan")
+head -c $((size / 2)) "$tmp/tiny.dplan" >"$tmp/tiny-truncated.dplan"
+# Flip a byte in the section table (the table checksum must catch it).
+cp "$tmp/tiny.dplan" "$tmp/tiny-flipped.dplan"
+printf '\377' | dd of="$tmp/tiny-flipped.dplan" bs=1 seek=40 conv=notrunc 2>/dev/null
+# Bytes changed inside the first sections (OPTS, WREF, SCHD in a small plan) (the target also runs each input with
+# its checksums recomputed, so these reach the section parsers).
+for at in 400 1500 6000 20000 45000; do
+  cp "$tmp/tiny.dplan" "$tmp/tiny-payload$at.dplan"
+  printf '\001\377' | dd of="$tmp/tiny-payload$at.dplan" bs=1 seek=$at conv=notrunc 2>/dev/null
+done
+rc=0
+"$replay" "$tmp"/tiny*.dplan "$@" || rc=$?
+exit $rc
