@@ -79,23 +79,13 @@ static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *
   k->triple = t.triple;
   k->cpu = t.cpu;
   k->features = t.features;
-  k->objects = calloc(1, sizeof *k->objects);
+  k->objects = dc_calloc(1, sizeof *k->objects);
   k->objects[0] = (dc_plan_object){obj.data, obj.len};
   k->nobjects = 1;
-  k->entries = calloc(1, sizeof *k->entries);
+  k->entries = dc_calloc(1, sizeof *k->entries);
   k->entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
   k->nentries = 1;
   return NULL;
-}
-
-static void free_kernels(dc_plan_kernels *k) {
-  if (k->entries) dc_free(k->entries[0].symbol);
-  free(k->entries);
-  if (k->objects) dc_free(k->objects[0].data);
-  free(k->objects);
-  dc_free(k->triple);
-  dc_free(k->cpu);
-  dc_free(k->features);
 }
 
 /* The kernel of node id, compiled, linked and ready to run on a pool. */
@@ -118,7 +108,7 @@ static dc_status *compiled_init(const dc_module *m, int32_t id, int nthreads, co
 static void compiled_deinit(compiled *c) {
   dc_pool_destroy(c->pool);
   dc_cpu_code_destroy(c->code);
-  free_kernels(&c->k);
+  dc_plan_kernels_deinit(&c->k);
   free(c->fns);
 }
 
