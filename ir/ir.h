@@ -11,9 +11,11 @@
  *   ir/infer.c:     dc_infer_type — the shape and dtype rule of every op
  *   ir/verify.c:    dc_verify — structural and type checks, run between passes
  *   ir/print.c:     dc_print — deterministic text dump with bytes and live ranges
+ *   ir/parse.c:     dc_parse — the dump read back (tests text to text, fuzzing)
  *   ir/liveness.c:  dc_liveness — live ranges, in-place reuse, the activation peak, and
  *                   dc_memplan_check (no two live values overlap in the arena)
  *   ir/serialize.c: dc_serialize / dc_deserialize — the plan's binary schedule
+ *   ir/flops.c:     dc_module_flops — the arithmetic of a run, for GFLOP/s figures
  */
 #ifndef DC_IR_H
 #define DC_IR_H
@@ -240,8 +242,18 @@ int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id);
 dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l);
 #define DC_ARENA_ALIGN 64
 
+/* ---- arithmetic (ir/flops.c) ------------------------------------------ */
+/* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */
+uint64_t dc_module_flops(const dc_module *m);
+
 /* ---- text dump (ir/print.c) ------------------------------------------- */
 dc_status *dc_print(const dc_module *m, dc_buf *out);
+
+/* ---- text form back (ir/parse.c) -------------------------------------- */
+/* Parses dc_print's text (what names the source in messages, with line
+ * numbers); the result is verified, and its memory plan checked when the
+ * text has one.  dc_print(dc_parse(dc_print(m))) == dc_print(m). */
+dc_status *dc_parse(const char *text, size_t len, const char *what, dc_module **out);
 
 /* ---- binary form (ir/serialize.c) ------------------------------------- */
 /* Two parts, stored as two plan sections: the weight references (files and

@@ -52,6 +52,7 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
     dc_buf_printf(b, ", live %d..%d", dc_value_first_step(m, id), l->last_use[id]);
     if (n->offset >= 0) dc_buf_printf(b, ", @off %" PRId64, n->offset);
     if (l->inplace_of[id] >= 0) dc_buf_printf(b, " in place over %%%d", l->inplace_of[id]);
+    if (n->op == OP_INPUT && m->inputs[n->ref].init == INIT_TIMESTEP) dc_buf_printf(b, ", random timesteps");
     dc_buf_printf(b, "\n");
   }
 }

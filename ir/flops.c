@@ -1,0 +1,33 @@
+/* flops.c — the arithmetic of a module, for GFLOP/s figures.  Counts the
+ * multiply-adds of the matrix ops as 2 flops each (the convention PyTorch's
+ * FlopCounterMode uses, so our numbers compare with bench/bench.py's):
+ * conv2d 2·N·O·Ho·Wo·C·kh·kw, linear 2·M·N·K, attention 4·B·H·Sq·Sk·D (QKᵀ
+ * and PV).  Element-wise work and norms are memory-bound and not counted. */
+#include "ir.h"
+
+static uint64_t numel_of(const dc_module *m, int32_t v) { return dc_type_numel(&m->nodes[v].type); }
+
+static uint64_t node_flops(const dc_module *m, const dc_node *n) {
+  switch (n->op) {
+    case OP_CONV2D: {
+      const dc_type *w = &m->nodes[n->inputs[1]].type; /* [O, C, kh, kw] */
+      return 2 * dc_type_numel(&n->type) * (uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]);
+    }
+    case OP_LINEAR: {
+      const dc_type *w = &m->nodes[n->inputs[1]].type; /* [N, K] */
+      uint64_t rows = numel_of(m, n->inputs[0]) / (uint64_t)w->dims[1];
+      return 2 * rows * (uint64_t)(w->dims[0] * w->dims[1]);
+    }
+    case OP_ATTENTION: {
+      const dc_type *q = &m->nodes[n->inputs[0]].type, *k = &m->nodes[n->inputs[1]].type; /* [B, S, H*D] */
+      return 4 * (uint64_t)(q->dims[0] * q->dims[1]) * (uint64_t)k->dims[1] * (uint64_t)q->dims[2];
+    }
+    default: return 0;
+  }
+}
+
+uint64_t dc_module_flops(const dc_module *m) {
+  uint64_t total = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) total += node_flops(m, &m->nodes[i]);
+  return total;
+}
