@@ -164,11 +164,14 @@ static void get_attr_value(parser *ps, cursor *c, dc_node *n, int k) {
   if (info->attr_kinds[k] == ATTR_INT) {
     n->attrs[k].i = get_int(ps, c, info->attr_names[k]);
   } else if (info->attr_kinds[k] == ATTR_FLOAT) {
-    char *e;
+    char buf[48], *e; /* the text is not NUL-terminated: strtod reads a bounded copy */
+    size_t len = (size_t)(c->end - c->p) < sizeof buf - 1 ? (size_t)(c->end - c->p) : sizeof buf - 1;
+    memcpy(buf, c->p, len);
+    buf[len] = 0;
     errno = 0;
-    n->attrs[k].f = strtod(c->p, &e);
-    if (e == c->p || e > c->end || errno) return fail(ps, "expected a number for %s", info->attr_names[k]);
-    c->p = e;
+    n->attrs[k].f = strtod(buf, &e);
+    if (e == buf || errno) return fail(ps, "expected a number for %s", info->attr_names[k]);
+    c->p += e - buf;
   } else if (info->attr_kinds[k] == ATTR_ACT) {
     int a;
     for (a = 0; a < ACT_COUNT; a++)
@@ -362,9 +365,10 @@ static void parse_file(parser *ps, cursor *c) {
   int64_t idx = get_int(ps, c, "a file index");
   if (!ps->err && idx != ps->m->nfiles) return fail(ps, "expected file %d (files are numbered in order)", ps->m->nfiles);
   expect(ps, c, ": ");
-  const char *close = c->end;
-  while (close > c->p && !(close[0] == ' ' && close[1] == '(')) close--; /* the last " (" ends the path */
-  if (!ps->err && close == c->p) return fail(ps, "expected \"PATH (SIZE bytes, header xxh64 HEX)\"");
+  if (ps->err) return;
+  const char *close = c->end - 1; /* the last " (" ends the path */
+  while (close > c->p && !(close[0] == ' ' && close + 1 < c->end && close[1] == '(')) close--;
+  if (close <= c->p) return fail(ps, "expected \"PATH (SIZE bytes, header xxh64 HEX)\"");
   cursor pc = {c->p, close};
   dc_weight_file wf = {0};
   wf.path = get_token(ps, &pc, "", "a file path");
