@@ -191,6 +191,9 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
   if (c->n->op == OP_RESHAPE) {
     if (dc_type_numel(t) != dc_type_numel(c->in[0]) || t->dtype != c->in[0]->dtype)
       return fail(c, "cannot reshape %s to %s", ts(c->in[0], b1), ts(t, b2));
+  } else if (c->n->op == OP_UPLOAD) {
+    if (c->m->nodes[c->n->inputs[0]].op != OP_WEIGHT) return fail(c, "upload reads a weight, not a computed value");
+    if (!dc_type_equal(t, c->in[0])) return fail(c, "upload changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
   } else if (c->n->op == OP_CAST) {
     dc_type same = *c->in[0];
     same.dtype = t->dtype;

@@ -212,10 +212,14 @@ typedef struct {
   uint64_t live_peak_bytes; /* max of live_bytes: what any packing needs at least */
   int32_t ninplace;       /* values written in place over a parent */
   int planned;            /* 1 when every activation has an arena offset */
-  uint64_t weight_bytes;  /* sum of all weights' bytes (resident) */
+  uint64_t weight_bytes;  /* weights resident on the device for the whole run */
+  uint64_t host_weight_bytes; /* offloaded weights: in host memory, copied in by uploads */
 } dc_liveness;
 dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *out);
 void dc_liveness_deinit(dc_liveness *l);
+/* True when weight node id is offloaded: it has readers and every one is an
+ * OP_UPLOAD (passes/offload.c), so it lives in host memory, not on the device. */
+int dc_weight_offloaded(const dc_module *m, int32_t id);
 /* True when the node's value occupies activation memory (not a weight). */
 int dc_node_is_activation(const dc_node *n);
 int dc_node_is_output(const dc_module *m, int32_t id);

@@ -52,6 +52,38 @@ int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id) 
 
 /* The last step a value occupies memory: its last use, or the step before
  * when its last reader took its bytes over in place. */
+int dc_weight_offloaded(const dc_module *m, int32_t id) {
+  int readers = 0;
+  for (int32_t i = id + 1; i < m->nnodes; i++)
+    for (int k = 0; k < m->nodes[i].ninputs; k++)
+      if (m->nodes[i].inputs[k] == id) {
+        if (m->nodes[i].op != OP_UPLOAD) return 0;
+        readers++;
+      }
+  return readers > 0;
+}
+
+/* Weights read by any kernel are resident on the device; weights read only
+ * by uploads live in host memory.  inplace_of is borrowed as scratch:
+ * 1 = a kernel reads it, 2 = only uploads so far (reset by find_inplace). */
+static void weight_residency(const dc_module *m, dc_liveness *l) {
+  int32_t *how = l->inplace_of;
+  for (int32_t i = 0; i < m->nnodes; i++) how[i] = 0;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    for (int k = 0; k < m->nodes[i].ninputs; k++) {
+      int32_t p = m->nodes[i].inputs[k];
+      if (m->nodes[p].op != OP_WEIGHT) continue;
+      if (m->nodes[i].op != OP_UPLOAD) how[p] = 1;
+      else if (how[p] == 0) how[p] = 2;
+    }
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    if (m->nodes[i].op != OP_WEIGHT) continue;
+    uint64_t b = m->weights[m->nodes[i].ref].bytes;
+    if (how[i] == 2) l->host_weight_bytes += b;
+    else l->weight_bytes += b;
+  }
+}
+
 static int32_t last_step(const dc_liveness *l, int32_t id) {
   int32_t c = l->last_use[id];
   return l->inplace_of[c] == id ? c - 1 : c;
@@ -133,8 +165,10 @@ dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
   for (int32_t i = 0; i < n; i++)
     for (int k = 0; k < m->nodes[i].ninputs; k++) l->last_use[m->nodes[i].inputs[k]] = i;
   for (int32_t i = 0; i < n; i++)
-    if (dc_node_is_output(m, i)) l->last_use[i] = n - 1;
+    if (dc_node_is_output(m, i) || (m->nodes[i].op == OP_UPLOAD && dc_node_int(&m->nodes[i], "hold")))
+      l->last_use[i] = n - 1;
   l->planned = is_planned(m);
+  weight_residency(m, l); /* before find_inplace, whose array it borrows */
   find_inplace(m, l);
   dc_status *st = sum_live(m, l);
   if (st) {
@@ -142,7 +176,6 @@ dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
     return st;
   }
   if (l->planned) arena_peak(m, l);
-  for (int32_t w = 0; w < m->nweights; w++) l->weight_bytes += m->weights[w].bytes;
   return NULL;
 }
 

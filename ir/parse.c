@@ -12,7 +12,7 @@
  *   # key = value                                 metadata (before "# weights:")
  *   #   file N: PATH (SIZE bytes, header xxh64 HEX)
  *   %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, random timesteps]
- *   %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident, file F @ OFFSET
+ *   %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident|host, file F @ OFFSET
  *   %N = OP(%a, %b, ...) {k=v, ...} : TYPE  # [absorbed A, ]SCOPE, LAYOUT, devD, BYTES, live a..b[, @off O[ in place over %k]]
  *   output NAME = %N
  *   # peak activations: ... (B bytes) ...         the arena size, when "# arena: ... planned"
@@ -292,8 +292,8 @@ static void parse_weight(parser *ps, cursor *c) {
   if (ps->err) return;
   cursor f[8];
   int nf = split_fields(*c, f, 8);
-  if (nf != 5 || !field_is(&f[3], "resident") || !starts(&f[4], "file "))
-    return fail(ps, "expected \"LAYOUT, devN, BYTES, resident, file F @ OFFSET\" in the comment");
+  if (nf != 5 || !(field_is(&f[3], "resident") || field_is(&f[3], "host")) || !starts(&f[4], "file "))
+    return fail(ps, "expected \"LAYOUT, devN, BYTES, resident|host, file F @ OFFSET\" in the comment");
   int64_t file = get_int(ps, &f[4], "a file index");
   expect(ps, &f[4], " @ ");
   w.offset = get_u64(ps, &f[4], 10, "a file offset");

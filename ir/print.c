@@ -47,7 +47,8 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
                 dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
   if (n->op == OP_WEIGHT) {
     const dc_weight *w = &m->weights[n->ref];
-    dc_buf_printf(b, ", resident, file %d @ %" PRIu64 "\n", w->file, w->offset);
+    dc_buf_printf(b, ", %s, file %d @ %" PRIu64 "\n", dc_weight_offloaded(m, id) ? "host" : "resident", w->file,
+                  w->offset);
   } else {
     dc_buf_printf(b, ", live %d..%d", dc_value_first_step(m, id), l->last_use[id]);
     if (n->offset >= 0) dc_buf_printf(b, ", @off %" PRId64, n->offset);
@@ -86,6 +87,24 @@ static void print_arena(const dc_liveness *l, dc_buf *b) {
                 l->ninplace, l->ninplace == 1 ? "" : "s");
 }
 
+/* What offloading moves: weights kept in host memory and the uploads that
+ * copy them in (each weight once per run, or more if uploaded twice). */
+static void print_offload(const dc_module *m, const dc_liveness *l, dc_buf *b) {
+  char bb[32], b2[32];
+  uint64_t copied = 0;
+  int uploads = 0, groups = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    if (m->nodes[i].op != OP_UPLOAD) continue;
+    uploads++;
+    copied += dc_type_bytes(&m->nodes[i].type);
+    int g = (int)dc_node_int(&m->nodes[i], "group");
+    if (g + 1 > groups) groups = g + 1;
+  }
+  dc_buf_printf(b, "# offloaded: weights %s in host memory; %d upload%s in %d group%s copy %s per run\n",
+                dc_format_bytes(l->host_weight_bytes, bb, sizeof bb), uploads, uploads == 1 ? "" : "s", groups,
+                groups == 1 ? "" : "s", dc_format_bytes(copied, b2, sizeof b2));
+}
+
 static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
   char bb[32], b2[32], b3[32];
   int32_t s = l->peak_step;
@@ -103,6 +122,7 @@ static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
   dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
                 dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
                 dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));
+  if (l->host_weight_bytes) print_offload(m, l, b);
 }
 
 dc_status *dc_print(const dc_module *m, dc_buf *b) {

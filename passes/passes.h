@@ -11,6 +11,7 @@
  *   passes/dce.c:         dc_pass_dce
  *   passes/fuse_norm_act.c: dc_pass_fuse_norm_act
  *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
+ *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
  */
 #ifndef DC_PASSES_H
@@ -18,7 +19,26 @@
 
 #include "../ir/ir.h"
 
-typedef dc_status *(*dc_pass_fn)(dc_module *m);
+/* The memory techniques asked for (diffc options; zero = none).  Passes
+ * that do not use them ignore them. */
+typedef enum { DC_OFFLOAD_NONE, DC_OFFLOAD_MODEL, DC_OFFLOAD_SEQUENTIAL, DC_OFFLOAD_GROUP } dc_offload_kind;
+typedef enum { DC_GROUP_NONE, DC_GROUP_BLOCK, DC_GROUP_LEAF } dc_group_level;
+typedef struct {
+  dc_offload_kind offload;
+  dc_group_level group_level; /* --offload group */
+  int blocks_per_group;       /* --group-level block: consecutive entries of a block list per group */
+  int prefetch;               /* --prefetch[=DEPTH]: uploads issued DEPTH groups ahead (0: right before use) */
+} dc_memory_options;
+
+/* Names for messages and the plan's options ("none", "model", ...). */
+const char *dc_offload_name(dc_offload_kind k);
+const char *dc_group_level_name(dc_group_level g);
+/* Checks a combination: a group level only with --offload group (and then
+ * required), blocks per group only at block level (and then >= 1), prefetch
+ * only with group offload.  Messages say which option to add or drop. */
+dc_status *dc_memory_options_check(const dc_memory_options *o);
+
+typedef dc_status *(*dc_pass_fn)(dc_module *m, const dc_memory_options *mem);
 
 typedef struct {
   const char *name;
@@ -36,6 +56,7 @@ typedef struct {
   dc_status *(*dump)(void *user, const char *pass, const dc_module *m);
   void *user;
   int verbose; /* print each pass's name and node count to stderr */
+  const dc_memory_options *memory; /* NULL: none */
 } dc_pipeline_options;
 
 dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt);
@@ -44,6 +65,8 @@ dc_status *dc_pass_shape_infer(dc_module *m);
 dc_status *dc_pass_dce(dc_module *m);
 dc_status *dc_pass_fuse_norm_act(dc_module *m);
 dc_status *dc_pass_fuse_epilogue(dc_module *m);
+/* passes/offload.c: upload nodes for offloaded weights (--offload). */
+dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *mem);
 
 /* passes/memplan.c: arena offsets for every activation (the last pass).
  * dc_memplan plans m, writing one line per decision to trace when non-NULL;

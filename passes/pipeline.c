@@ -7,19 +7,30 @@
 
 #include "passes.h"
 
+/* The passes that need no options, adapted to the one pass signature. */
+static dc_status *shape_infer(dc_module *m, const dc_memory_options *o) { return dc_pass_shape_infer(m); }
+static dc_status *fuse_norm_act(dc_module *m, const dc_memory_options *o) { return dc_pass_fuse_norm_act(m); }
+static dc_status *fuse_epilogue(dc_module *m, const dc_memory_options *o) { return dc_pass_fuse_epilogue(m); }
+static dc_status *dce(dc_module *m, const dc_memory_options *o) { return dc_pass_dce(m); }
+static dc_status *memplan(dc_module *m, const dc_memory_options *o) { return dc_pass_memplan(m); }
+
 static const dc_pass passes[] = {
     {"shape-infer", "derive every value's type from its inputs (checks what the frontend built)",
-     dc_pass_shape_infer},
+     shape_infer},
     /* Fusion.  Attention needs no pass: the frontend already emits QK^T,
      * scale, softmax and ·V as one OP_ATTENTION. */
     {"fuse-norm-act", "fold a silu/gelu into the group_norm it reads (group_norm{act})",
-     dc_pass_fuse_norm_act},
+     fuse_norm_act},
     {"fuse-epilogue", "fold silu/gelu, geglu and a residual add into conv2d/linear epilogues",
-     dc_pass_fuse_epilogue},
-    {"dce", "remove values no output depends on; drop weights nothing reads", dc_pass_dce},
+     fuse_epilogue},
+    {"dce", "remove values no output depends on; drop weights nothing reads", dce},
+    /* After dce (only live weights move) and before memplan (uploads take
+     * arena space like any value). */
+    {"offload", "keep weights in host memory and upload each group into the arena before use (--offload)",
+     dc_pass_offload},
     /* memplan stays last: the offsets it assigns hold for this node order only. */
     {"memplan", "assign every activation an offset in one arena (best fit, in place where allowed)",
-     dc_pass_memplan},
+     memplan},
 };
 
 const dc_pass *dc_pass_list(int *count) {
@@ -49,11 +60,12 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     }
     return dc_error(DC_ERR_ARGUMENT, "--dump-after %s: no such pass (passes: %s, all)", opt->dump_after, names);
   }
+  if (opt && opt->memory) DC_TRY(dc_memory_options_check(opt->memory));
   DC_TRY(dc_verify(m, "frontend"));
   DC_TRY(maybe_dump(opt, "frontend", m));
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
     double t0 = dc_now_seconds();
-    DC_TRY(dc_status_annotate(passes[i].run(m), "pass %s", passes[i].name));
+    DC_TRY(dc_status_annotate(passes[i].run(m, opt ? opt->memory : NULL), "pass %s", passes[i].name));
     DC_TRY(dc_verify(m, passes[i].name));
     if (opt && opt->verbose)
       fprintf(stderr, "diffc: pass %-12s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,

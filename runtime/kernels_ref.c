@@ -101,6 +101,13 @@ static void encode_chunk(dc_dtype t, const float *src, int64_t count, uint8_t *d
   }
 }
 
+/* A weight's bytes from host memory into the arena (the CPU backend's
+ * model of a host-to-device copy). */
+static dc_status *ref_upload(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  memcpy(out, in[0], dc_type_bytes(&n->type));
+  return NULL;
+}
+
 static dc_status *ref_cast(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   dc_dtype from = in_type(m, n, 0)->dtype, to = n->type.dtype;
   int64_t total = (int64_t)dc_type_numel(&n->type);
@@ -408,6 +415,7 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_SLICE] = ref_slice,
   [OP_TIME_EMBED] = dc_ref_time_embed,
   [OP_CAST] = ref_cast,
+  [OP_UPLOAD] = ref_upload,
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

@@ -150,7 +150,7 @@ static dc_status *run_passes(dc_module *m, int fuse) {
   DC_TRY(dc_verify(m, "frontend"));
   for (int i = 0; i < n; i++) {
     if (!fuse && is_fusion(p[i].name)) continue;
-    DC_TRY(dc_status_annotate(p[i].run(m), "pass %s", p[i].name));
+    DC_TRY(dc_status_annotate(p[i].run(m, NULL), "pass %s", p[i].name));
     DC_TRY(dc_verify(m, p[i].name));
   }
   return NULL;

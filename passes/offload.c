@@ -1,0 +1,298 @@
+/* offload.c — pass "offload": weights that live in host memory and are
+ * copied into the device arena before use (diffc --offload).
+ *
+ * Requires: a verified module after dce (every weight is read); no memory
+ *   plan yet (memplan runs after and places the uploads like any value).
+ * Guarantees: each offloaded weight is read by exactly one OP_UPLOAD node
+ *   and every former reader reads the upload instead; the upload of a group
+ *   sits right before the group's first use, or, with --prefetch=D, right
+ *   before the first use of the group D places earlier in use order, so
+ *   its copy overlaps the compute in between (the runtime issues uploads on
+ *   the copy stream; a copy waits for the compute before it in the
+ *   schedule, a kernel waits only for the uploads it reads).  An upload is
+ *   freed after its last reader (hold=1 for --offload model: kept to the end).
+ *   Module metadata "offload" says what was done.
+ * Invalidates: node ids (inputs and outputs remapped here).
+ *
+ * Groups, following diffusers (../shared/notes/diffusers-semantics.md §1–2):
+ *   model       one group, uploaded at the start and held for the run
+ *               (enable_model_cpu_offload for one model);
+ *   sequential  one group per module that owns weights, uploaded right
+ *               before use (enable_sequential_cpu_offload);
+ *   group leaf  the same groups, prefetch allowed (enable_group_offload
+ *               leaf_level; diffusers buckets norm weights with their owner
+ *               — here each module is its own group, which needs no more);
+ *   group block N consecutive entries of each block list (a path component
+ *               followed by an index: down_blocks.3, up_blocks.0, ...; for
+ *               AutoencoderKL inside encoder/decoder, its
+ *               _group_offload_block_modules); weights outside every list
+ *               stay resident, as diffusers' "unmatched group" is for the
+ *               whole forward.
+ * Unlike diffusers, a group's weights are freed one by one after their last
+ * reader, not together at the group's end: never more memory, often less. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+const char *dc_offload_name(dc_offload_kind k) {
+  switch (k) {
+    case DC_OFFLOAD_NONE: return "none";
+    case DC_OFFLOAD_MODEL: return "model";
+    case DC_OFFLOAD_SEQUENTIAL: return "sequential";
+    case DC_OFFLOAD_GROUP: return "group";
+  }
+  return "?";
+}
+
+const char *dc_group_level_name(dc_group_level g) {
+  switch (g) {
+    case DC_GROUP_NONE: return "none";
+    case DC_GROUP_BLOCK: return "block";
+    case DC_GROUP_LEAF: return "leaf";
+  }
+  return "?";
+}
+
+dc_status *dc_memory_options_check(const dc_memory_options *o) {
+  if (o->offload == DC_OFFLOAD_GROUP && o->group_level == DC_GROUP_NONE)
+    return dc_error(DC_ERR_ARGUMENT, "--offload group needs --group-level block|leaf");
+  if (o->offload != DC_OFFLOAD_GROUP && o->group_level != DC_GROUP_NONE)
+    return dc_error(DC_ERR_ARGUMENT, "--group-level %s needs --offload group (it is --offload %s)",
+                    dc_group_level_name(o->group_level), dc_offload_name(o->offload));
+  if (o->group_level == DC_GROUP_BLOCK && o->blocks_per_group < 1)
+    return dc_error(DC_ERR_ARGUMENT, "--group-level block needs --blocks-per-group N (N >= 1)");
+  if (o->group_level != DC_GROUP_BLOCK && o->blocks_per_group != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--blocks-per-group applies to --group-level block only");
+  if (o->prefetch < 0) return dc_error(DC_ERR_ARGUMENT, "--prefetch depth must be >= 1");
+  if (o->prefetch > 0 && o->offload != DC_OFFLOAD_GROUP)
+    return dc_error(DC_ERR_ARGUMENT, "--prefetch needs --offload group (%s)",
+                    o->offload == DC_OFFLOAD_NONE ? "nothing is offloaded"
+                    : o->offload == DC_OFFLOAD_SEQUENTIAL
+                        ? "sequential offload is synchronous by definition; --offload group --group-level leaf --prefetch "
+                          "is its overlapped form"
+                        : "the whole model is uploaded at the start");
+  return NULL;
+}
+
+/* ---- grouping --------------------------------------------------------- */
+
+static int is_index(const char *s, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9') return 0;
+  return 1;
+}
+
+/* Length of the path component at s (up to '.' or the end). */
+static size_t component(const char *s) { return strcspn(s, "."); }
+
+/* The block group of a weight: "down_blocks:0" for the first chunk of
+ * down_blocks, with a prefix for AutoencoderKL's block modules.  0 when the
+ * weight is in no block list (it stays resident). */
+static int block_key(const char *cls, const char *name, int per_group, char *key, size_t cap) {
+  static const char *const vae_modules[] = {"encoder", "decoder", "quant_conv", "post_quant_conv"};
+  const char *p = name;
+  size_t prefix = 0;
+  if (cls && strcmp(cls, "AutoencoderKL") == 0)
+    for (size_t i = 0; i < sizeof vae_modules / sizeof vae_modules[0]; i++) {
+      size_t n = strlen(vae_modules[i]);
+      if (strncmp(p, vae_modules[i], n) == 0 && p[n] == '.') prefix = n + 1;
+    }
+  p += prefix;
+  size_t list = component(p);
+  if (!p[list]) return 0;
+  const char *idx = p + list + 1;
+  size_t ni = component(idx);
+  if (!is_index(idx, ni) || !idx[ni] || ni > 9) return 0;
+  long i = strtol(idx, NULL, 10);
+  snprintf(key, cap, "%.*s:%ld", (int)(prefix + list), name, i / per_group);
+  return 1;
+}
+
+/* A weight's group key into key; 0 when it stays resident. */
+static int group_key(const dc_module *m, const dc_memory_options *o, const dc_node *w, char *key, size_t cap) {
+  const char *name = m->weights[w->ref].name;
+  switch (o->offload) {
+    case DC_OFFLOAD_MODEL: snprintf(key, cap, "model"); return 1;
+    case DC_OFFLOAD_SEQUENTIAL: snprintf(key, cap, "%s", w->scope ? w->scope : name); return 1;
+    case DC_OFFLOAD_GROUP:
+      if (o->group_level == DC_GROUP_LEAF) {
+        snprintf(key, cap, "%s", w->scope ? w->scope : name);
+        return 1;
+      }
+      return block_key(dc_module_get_meta(m, "class"), name, o->blocks_per_group, key, cap);
+    default: return 0;
+  }
+}
+
+typedef struct {
+  int32_t *group_of; /* per node: group of an offloaded weight, else -1 */
+  int32_t *first_use; /* per group: the first node that reads one of its weights */
+  int32_t *rank;      /* per group: position in order of first use */
+  int32_t *anchor;    /* per group: the node its uploads go right before */
+  int32_t ngroups;
+} grouping;
+
+static void grouping_free(grouping *g) {
+  dc_free(g->group_of);
+  dc_free(g->first_use);
+  dc_free(g->rank);
+  dc_free(g->anchor);
+}
+
+static int has_reader(const dc_module *m, int32_t id) {
+  for (int32_t i = id + 1; i < m->nnodes; i++)
+    for (int k = 0; k < m->nodes[i].ninputs; k++)
+      if (m->nodes[i].inputs[k] == id) return 1;
+  return 0;
+}
+
+/* Assigns groups by key, in order of first appearance. */
+static dc_status *assign_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
+  char **keys = dc_calloc((size_t)m->nnodes + 1, sizeof *keys);
+  g->group_of = dc_calloc((size_t)m->nnodes + 1, sizeof *g->group_of);
+  g->first_use = dc_calloc((size_t)m->nnodes + 1, sizeof *g->first_use);
+  dc_status *st = keys && g->group_of && g->first_use ? NULL : dc_nomem("grouping weights for offload");
+  for (int32_t i = 0; i < m->nnodes && !st; i++) {
+    g->group_of[i] = -1;
+    char key[512];
+    if (m->nodes[i].op != OP_WEIGHT || !group_key(m, o, &m->nodes[i], key, sizeof key)) continue;
+    if (!has_reader(m, i)) continue; /* dce dropped unread weights; be safe */
+    int32_t k = 0;
+    while (k < g->ngroups && strcmp(keys[k], key) != 0) k++;
+    if (k == g->ngroups) {
+      if (!(keys[k] = dc_strdup(key))) st = dc_nomem("grouping weights for offload");
+      g->first_use[k] = m->nnodes;
+      g->ngroups++;
+    }
+    g->group_of[i] = k;
+  }
+  for (int32_t i = 0; keys && i < g->ngroups; i++) dc_free(keys[i]);
+  dc_free(keys);
+  return st;
+}
+
+static const grouping *sort_ctx;
+static int by_first_use(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  int32_t fx = sort_ctx->first_use[x], fy = sort_ctx->first_use[y];
+  return fx != fy ? (fx > fy) - (fx < fy) : (x > y) - (x < y);
+}
+
+/* first_use, rank and anchor of every group. */
+static dc_status *order_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
+  for (int32_t i = 0; i < m->nnodes; i++)
+    for (int k = 0; k < m->nodes[i].ninputs; k++) {
+      int32_t grp = g->group_of[m->nodes[i].inputs[k]];
+      if (grp >= 0 && i < g->first_use[grp]) g->first_use[grp] = i;
+    }
+  int32_t *order = dc_calloc((size_t)g->ngroups + 1, sizeof *order);
+  g->rank = dc_calloc((size_t)g->ngroups + 1, sizeof *g->rank);
+  g->anchor = dc_calloc((size_t)g->ngroups + 1, sizeof *g->anchor);
+  if (!order || !g->rank || !g->anchor) {
+    dc_free(order);
+    return dc_nomem("ordering offload groups");
+  }
+  for (int32_t k = 0; k < g->ngroups; k++) order[k] = k;
+  sort_ctx = g;
+  qsort(order, (size_t)g->ngroups, sizeof *order, by_first_use);
+  for (int32_t r = 0; r < g->ngroups; r++) {
+    g->rank[order[r]] = r;
+    int32_t ahead = r - o->prefetch < 0 ? 0 : r - o->prefetch;
+    g->anchor[order[r]] = g->first_use[order[ahead]];
+  }
+  dc_free(order);
+  return NULL;
+}
+
+/* ---- rewriting -------------------------------------------------------- */
+
+static dc_status *add(dc_module *m, const dc_node *n, int32_t *id) {
+  *id = dc_module_add_node(m, n);
+  return *id < 0 ? dc_nomem("inserting uploads") : NULL;
+}
+
+/* The weight node (moved here) and its upload, before node `at`. */
+static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, int32_t nold, const grouping *g, int hold,
+                                      int32_t at, int32_t *map) {
+  for (int32_t w = 0; w < nold; w++) {
+    int32_t grp = g->group_of[w];
+    if (grp < 0 || g->anchor[grp] != at) continue;
+    int32_t wid, uid;
+    DC_TRY(add(m, &old[w], &wid));
+    dc_node u = dc_node_make(OP_UPLOAD, 1, &wid);
+    u.type = old[w].type;
+    u.layout = old[w].layout;
+    u.device = old[w].device;
+    u.scope = old[w].scope;
+    dc_node_set_int(&u, "group", g->rank[grp]);
+    dc_node_set_int(&u, "hold", hold);
+    DC_TRY(add(m, &u, &uid));
+    map[w] = uid; /* readers of the weight read its upload */
+  }
+  return NULL;
+}
+
+static dc_status *rewrite(dc_module *m, const grouping *g, int hold) {
+  int32_t n = m->nnodes;
+  dc_node *old = dc_malloc(sizeof *old * (size_t)n);
+  int32_t *map = dc_calloc((size_t)n + 1, sizeof *map);
+  if (!old || !map) {
+    dc_free(old);
+    dc_free(map);
+    return dc_nomem("inserting uploads");
+  }
+  memcpy(old, m->nodes, sizeof *old * (size_t)n);
+  m->nnodes = 0;
+  dc_status *st = NULL;
+  for (int32_t i = 0; i < n && !st; i++) {
+    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its upload */
+    st = emit_uploads_before(m, old, n, g, hold, i, map);
+    dc_node node = old[i];
+    for (int k = 0; k < node.ninputs; k++) node.inputs[k] = map[node.inputs[k]];
+    if (!st) st = add(m, &node, &map[i]);
+  }
+  if (!st) {
+    for (int i = 0; i < m->ninputs; i++) m->inputs[i].node = map[m->inputs[i].node];
+    for (int i = 0; i < m->noutputs; i++) m->outputs[i].node = map[m->outputs[i].node];
+  }
+  dc_free(old);
+  dc_free(map);
+  return st;
+}
+
+static dc_status *describe(dc_module *m, const dc_memory_options *o, int32_t ngroups) {
+  char what[160];
+  int uploads = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) uploads += m->nodes[i].op == OP_UPLOAD;
+  if (o->offload == DC_OFFLOAD_GROUP && o->group_level == DC_GROUP_BLOCK)
+    snprintf(what, sizeof what, "group, block level, %d block(s) per group, prefetch %d: %d groups, %d uploads",
+             o->blocks_per_group, o->prefetch, (int)ngroups, uploads);
+  else if (o->offload == DC_OFFLOAD_GROUP)
+    snprintf(what, sizeof what, "group, leaf level, prefetch %d: %d groups, %d uploads", o->prefetch, (int)ngroups,
+             uploads);
+  else
+    snprintf(what, sizeof what, "%s: %d groups, %d uploads", dc_offload_name(o->offload), (int)ngroups, uploads);
+  return dc_module_set_meta(m, "offload", what);
+}
+
+dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *o) {
+  if (!o || o->offload == DC_OFFLOAD_NONE) return NULL;
+  DC_TRY(dc_memory_options_check(o));
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_UPLOAD) return dc_error(DC_ERR_INTERNAL, "the module is offloaded already");
+  grouping g = {0};
+  dc_status *st = assign_groups(m, o, &g);
+  if (!st && g.ngroups == 0)
+    st = dc_error(DC_ERR_UNSUPPORTED,
+                  "--offload group --group-level block: this %s has no block lists (a module list such as "
+                  "down_blocks.N) to group; use --group-level leaf",
+                  dc_module_get_meta(m, "class") ? dc_module_get_meta(m, "class") : "model");
+  if (!st) st = order_groups(m, o, &g);
+  if (!st) st = rewrite(m, &g, o->offload == DC_OFFLOAD_MODEL);
+  if (!st) st = describe(m, o, g.ngroups);
+  grouping_free(&g);
+  return st;
+}

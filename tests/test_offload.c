@@ -1,0 +1,294 @@
+/* test_offload.c — pass "offload" (passes/offload.c): weights kept in host
+ * memory and uploaded into the arena before use.
+ *  - text to text: a small graph, each technique, the exact uploads;
+ *  - the SD1.5-shaped fixture: every technique's outputs are bit-identical
+ *    to the plan without offload, the arena diffrun measures equals the
+ *    planned one, and the peaks keep the order diffusers' own tests demand:
+ *    leaf <= leaf+prefetch < block(1) <= block(1)+prefetch < block(3) < none;
+ *  - bad option combinations get one message naming the option. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/diffrun.h"
+#include "runtime/plan_format.h"
+#include "testutil.h"
+
+static char *print(const dc_module *m) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_status *st = dc_print(m, &b);
+  dc_buf_u8(&b, 0);
+  CHECK_OK(st);
+  return (char *)b.data;
+}
+
+static dc_module *parse(const char *text) {
+  dc_module *m = NULL;
+  CHECK_OK(dc_parse(text, strlen(text), "test.ir", &m));
+  return m;
+}
+
+/* Lines of `text` that start with "%": the graph without the comments'
+ * byte counts and live ranges, so expectations stay readable. */
+static char *graph_lines(const char *text) {
+  dc_buf b;
+  dc_buf_init(&b);
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    if (*p == '%') {
+      const char *hash = strstr(p, "  # ");
+      size_t keep = hash && hash < p + n ? (size_t)(hash - p) : n;
+      dc_buf_append(&b, p, keep);
+      dc_buf_u8(&b, '\n');
+    }
+    p += n + (nl != NULL);
+  }
+  dc_buf_u8(&b, 0);
+  return (char *)b.data;
+}
+
+/* A two-block graph: x -> down_blocks.0 (linear) -> down_blocks.1 (linear) -> out_proj. */
+static const char *small_graph =
+    "# diffc IR\n"
+    "# class = Test\n"
+    "# weights: 6 tensors\n"
+    "#   file 0: /nonexistent/w.safetensors (1000 bytes, header xxh64 0000000000000001)\n"
+    "%0 = input \"x\" : f32[2,4]  # row, dev0, 32 B, live 0..2\n"
+    "%1 = weight @down_blocks.0.proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 8\n"
+    "%2 = weight @down_blocks.0.proj.bias : f32[4]  # row, dev0, 16 B, resident, file 0 @ 72\n"
+    "%3 = linear(%0, %1, %2) {act=none, bias=1, residual=0} : f32[2,4]  # down_blocks.0.proj, row, dev0, 32 B, live 3..6\n"
+    "%4 = weight @down_blocks.1.proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 88\n"
+    "%5 = weight @down_blocks.1.proj.bias : f32[4]  # row, dev0, 16 B, resident, file 0 @ 152\n"
+    "%6 = linear(%3, %4, %5) {act=none, bias=1, residual=0} : f32[2,4]  # down_blocks.1.proj, row, dev0, 32 B, live 6..8\n"
+    "%7 = weight @out_proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 168\n"
+    "%8 = linear(%6, %7) {act=none, bias=0, residual=0} : f32[2,4]  # out_proj, row, dev0, 32 B, live 8..8\n"
+    "output y = %8\n";
+
+static void text_case(const char *what, dc_memory_options o, const char *want) {
+  dc_module *m = parse(small_graph);
+  if (!m) return;
+  CHECK_OK(dc_pass_offload(m, &o));
+  CHECK_OK(dc_verify(m, "offload"));
+  char *text = print(m), *got = graph_lines(text);
+  CHECK(strcmp(got, want) == 0);
+  if (strcmp(got, want) != 0) printf("  %s: got\n%s  wanted\n%s", what, got, want);
+  else printf("text to text: %s\n", what);
+  dc_free(text);
+  dc_free(got);
+  dc_module_destroy(m);
+}
+
+static void test_text(void) {
+  dc_memory_options block = {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0};
+  text_case("group block 1: each down block uploaded before use, out_proj resident", block,
+            "%0 = input \"x\" : f32[2,4]\n"
+            "%1 = weight @down_blocks.0.proj.weight : f32[4,4]\n"
+            "%2 = upload(%1) {group=0, hold=0} : f32[4,4]\n"
+            "%3 = weight @down_blocks.0.proj.bias : f32[4]\n"
+            "%4 = upload(%3) {group=0, hold=0} : f32[4]\n"
+            "%5 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%6 = weight @down_blocks.1.proj.weight : f32[4,4]\n"
+            "%7 = upload(%6) {group=1, hold=0} : f32[4,4]\n"
+            "%8 = weight @down_blocks.1.proj.bias : f32[4]\n"
+            "%9 = upload(%8) {group=1, hold=0} : f32[4]\n"
+            "%10 = linear(%5, %7, %9) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%11 = weight @out_proj.weight : f32[4,4]\n"
+            "%12 = linear(%10, %11) {act=none, bias=0, residual=0} : f32[2,4]\n");
+  block.prefetch = 1;
+  text_case("group block 1 + prefetch: block 1's upload issued before block 0 runs", block,
+            "%0 = input \"x\" : f32[2,4]\n"
+            "%1 = weight @down_blocks.0.proj.weight : f32[4,4]\n"
+            "%2 = upload(%1) {group=0, hold=0} : f32[4,4]\n"
+            "%3 = weight @down_blocks.0.proj.bias : f32[4]\n"
+            "%4 = upload(%3) {group=0, hold=0} : f32[4]\n"
+            "%5 = weight @down_blocks.1.proj.weight : f32[4,4]\n"
+            "%6 = upload(%5) {group=1, hold=0} : f32[4,4]\n"
+            "%7 = weight @down_blocks.1.proj.bias : f32[4]\n"
+            "%8 = upload(%7) {group=1, hold=0} : f32[4]\n"
+            "%9 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%10 = linear(%9, %6, %8) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%11 = weight @out_proj.weight : f32[4,4]\n"
+            "%12 = linear(%10, %11) {act=none, bias=0, residual=0} : f32[2,4]\n");
+  dc_memory_options model = {DC_OFFLOAD_MODEL, DC_GROUP_NONE, 0, 0};
+  text_case("model: everything uploaded at the start and held", model,
+            "%0 = input \"x\" : f32[2,4]\n"
+            "%1 = weight @down_blocks.0.proj.weight : f32[4,4]\n"
+            "%2 = upload(%1) {group=0, hold=1} : f32[4,4]\n"
+            "%3 = weight @down_blocks.0.proj.bias : f32[4]\n"
+            "%4 = upload(%3) {group=0, hold=1} : f32[4]\n"
+            "%5 = weight @down_blocks.1.proj.weight : f32[4,4]\n"
+            "%6 = upload(%5) {group=0, hold=1} : f32[4,4]\n"
+            "%7 = weight @down_blocks.1.proj.bias : f32[4]\n"
+            "%8 = upload(%7) {group=0, hold=1} : f32[4]\n"
+            "%9 = weight @out_proj.weight : f32[4,4]\n"
+            "%10 = upload(%9) {group=0, hold=1} : f32[4,4]\n"
+            "%11 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%12 = linear(%11, %6, %8) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%13 = linear(%12, %10) {act=none, bias=0, residual=0} : f32[2,4]\n");
+}
+
+/* ---- the SD1.5-shaped fixture, run ------------------------------------ */
+
+typedef struct {
+  uint64_t device_peak; /* planned: resident weights + arena */
+  uint64_t host_weights, arena;
+  int nout;
+  float **out;
+  size_t *numel;
+} run_result;
+
+static void result_free(run_result *r) {
+  for (int i = 0; i < r->nout; i++) free(r->out[i]);
+  free(r->out);
+  free(r->numel);
+}
+
+static dc_module *build_fixture(const char *name, const char *entry, const dc_input_shape *shapes, int nshapes) {
+  char *dir = dc_path_join(tu_source_dir, "fixtures"), *fx = dc_path_join(dir, name), *model = dc_path_join(fx, "model");
+  dc_folder f;
+  memset(&f, 0, sizeof f);
+  dc_build_options bo = {entry, shapes, nshapes};
+  dc_module *m = NULL;
+  CHECK_OK(dc_folder_open(model, NULL, &f));
+  CHECK_OK(dc_frontend_build(&f, &bo, &m));
+  dc_folder_close(&f);
+  dc_free(dir), dc_free(fx), dc_free(model);
+  return m;
+}
+
+/* Compiles with o, runs the plan on the reference kernels with seeded
+ * inputs; checks measured arena == planned. */
+static int compile_and_run(dc_module *m, const dc_memory_options *o, run_result *r) {
+  memset(r, 0, sizeof *r);
+  dc_pipeline_options po = {.memory = o};
+  dc_status *st = dc_pipeline_run(m, &po);
+  CHECK_OK(st);
+  if (st) return 0;
+  dc_liveness l;
+  CHECK_OK(dc_liveness_compute(m, &l));
+  r->device_peak = l.weight_bytes + l.peak_bytes;
+  r->host_weights = l.host_weight_bytes;
+  r->arena = l.peak_bytes;
+  dc_liveness_deinit(&l);
+  char *text = print(m), *path = tu_path("offload.dplan");
+  dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = m};
+  drt_plan *p = NULL;
+  drt_stats s = {0};
+  drt_options ro = {.backend = "reference"};
+  st = dc_plan_write(path, &plan);
+  if (!st) st = drt_load(path, &ro, &p);
+  if (!st) {
+    drt_set_random_inputs(p, 7);
+    st = drt_run(p, &s);
+  }
+  int ok = st == NULL;
+  CHECK_OK(st);
+  if (ok) {
+    CHECK(s.device_peak_bytes == s.device_predicted_bytes && s.device_peak_bytes == r->arena);
+    r->nout = drt_output_count(p);
+    r->out = calloc((size_t)r->nout, sizeof *r->out);
+    r->numel = calloc((size_t)r->nout, sizeof *r->numel);
+    for (int i = 0; i < r->nout; i++) {
+      const float *out = drt_output(p, drt_output_info(p, i)->name, &r->numel[i]);
+      r->out[i] = malloc(r->numel[i] * sizeof(float) + 1);
+      memcpy(r->out[i], out, r->numel[i] * sizeof(float));
+    }
+  }
+  drt_destroy(p);
+  dc_free(text);
+  free(path);
+  return ok;
+}
+
+static int same_outputs(const run_result *a, const run_result *b) {
+  if (a->nout != b->nout) return 0;
+  for (int i = 0; i < a->nout; i++)
+    if (a->numel[i] != b->numel[i] || memcmp(a->out[i], b->out[i], a->numel[i] * sizeof(float)) != 0) return 0;
+  return 1;
+}
+
+static void test_fixture(void) {
+  static const dc_input_shape sd15[] = {
+      {"sample", 4, {2, 4, 16, 24}}, {"encoder_hidden_states", 3, {2, 77, 32}}, {"timestep", 1, {2}}};
+  struct {
+    const char *name;
+    dc_memory_options o;
+  } cases[] = {
+      {"none", {0}},
+      {"group leaf", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 0}},
+      {"group leaf + prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 1}},
+      {"group block 1", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0}},
+      {"group block 1 + prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 1}},
+      {"group block 3", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 3, 0}},
+      {"sequential", {DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0, 0}},
+      {"model", {DC_OFFLOAD_MODEL, DC_GROUP_NONE, 0, 0}},
+      {"group leaf + prefetch 3", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 3}},
+  };
+  enum { N = sizeof cases / sizeof cases[0] };
+  run_result r[N];
+  int ok[N];
+  printf("unet_sd15 (2x4x16x24), reference kernels:\n  %-26s %12s %12s %12s  outputs\n", "offload", "device peak",
+         "arena", "host weights");
+  for (int i = 0; i < N; i++) {
+    dc_module *m = build_fixture("unet_sd15", "forward", sd15, 3);
+    ok[i] = m && compile_and_run(m, &cases[i].o, &r[i]);
+    dc_module_destroy(m);
+    if (!ok[i]) continue;
+    int same = i == 0 || (ok[0] && same_outputs(&r[0], &r[i]));
+    CHECK(same);
+    printf("  %-26s %12llu %12llu %12llu  %s\n", cases[i].name, (unsigned long long)r[i].device_peak,
+           (unsigned long long)r[i].arena, (unsigned long long)r[i].host_weights,
+           i == 0 ? "(baseline)" : same ? "bit-identical" : "DIFFER");
+  }
+  for (int i = 0; i < N; i++)
+    if (!ok[i]) return;
+  /* diffusers tests/hooks/test_group_offloading.py: leaf <= leaf+stream < block(1) <= block(1)+stream < block(3) < none */
+  CHECK(r[1].device_peak <= r[2].device_peak);
+  CHECK(r[2].device_peak < r[3].device_peak);
+  CHECK(r[3].device_peak <= r[4].device_peak);
+  CHECK(r[4].device_peak < r[5].device_peak);
+  CHECK(r[5].device_peak < r[0].device_peak);
+  /* Sequential offload is leaf grouping without overlap; model offload
+   * needs the whole model, like none, but keeps it in host memory between runs. */
+  CHECK(r[6].device_peak == r[1].device_peak);
+  CHECK(r[7].device_peak == r[0].device_peak && r[7].host_weights == r[0].device_peak - r[0].arena);
+  CHECK(r[8].device_peak >= r[2].device_peak);
+  printf("  order as diffusers demands: leaf <= leaf+prefetch < block(1) <= block(1)+prefetch < block(3) < none\n");
+  for (int i = 0; i < N; i++) result_free(&r[i]);
+}
+
+static void test_bad_options(void) {
+  dc_memory_options o = {DC_OFFLOAD_GROUP, DC_GROUP_NONE, 0, 0};
+  CHECK_ERR(dc_memory_options_check(&o), "--offload group needs --group-level block|leaf");
+  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 0, 0};
+  CHECK_ERR(dc_memory_options_check(&o), "--group-level block needs --blocks-per-group N");
+  o = (dc_memory_options){DC_OFFLOAD_NONE, DC_GROUP_NONE, 0, 1};
+  CHECK_ERR(dc_memory_options_check(&o), "--prefetch needs --offload group (nothing is offloaded)");
+  o = (dc_memory_options){DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0, 2};
+  CHECK_ERR(dc_memory_options_check(&o), "--prefetch needs --offload group (sequential offload is synchronous");
+  o = (dc_memory_options){DC_OFFLOAD_MODEL, DC_GROUP_LEAF, 0, 0};
+  CHECK_ERR(dc_memory_options_check(&o), "--group-level leaf needs --offload group (it is --offload model)");
+  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 2, 0};
+  CHECK_ERR(dc_memory_options_check(&o), "--blocks-per-group applies to --group-level block only");
+  /* Block level on a graph without block lists. */
+  dc_module *m = parse("%0 = input \"x\" : f32[2,4]  # row, dev0, 32 B, live 0..2\n"
+                       "#   file 0: /x.safetensors (100 bytes, header xxh64 0000000000000001)\n"
+                       "%1 = weight @proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 8\n"
+                       "%2 = linear(%0, %1) {act=none, bias=0, residual=0} : f32[2,4]  # proj, row, dev0, 32 B, live 2..2\n"
+                       "output y = %2\n");
+  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0};
+  if (m) CHECK_ERR(dc_pass_offload(m, &o), "has no block lists");
+  dc_module_destroy(m);
+  printf("bad offload options: 7 cases, one message each\n");
+}
+
+int main(int argc, char **argv) {
+  tu_init(argc, argv);
+  test_text();
+  test_bad_options();
+  test_fixture();
+  return tu_finish();
+}
