@@ -1,7 +1,7 @@
 /* emit_kernels.c — the CPU codegen stage of the driver.
  *
- * Nodes with equal signatures (op, attributes, operand types) share one
- * kernel: a UNet repeats its blocks.  The distinct kernels are split over
+ * Nodes with equal signatures share one kernel (codegen/kernel_group.h): a
+ * UNet repeats its blocks.  The distinct kernels are split over
  * one LLVM module per CPU and compiled in parallel threads (each thread has
  * its own LLVM context, which LLVM allows), giving one object file each.
  * Nodes whose op has no LLVM kernel run their reference kernel; the count is
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/kernel_group.h"
 #include "codegen/llvm/kgen.h"
 
 #define MAX_PARTS 16
@@ -26,48 +27,14 @@ typedef struct {
   dc_status *st;
 } part_job;
 
-/* What a kernel is specialised on: op, attributes and every operand's type. */
-static void signature(const dc_module *m, const dc_node *n, dc_buf *b) {
-  char tb[160];
-  dc_buf_printf(b, "%d|%s", (int)n->op, dc_type_str(&n->type, tb, sizeof tb));
-  for (int i = 0; i < n->ninputs; i++) dc_buf_printf(b, "|%s", dc_type_str(&m->nodes[n->inputs[i]].type, tb, sizeof tb));
-  for (int i = 0; i < DC_MAX_ATTRS; i++) dc_buf_printf(b, "|%lld,%.17g", (long long)n->attrs[i].i, n->attrs[i].f);
-  for (int i = 0; i < n->nlist; i++) dc_buf_printf(b, "|%lld", (long long)n->list[i]);
-  dc_buf_u8(b, 0);
-}
+static int has_llvm_kernel(const dc_module *m, int32_t id) { return dc_kgen_emitter_for(m->nodes[id].op) != NULL; }
 
-/* rep_of[i] = index into reps of node i's kernel, -1 for none. */
-static dc_status *group_nodes(const dc_module *m, int32_t *reps, int *nreps, int32_t *rep_of, int *nref) {
-  char **sigs = dc_calloc((size_t)m->nnodes + 1, sizeof *sigs);
-  if (!sigs) return dc_nomem("grouping kernels");
-  dc_status *st = NULL;
-  *nreps = *nref = 0;
-  for (int32_t i = 0; i < m->nnodes && !st; i++) {
-    rep_of[i] = -1;
-    if (dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) continue;
-    if (!dc_kgen_emitter_for(m->nodes[i].op)) {
-      (*nref)++;
-      continue;
-    }
-    dc_buf sig;
-    dc_buf_init(&sig);
-    signature(m, &m->nodes[i], &sig);
-    if ((st = dc_buf_status(&sig, "grouping kernels"))) break;
-    int same = -1;
-    for (int r = 0; r < *nreps && same < 0; r++)
-      if (strcmp(sigs[r], (const char *)sig.data) == 0) same = r;
-    if (same >= 0) {
-      rep_of[i] = same;
-      dc_buf_deinit(&sig);
-    } else {
-      sigs[*nreps] = (char *)sig.data;
-      reps[*nreps] = i;
-      rep_of[i] = (*nreps)++;
-    }
-  }
-  for (int r = 0; r < *nreps; r++) dc_free(sigs[r]);
-  dc_free(sigs);
-  return st;
+/* Non-leaf nodes whose op has no LLVM kernel: they run the reference one. */
+static int count_reference(const dc_module *m, const dc_kernel_groups *g) {
+  int n = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) /* uploads are copies on the copy stream, not kernels */
+    n += g->group_of[i] < 0 && !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && m->nodes[i].op != OP_UPLOAD;
+  return n;
 }
 
 static void *compile_part(void *arg) {
@@ -125,22 +92,23 @@ static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int verbose, dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
   double t0 = dc_now_seconds();
-  int32_t *reps = dc_calloc((size_t)m->nnodes + 1, sizeof *reps), *rep_of = dc_calloc((size_t)m->nnodes + 1, sizeof *rep_of);
-  dc_cpu_kernel *out = dc_calloc((size_t)m->nnodes + 1, sizeof *out);
+  dc_kernel_groups g;
+  DC_TRY(dc_kernel_groups_build(m, has_llvm_kernel, NULL, &g));
+  int nreps = g.nreps, nref = count_reference(m, &g), nparts = 0;
+  dc_cpu_kernel *out = dc_calloc((size_t)nreps + 1, sizeof *out);
   part_job jobs[MAX_PARTS];
   memset(jobs, 0, sizeof jobs);
-  int nreps = 0, nref = 0, nparts = 0;
-  dc_status *st = reps && rep_of && out ? group_nodes(m, reps, &nreps, rep_of, &nref) : dc_nomem("emitting kernels");
+  dc_status *st = out ? NULL : dc_nomem("emitting kernels");
   if (!st && nreps > 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     nparts = (int)(cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : cpus);
     if (nparts > nreps) nparts = nreps;
     for (int p = 0; p < nparts; p++) {
-      jobs[p] = (part_job){m, t, reps, nreps, p, nparts, out, {0}, NULL};
+      jobs[p] = (part_job){m, t, g.reps, nreps, p, nparts, out, {0}, NULL};
       dc_buf_init(&jobs[p].obj);
     }
     st = compile_parts(jobs, nparts);
-    if (!st) st = describe(m, t, rep_of, out, jobs, nparts, k);
+    if (!st) st = describe(m, t, g.group_of, out, jobs, nparts, k);
   }
   size_t code = 0;
   for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
@@ -152,8 +120,7 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int v
   for (int r = 0; out && r < nreps; r++) dc_free(out[r].symbol);
   for (int p = 0; p < nparts; p++) dc_buf_deinit(&jobs[p].obj);
   dc_free(out);
-  dc_free(reps);
-  dc_free(rep_of);
+  dc_kernel_groups_deinit(&g);
   if (st) dc_plan_kernels_deinit(k);
   return st;
 }

@@ -1,6 +1,7 @@
 /* plan_writer.c — lays out a plan file (runtime/plan_format.h): header,
  * section table with xxHash64 checksums, 64-byte aligned payloads, written
- * to a temporary name and renamed into place. */
+ * to a temporary name and renamed into place.  The KERN section holds LLVM
+ * objects for a CPU plan (format 1) and CUDA images for a CUDA one (2). */
 #include <string.h>
 
 #include "runtime/plan_format.h"
@@ -36,6 +37,31 @@ static void put_kernels(const dc_plan_kernels *k, dc_buf *b) {
   }
 }
 
+/* KERN format 2 (runtime/plan_format.h). */
+static void put_cuda(const dc_plan_cuda *c, dc_buf *b) {
+  dc_buf_u32(b, 2);
+  dc_buf_str(b, c->compute);
+  dc_buf_str(b, c->nvrtc_version);
+  dc_buf_u32(b, (uint32_t)c->nkernels);
+  for (int i = 0; i < c->nkernels; i++) {
+    const dc_plan_cuda_kernel *k = &c->kernels[i];
+    dc_buf_str(b, k->name);
+    dc_buf_str(b, k->source);
+    for (int d = 0; d < 3; d++) dc_buf_u32(b, k->grid[d]);
+    for (int d = 0; d < 3; d++) dc_buf_u32(b, k->block[d]);
+    dc_buf_u32(b, k->smem_bytes);
+    dc_buf_u32(b, (uint32_t)k->nimages);
+    for (int j = 0; j < k->nimages; j++) {
+      dc_buf_str(b, k->images[j].arch);
+      dc_buf_u32(b, k->images[j].kind);
+      dc_buf_u64(b, k->images[j].size);
+      dc_buf_append(b, k->images[j].data, k->images[j].size);
+    }
+  }
+  dc_buf_u32(b, (uint32_t)c->nnodes);
+  for (int i = 0; i < c->nnodes; i++) dc_buf_u32(b, (uint32_t)c->kernel_of_node[i]);
+}
+
 static dc_status *build_sections(const dc_plan *plan, section *s) {
   memcpy(s[0].tag, "OPTS", 4);
   dc_buf_append(&s[0].data, plan->options_json, strlen(plan->options_json));
@@ -44,7 +70,8 @@ static dc_status *build_sections(const dc_plan *plan, section *s) {
   memcpy(s[2].tag, "SCHD", 4);
   DC_TRY(dc_serialize(plan->module, &s[2].data));
   memcpy(s[3].tag, "KERN", 4);
-  put_kernels(&plan->kernels, &s[3].data);
+  if (plan->target == DC_TARGET_CUDA) put_cuda(&plan->cuda, &s[3].data);
+  else put_kernels(&plan->kernels, &s[3].data);
   memcpy(s[4].tag, "IRTX", 4);
   dc_buf_append(&s[4].data, plan->ir_text, strlen(plan->ir_text));
   for (int i = 0; i < 5; i++) DC_TRY(dc_buf_status(&s[i].data, "building the plan"));

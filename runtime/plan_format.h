@@ -15,11 +15,22 @@
  *         header) and tensors (name, file, offset, bytes, dtype, shape)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
  *         outputs, metadata) in ir/serialize.c's format
- *   KERN  compiled CPU kernels: u32 format (0 = none, 1 = LLVM objects), then
+ *   KERN  compiled kernels: u32 format (0 = none, 1 = LLVM objects,
+ *         2 = CUDA images), then
  *         for format 1: the target (triple, cpu, features), u32 n object
  *         files (each u64 size + bytes; diffc compiles them in parallel),
  *         and u32 n entries of (u32 node, symbol, u64 scratch bytes per
- *         thread)
+ *         thread);
+ *         for format 2 (target CUDA): str compute precision ("f32", "bf16"
+ *         or "f16"), str NVRTC version ("13.0"), u32 n kernels, each: str
+ *         symbol, str source, u32 grid[3], u32 block[3], u32 dynamic shared
+ *         bytes, u32 n images (1..16), each: str arch ("sm_90", "sm_90a" or
+ *         "compute_90"), u32 kind (0 = cubin for sm_, 1 = PTX for compute_),
+ *         u64 size, the bytes (an ELF cubin, or PTX ending in its NUL);
+ *         every kernel has images for the same archs in the same order;
+ *         then u32 nnodes (= the schedule's) and per node the i32 kernel
+ *         index (-1 for leaves, 0..n-1 for every other node).  A str is a
+ *         u32 length and the bytes, no NUL
  *   IRTX  the IR dump text, for `diffrun --print-ir` and people
  * Unknown sections are skipped; missing required ones are an error. */
 #ifndef DC_PLAN_FORMAT_H
@@ -55,6 +66,35 @@ typedef struct {
   int32_t nentries;
 } dc_plan_kernels;
 
+/* The KERN section of a CUDA plan: one entry per distinct kernel; nodes
+ * with the same signature share one.  Launch parameters are the node's
+ * output then its inputs, one device pointer each (codegen/cuda). */
+enum { DC_CUDA_IMAGE_CUBIN = 0, DC_CUDA_IMAGE_PTX = 1 };
+
+typedef struct {
+  char *arch;      /* "sm_80", "sm_90" for a cubin; "compute_90" for PTX */
+  uint32_t kind;   /* DC_CUDA_IMAGE_* */
+  uint8_t *data;   /* cubin bytes, or NUL-terminated PTX text (size includes the NUL) */
+  uint64_t size;
+} dc_plan_cuda_image;
+
+typedef struct {
+  char *name;      /* entry symbol */
+  char *source;    /* the CUDA C it was compiled from (inspection, emulator tests) */
+  uint32_t grid[3], block[3], smem_bytes;
+  dc_plan_cuda_image *images;
+  int32_t nimages;
+} dc_plan_cuda_kernel;
+
+typedef struct {
+  char *compute;          /* "f32", "bf16", "f16": precision of tensor-core work */
+  char *nvrtc_version;    /* "13.0" */
+  dc_plan_cuda_kernel *kernels;
+  int32_t nkernels;
+  int32_t *kernel_of_node; /* nnodes entries, -1 for leaves */
+  int32_t nnodes;
+} dc_plan_cuda;
+
 /* A plan in memory.  The writer fills it from a compilation; the reader fills
  * it from a file (module deserialized and verified, texts NUL-terminated). */
 typedef struct {
@@ -62,7 +102,8 @@ typedef struct {
   char *options_json;
   char *ir_text;
   dc_module *module; /* with weights and files from WREF */
-  dc_plan_kernels kernels;
+  dc_plan_kernels kernels; /* target CPU */
+  dc_plan_cuda cuda;       /* target CUDA */
 } dc_plan;
 
 /* Writes atomically (temp name, then rename). */
@@ -72,5 +113,6 @@ dc_status *dc_plan_write(const char *path, const dc_plan *plan);
 dc_status *dc_plan_read(const char *path, dc_plan *out);
 void dc_plan_deinit(dc_plan *plan);
 void dc_plan_kernels_deinit(dc_plan_kernels *k);
+void dc_plan_cuda_deinit(dc_plan_cuda *c);
 
 #endif

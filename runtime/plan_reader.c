@@ -1,6 +1,7 @@
 /* plan_reader.c — reads a plan file and trusts none of it: magic, version,
  * declared size, header checksum, each section's bounds and checksum, then
- * the IR through the deserializer and the verifier. */
+ * the IR through the deserializer and the verifier, then the kernels (LLVM
+ * objects, or CUDA images with launch geometry within CUDA's limits). */
 #include <string.h>
 
 #include "plan_format.h"
@@ -26,6 +27,9 @@ static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_
                     "with this version of diffc",
                     path, version, DC_PLAN_VERSION);
   *target = dc_read_u32(&r);
+  if (*target != DC_TARGET_CPU && *target != DC_TARGET_CUDA)
+    return dc_error(DC_ERR_FORMAT, "%s: unknown target %u (this diffrun knows 0 = cpu and 1 = cuda); corrupted?", path,
+                    *target);
   *n = dc_read_u32(&r);
   dc_read_u32(&r);
   uint64_t total = dc_read_u64(&r);
@@ -74,9 +78,9 @@ static char *copy_text(const dc_mapped_file *f, const entry *e) {
   return dc_strndup((const char *)f->data + e->offset, e->size);
 }
 
-static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
-  uint32_t format = dc_read_u32(r);
-  if (r->err || format == 0) return;
+/* KERN format 0 (no compiled kernels) or 1 (LLVM objects). */
+static void get_cpu_kernels(dc_reader *r, uint32_t format, int32_t nnodes, dc_plan_kernels *k) {
+  if (format == 0) return;
   if (format != 1) return dc_reader_fail(r, "unknown kernel format %u", format);
   k->triple = dc_read_str(r, NULL, 256);
   k->cpu = dc_read_str(r, NULL, 256);
@@ -114,6 +118,180 @@ static void get_kernels(dc_reader *r, int32_t nnodes, dc_plan_kernels *k) {
   if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);
 }
 
+/* ---- KERN format 2: CUDA images ---------------------------------------- */
+
+/* CUDA's launch limits (and the 227 KiB of shared memory an sm_90 block
+ * can opt into). */
+#define MAX_BLOCK_THREADS 1024u
+#define MAX_GRID_X 2147483647u
+#define MAX_GRID_YZ 65535u
+#define MAX_SMEM_BYTES (227u * 1024u)
+#define MAX_IMAGES 16u
+#define MIN_IMAGE_BYTES 18u  /* arch string (4 + 1), kind, size, one byte */
+#define MIN_KERNEL_BYTES 60u /* symbol, source, geometry, image count, one image */
+
+static int known_compute(const char *s) { return !strcmp(s, "f32") || !strcmp(s, "bf16") || !strcmp(s, "f16"); }
+
+/* "sm_90" / "sm_90a" for a cubin, "compute_90" for PTX. */
+static int arch_matches_kind(const char *arch, uint32_t kind) {
+  const char *prefix = kind == DC_CUDA_IMAGE_CUBIN ? "sm_" : kind == DC_CUDA_IMAGE_PTX ? "compute_" : NULL;
+  if (!prefix || strncmp(arch, prefix, strlen(prefix)) != 0) return 0;
+  const char *p = arch + strlen(prefix), *digits = p;
+  while (*p >= '0' && *p <= '9') p++;
+  return p > digits && (!*p || (p[0] == 'a' && !p[1]));
+}
+
+static void check_geometry(dc_reader *r, uint32_t i, const dc_plan_cuda_kernel *k) {
+  uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
+  if (!k->block[0] || !k->block[1] || !k->block[2] || threads > MAX_BLOCK_THREADS)
+    return dc_reader_fail(r, "kernel %u (%s): block %ux%ux%u (CUDA allows 1 to %u threads per block)", i, k->name,
+                          k->block[0], k->block[1], k->block[2], MAX_BLOCK_THREADS);
+  if (!k->grid[0] || !k->grid[1] || !k->grid[2] || k->grid[0] > MAX_GRID_X || k->grid[1] > MAX_GRID_YZ ||
+      k->grid[2] > MAX_GRID_YZ)
+    return dc_reader_fail(r, "kernel %u (%s): grid %ux%ux%u (CUDA allows x 1..%u, y and z 1..%u)", i, k->name,
+                          k->grid[0], k->grid[1], k->grid[2], MAX_GRID_X, MAX_GRID_YZ);
+  if (k->smem_bytes > MAX_SMEM_BYTES)
+    dc_reader_fail(r, "kernel %u (%s): %u bytes of dynamic shared memory (at most %u)", i, k->name, k->smem_bytes,
+                   MAX_SMEM_BYTES);
+}
+
+static void get_image(dc_reader *r, uint32_t i, const char *kname, dc_plan_cuda_image *im) {
+  im->arch = dc_read_str(r, NULL, 32);
+  im->kind = dc_read_u32(r);
+  uint64_t size = dc_read_u64(r);
+  if (r->err) return;
+  if (!arch_matches_kind(im->arch, im->kind))
+    return dc_reader_fail(r,
+                          "kernel %u (%s): image \"%s\" of kind %u (expected sm_NN with kind 0 = cubin, compute_NN "
+                          "with kind 1 = PTX)",
+                          i, kname, im->arch, im->kind);
+  if (size == 0 || size > r->size - r->pos)
+    return dc_reader_fail(r, "kernel %u (%s): %s image of %llu bytes (%zu bytes left in the section)", i, kname,
+                          im->arch, (unsigned long long)size, r->size - r->pos);
+  const uint8_t *p = dc_read_bytes(r, size);
+  if (im->kind == DC_CUDA_IMAGE_PTX && p[size - 1] != 0)
+    return dc_reader_fail(r, "kernel %u (%s): the %s PTX is not NUL-terminated", i, kname, im->arch);
+  if (im->kind == DC_CUDA_IMAGE_CUBIN && (size < 4 || memcmp(p,
+                                                             "\x7f"
+                                                             "ELF",
+                                                             4) != 0))
+    return dc_reader_fail(r, "kernel %u (%s): the %s cubin is not an ELF image", i, kname, im->arch);
+  im->data = dc_malloc(size);
+  if (!im->data) return (void)(r->err = dc_nomem("reading CUDA kernels"));
+  memcpy(im->data, p, size);
+  im->size = size;
+}
+
+static void get_cuda_kernel(dc_reader *r, uint32_t i, dc_plan_cuda_kernel *k) {
+  k->name = dc_read_str(r, NULL, 256);
+  k->source = dc_read_str(r, NULL, 64u << 20);
+  for (int d = 0; d < 3; d++) k->grid[d] = dc_read_u32(r);
+  for (int d = 0; d < 3; d++) k->block[d] = dc_read_u32(r);
+  k->smem_bytes = dc_read_u32(r);
+  uint32_t n = dc_read_u32(r);
+  if (r->err) return;
+  if (!k->name[0]) return dc_reader_fail(r, "kernel %u has an empty symbol", i);
+  if (!k->source[0]) return dc_reader_fail(r, "kernel %u (%s) has no source", i, k->name);
+  check_geometry(r, i, k);
+  if (!r->err && (n == 0 || n > MAX_IMAGES || (uint64_t)n * MIN_IMAGE_BYTES > r->size - r->pos))
+    return dc_reader_fail(r, "kernel %u (%s): %u images (expected 1..%u that fit in the section)", i, k->name, n,
+                          MAX_IMAGES);
+  k->images = r->err ? NULL : dc_calloc(n, sizeof *k->images);
+  if (!k->images && !r->err) return (void)(r->err = dc_nomem("reading CUDA kernels"));
+  for (uint32_t j = 0; j < n && !r->err; j++) {
+    get_image(r, i, k->name, &k->images[j]);
+    k->nimages = (int32_t)j + 1;
+  }
+}
+
+/* Unique symbols, and every kernel with the architectures of kernel 0 (the
+ * runtime picks one architecture for the whole plan). */
+static void check_kernel_set(dc_reader *r, const dc_plan_cuda *c) {
+  for (int i = 1; i < c->nkernels && !r->err; i++) {
+    const dc_plan_cuda_kernel *k = &c->kernels[i], *k0 = &c->kernels[0];
+    for (int j = 0; j < i; j++)
+      if (!strcmp(c->kernels[j].name, k->name))
+        return dc_reader_fail(r, "kernels %d and %d are both named %s", j, i, k->name);
+    int same = k->nimages == k0->nimages;
+    for (int j = 0; same && j < k->nimages; j++) same = !strcmp(k->images[j].arch, k0->images[j].arch);
+    if (!same)
+      return dc_reader_fail(r, "kernel %d (%s) has images for other architectures than kernel 0 (%s)", i, k->name,
+                            k0->name);
+  }
+}
+
+static void get_node_kernels(dc_reader *r, const dc_module *m, dc_plan_cuda *c) {
+  uint32_t n = dc_read_u32(r);
+  if (r->err) return;
+  if (n != (uint32_t)m->nnodes || (uint64_t)n * 4 > r->size - r->pos)
+    return dc_reader_fail(r, "kernel table for %u nodes, but the schedule has %d", n, m->nnodes);
+  c->kernel_of_node = dc_calloc((size_t)n + 1, sizeof *c->kernel_of_node);
+  if (!c->kernel_of_node) return (void)(r->err = dc_nomem("reading CUDA kernels"));
+  c->nnodes = (int32_t)n;
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    int32_t k = c->kernel_of_node[i] = (int32_t)dc_read_u32(r);
+    const dc_node *node = &m->nodes[i];
+    int leaf = (dc_op_get(node->op)->flags & OPF_LEAF) != 0 || node->op == OP_UPLOAD; /* an upload is a copy */
+    if (leaf && k != -1)
+      dc_reader_fail(r, "node %%%u (%s) is a leaf or a copy but has kernel %d (expected -1)", i, dc_op_get(node->op)->name, k);
+    else if (!leaf && (k < 0 || k >= c->nkernels))
+      dc_reader_fail(r, "node %%%u (%s%s%s) has kernel %d, but the plan has kernels 0..%d", i,
+                     dc_op_get(node->op)->name, node->scope ? " in " : "", node->scope ? node->scope : "", k,
+                     c->nkernels - 1);
+  }
+}
+
+static void get_cuda_kernels(dc_reader *r, const dc_module *m, dc_plan_cuda *c) {
+  c->compute = dc_read_str(r, NULL, 16);
+  c->nvrtc_version = dc_read_str(r, NULL, 32);
+  uint32_t n = dc_read_u32(r);
+  if (r->err) return;
+  if (!known_compute(c->compute))
+    return dc_reader_fail(r, "compute precision \"%s\" (expected f32, bf16 or f16)", c->compute);
+  if (!c->nvrtc_version[0]) return dc_reader_fail(r, "no NVRTC version");
+  if ((uint64_t)n * MIN_KERNEL_BYTES > r->size - r->pos)
+    return dc_reader_fail(r, "%u kernels cannot fit in the %zu bytes left", n, r->size - r->pos);
+  c->kernels = dc_calloc((size_t)n + 1, sizeof *c->kernels);
+  if (!c->kernels) return (void)(r->err = dc_nomem("reading CUDA kernels"));
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    get_cuda_kernel(r, i, &c->kernels[i]);
+    c->nkernels = (int32_t)i + 1;
+  }
+  check_kernel_set(r, c);
+  get_node_kernels(r, m, c);
+  if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);
+}
+
+void dc_plan_cuda_deinit(dc_plan_cuda *c) {
+  for (int i = 0; i < c->nkernels; i++) {
+    dc_plan_cuda_kernel *k = &c->kernels[i];
+    for (int j = 0; j < k->nimages; j++) {
+      dc_free(k->images[j].arch);
+      dc_free(k->images[j].data);
+    }
+    dc_free(k->images);
+    dc_free(k->name);
+    dc_free(k->source);
+  }
+  dc_free(c->kernels);
+  dc_free(c->kernel_of_node);
+  dc_free(c->compute);
+  dc_free(c->nvrtc_version);
+  memset(c, 0, sizeof *c);
+}
+
+/* The KERN section: its format must suit the plan's target. */
+static void get_kernels(dc_reader *r, uint32_t target, const dc_module *m, dc_plan *out) {
+  uint32_t format = dc_read_u32(r);
+  if (r->err) return;
+  if (target == DC_TARGET_CUDA && format != 2)
+    return dc_reader_fail(r, "a CUDA plan needs CUDA kernels (format 2), found format %u", format);
+  if (target != DC_TARGET_CUDA && format == 2)
+    return dc_reader_fail(r, "CUDA kernels (format 2) in a plan for the CPU");
+  if (format == 2) return get_cuda_kernels(r, m, &out->cuda);
+  get_cpu_kernels(r, format, m->nnodes, &out->kernels);
+}
+
 void dc_plan_kernels_deinit(dc_plan_kernels *k) {
   for (int i = 0; i < k->nentries; i++) dc_free(k->entries[i].symbol);
   dc_free(k->entries);
@@ -145,7 +323,7 @@ static dc_status *read_sections(const char *path, const dc_mapped_file *f, const
   snprintf(kwhat, sizeof kwhat, "%s: section KERN", path);
   dc_reader r;
   dc_reader_init(&r, f->data + kern->offset, kern->size, kwhat);
-  get_kernels(&r, out->module->nnodes, &out->kernels);
+  get_kernels(&r, out->target, out->module, out);
   return r.err;
 }
 
@@ -167,5 +345,6 @@ void dc_plan_deinit(dc_plan *plan) {
   dc_free(plan->ir_text);
   dc_module_destroy(plan->module);
   dc_plan_kernels_deinit(&plan->kernels);
+  dc_plan_cuda_deinit(&plan->cuda);
   memset(plan, 0, sizeof *plan);
 }

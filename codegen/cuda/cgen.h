@@ -1,0 +1,54 @@
+/* cgen.h — internal to codegen/cuda: the generator of each op family and
+ * what they share.  A generator writes one complete translation unit into
+ * out->source (starting with #include "dc_cuda.cuh"), sets the launch
+ * geometry, and copies `name` into out->name.
+ *
+ *   g_elementwise.c  silu gelu clamp add mul geglu cast
+ *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
+ *   g_norm.c         group_norm layer_norm
+ *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
+ *   g_attention.c    attention (flash: online softmax, never an Sq x Sk matrix)
+ *   g_blend.c        blend (the tiled VAE's seams)
+ *   g_table.c        op -> generator, dc_cuda_gen_node */
+#ifndef DC_CUDA_CGEN_H
+#define DC_CUDA_CGEN_H
+
+#include "cuda_codegen.h"
+
+typedef dc_status *(*dc_cuda_gen_fn)(const dc_module *m, const dc_node *n, const dc_cuda_options *o,
+                                     const char *name, dc_cuda_kernel *out);
+
+/* The C type of a kernel parameter holding dtype t ("float", "unsigned short",
+ * "unsigned char") and the dc_common.cuh loader for it ("dc_ld",
+ * "dc_ld_bf16", ...). */
+const char *dc_cuda_ctype(dc_dtype t);
+const char *dc_cuda_loader(dc_dtype t);
+
+/* Fills name/source from b (taking the buffer) and checks b for overflow. */
+dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out);
+
+/* 1-D launch helper: grid.x = ceil(total / per_block), capped so that a grid
+ * stride loop covers the rest. */
+void dc_cuda_grid_1d(uint64_t total, uint32_t threads, dc_cuda_kernel *out);
+
+dc_status *dc_cuda_gen_silu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_gelu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_clamp(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_add(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_mul(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_geglu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_cast(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_reshape(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_permute(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_upsample(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_concat(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_slice(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_time_embed(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_group_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_layer_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_conv2d(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_linear(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_blend(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_attention(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+
+#endif

@@ -1,0 +1,94 @@
+/* g_table.c — which generator writes each op's CUDA kernel, and the helpers
+ * all generators share.  Every non-leaf op has one: a CUDA plan never falls
+ * back to a host kernel. */
+#include "cgen.h"
+
+#include <string.h>
+
+static dc_cuda_gen_fn generator_for(dc_op op) {
+  switch (op) {
+    case OP_SILU: return dc_cuda_gen_silu;
+    case OP_GELU: return dc_cuda_gen_gelu;
+    case OP_CLAMP: return dc_cuda_gen_clamp;
+    case OP_ADD: return dc_cuda_gen_add;
+    case OP_MUL: return dc_cuda_gen_mul;
+    case OP_GEGLU: return dc_cuda_gen_geglu;
+    case OP_CAST: return dc_cuda_gen_cast;
+    case OP_RESHAPE: return dc_cuda_gen_reshape;
+    case OP_PERMUTE: return dc_cuda_gen_permute;
+    case OP_UPSAMPLE: return dc_cuda_gen_upsample;
+    case OP_CONCAT: return dc_cuda_gen_concat;
+    case OP_SLICE: return dc_cuda_gen_slice;
+    case OP_TIME_EMBED: return dc_cuda_gen_time_embed;
+    case OP_GROUP_NORM: return dc_cuda_gen_group_norm;
+    case OP_LAYER_NORM: return dc_cuda_gen_layer_norm;
+    case OP_CONV2D: return dc_cuda_gen_conv2d;
+    case OP_LINEAR: return dc_cuda_gen_linear;
+    case OP_ATTENTION: return dc_cuda_gen_attention;
+    case OP_BLEND: return dc_cuda_gen_blend;
+    default: return NULL;
+  }
+}
+
+dc_status *dc_cuda_gen_node(const dc_module *m, int32_t id, const dc_cuda_options *o, const char *name,
+                            dc_cuda_kernel *out) {
+  const dc_node *n = &m->nodes[id];
+  memset(out, 0, sizeof *out);
+  dc_cuda_gen_fn gen = generator_for(n->op);
+  if (!gen)
+    return dc_error(DC_ERR_UNSUPPORTED, "node %%%d (%s%s%s): op %s has no CUDA kernel", (int)id, dc_op_get(n->op)->name,
+                    n->scope && *n->scope ? " in " : "", n->scope ? n->scope : "", dc_op_get(n->op)->name);
+  dc_status *st = gen(m, n, o, name, out);
+  if (st) {
+    dc_cuda_kernel_deinit(out);
+    return dc_status_annotate(st, "CUDA kernel for node %%%d (%s%s%s)", (int)id, dc_op_get(n->op)->name,
+                              n->scope && *n->scope ? " in " : "", n->scope ? n->scope : "");
+  }
+  return NULL;
+}
+
+const char *dc_cuda_ctype(dc_dtype t) {
+  switch (t) {
+    case DT_F32: return "float";
+    case DT_F16:
+    case DT_BF16: return "unsigned short";
+    case DT_F8_E4M3:
+    case DT_F8_E5M2: return "unsigned char";
+    default: return "?";
+  }
+}
+
+const char *dc_cuda_loader(dc_dtype t) {
+  switch (t) {
+    case DT_F32: return "dc_ld";
+    case DT_F16: return "dc_ld_f16";
+    case DT_BF16: return "dc_ld_bf16";
+    case DT_F8_E4M3: return "dc_ld_f8e4m3";
+    case DT_F8_E5M2: return "dc_ld_f8e5m2";
+    default: return "?";
+  }
+}
+
+dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out) {
+  dc_buf_u8(b, 0);
+  dc_status *st = dc_buf_status(b, "writing a CUDA kernel");
+  if (st) {
+    dc_buf_deinit(b);
+    return st;
+  }
+  out->source = (char *)b->data;
+  out->name = dc_strdup(name);
+  if (!out->name) return dc_nomem("CUDA kernel name");
+  return NULL;
+}
+
+void dc_cuda_grid_1d(uint64_t total, uint32_t threads, dc_cuda_kernel *out) {
+  uint64_t blocks = (total + threads - 1) / threads;
+  if (blocks == 0) blocks = 1;
+  if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* kernels use grid-stride loops */
+  out->grid[0] = (uint32_t)blocks;
+  out->grid[1] = out->grid[2] = 1;
+  out->block[0] = threads;
+  out->block[1] = out->block[2] = 1;
+  out->smem_bytes = 0;
+}

@@ -1,0 +1,87 @@
+/* cuda_backend.h — runs a CUDA plan (target DC_TARGET_CUDA) on one GPU
+ * through a dc_cu_api table (runtime/cuda_driver.h): the driver, or a fake
+ * in tests.  runtime.c owns the plan, the weight files and the public API;
+ * this backend owns everything on the device:
+ *   - the primary context of the chosen device;
+ *   - one module per kernel, from the cubin built for the device's
+ *     architecture (same major, equal or lower minor) or else the PTX JIT;
+ *   - ONE arena of the memory plan's size (every activation at
+ *     arena + node offset, as on the CPU) and ONE block holding the resident
+ *     weights (each at a 256-byte aligned offset of its own), both allocated
+ *     once at load, after checking the device has that much free;
+ *   - offloaded weights (read only by OP_UPLOAD steps) in one pinned host
+ *     block, copied into the arena by their upload steps on the copy stream;
+ *   - two non-blocking streams: copy (inputs in, weights at load, outputs
+ *     out) and compute (the launches), ordered by events;
+ *   - pinned host buffers for inputs and outputs; weights go up through two
+ *     pinned staging chunks, freed once the upload is done. */
+#ifndef DC_CUDA_BACKEND_H
+#define DC_CUDA_BACKEND_H
+
+#include "cuda_driver.h"
+#include "plan_format.h"
+
+typedef struct dc_cuda_backend dc_cuda_backend;
+
+typedef struct {
+  int device;              /* CUDA device ordinal */
+  uint64_t staging_bytes;  /* weight upload chunk (two pinned buffers of it); 0 = 64 MiB */
+  /* When set, every f32 step's output is copied back after its launch (the
+   * streams synchronise each step: slow, for debugging) and passed here. */
+  dc_status *(*check_step)(void *ctx, int32_t step, const float *values);
+  void *check_ctx;
+} dc_cuda_backend_options;
+
+typedef struct {
+  char device_name[256];
+  int cc_major, cc_minor;
+  char image[64];               /* what runs: "cubin sm_90", "PTX compute_90 (JIT)" (of the first kernel) */
+  int jit_kernels;              /* kernels loaded from PTX */
+  uint64_t arena_bytes;         /* the activation arena (the memory plan's size) */
+  uint64_t arena_peak_bytes;    /* the highest arena byte any value occupies */
+  uint64_t weight_block_bytes;  /* the resident weights, aligned, in one allocation */
+  uint64_t host_weight_bytes;   /* offloaded weights (read only by uploads): pinned host block */
+  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arena + weight block */
+  uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights (+ the
+                                 * check buffer) */
+  uint64_t staging_bytes;       /* pinned staging used while the weights were uploaded */
+  size_t device_free_bytes, device_total_bytes; /* cuMemGetInfo before allocating */
+} dc_cuda_backend_info;
+
+/* Sets up everything; weight_data[w] points at weight w's bytes (m->weights
+ * order).  Fails before allocating anything on the device when the plan does
+ * not fit, and before loading modules when no image suits the device.
+ * `path` names the plan in messages.  The backend keeps pointers to m and k,
+ * which must outlive it; the api table is copied. */
+dc_status *dc_cuda_backend_create(const char *path, const dc_module *m, const dc_plan_cuda *k,
+                                  const void *const *weight_data, const dc_cu_api *api,
+                                  const dc_cuda_backend_options *o, dc_cuda_backend **out);
+void dc_cuda_backend_destroy(dc_cuda_backend *b);
+
+/* Pinned host buffers of input / output i (m->inputs, m->outputs order),
+ * f32, numel of the value.  Inputs are read by the next run; outputs hold
+ * the last run's results. */
+float *dc_cuda_backend_input(dc_cuda_backend *b, int i);
+float *dc_cuda_backend_output(dc_cuda_backend *b, int i);
+
+/* One run: inputs up on the copy stream, the compute stream waits for them,
+ * every step's kernel in schedule order, outputs down once the last one is
+ * done, then synchronise.  kernel_seconds: device time from the first launch
+ * to the end of the last (events).  step_seconds (NULL or nnodes entries):
+ * each step's device time is ADDED to it.  A failing driver call is an
+ * error naming the step. */
+dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds);
+
+const dc_cuda_backend_info *dc_cuda_backend_get_info(const dc_cuda_backend *b);
+
+/* Which image of k runs on a device of compute capability major.minor: a
+ * cubin "sm_XY" when X == major and Y <= minor (the highest such; "sm_XYa"
+ * only when equal), else PTX "compute_XY" when XY <= the device's (the
+ * highest such), else -1. */
+int dc_cuda_pick_image(const dc_plan_cuda_kernel *k, int major, int minor);
+
+/* The distinct image archs of a plan, "sm_80, sm_90, compute_90", in
+ * buf; returns buf. */
+const char *dc_plan_cuda_archs(const dc_plan_cuda *k, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,433 @@
+/* cuda_harness.c — see cuda_harness.h.
+ *
+ * Building a kernel: the source, the dc_common.cuh text and a wrapper
+ *     extern "C" void dc_emu_entry(void **p) { NAME((float *)p[0], ...); }
+ * are written into a fresh directory under the test's temp dir and compiled
+ * with `c++ -std=c++17 -O1 -fPIC -shared` against tests/cuda_emu/ and the
+ * emulator runtime (dc_emu.cpp, compiled once per process), then dlopen'ed. */
+#include "cuda_harness.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
+#include "runtime/kernels.h"
+#include "testutil.h"
+
+typedef int (*emu_run_fn)(const unsigned grid[3], const unsigned block[3], unsigned smem, void (*entry)(void **),
+                          void **params, char *err, size_t errcap);
+
+struct ch_kernel {
+  char *name;
+  void *so;
+  void (*entry)(void **);
+  emu_run_fn run;
+};
+
+static char *tests_dir;
+static char *emu_root; /* <tmp>/cuda_emu: dc_common.cuh, dc_emu.o, one dir per kernel */
+static dc_status *emu_ready; /* the result of the one-time setup, kept */
+static int emu_inited, kernel_count;
+/* Kernels built so far, by a hash of their source and entry: a second build
+ * of the same text (an in-place rerun, say) reuses the shared object. */
+enum { CACHE_MAX = 4096 };
+typedef struct {
+  uint64_t hash;
+  int id;
+} built_kernel;
+static built_kernel built[CACHE_MAX];
+static int nbuilt;
+static pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The compiler runs in each kernel's directory: keep the path absolute. */
+void ch_init(const char *dir) {
+  char *abs = realpath(dir, NULL);
+  dc_free(tests_dir);
+  tests_dir = dc_strdup(abs ? abs : dir);
+  free(abs);
+}
+
+/* ---- building ----------------------------------------------------------- */
+static dc_status *write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  size_t n = strlen(text);
+  if (!f) return dc_error(DC_ERR_IO, "%s: cannot create", path);
+  int ok = fwrite(text, 1, n, f) == n;
+  ok = fclose(f) == 0 && ok;
+  return ok ? NULL : dc_error(DC_ERR_IO, "%s: write failed", path);
+}
+
+/* The first lines of a compiler log, for an error message. */
+static char *log_head(const char *path) {
+  char *text = NULL;
+  size_t size = 0;
+  dc_status *st = dc_file_read_all(path, &text, &size);
+  if (st) {
+    dc_status_free(st);
+    return dc_strdup("(no compiler output)");
+  }
+  char *p = text;
+  for (int lines = 0; *p && lines < 20; p++)
+    if (*p == '\n') lines++;
+  *p = 0;
+  return text;
+}
+
+/* Runs a shell command; on failure the error holds the log's head. */
+static dc_status *run_compiler(const char *cmd, const char *log, const char *what) {
+  if (system(cmd) == 0) return NULL;
+  char *head = log_head(log);
+  dc_status *st = dc_error(DC_ERR_INTERNAL, "%s does not compile as host C++ under the CUDA emulator:\n%s", what, head);
+  dc_free(head);
+  return st;
+}
+
+static dc_status *emu_setup(void) {
+  if (!tests_dir) return dc_error(DC_ERR_ARGUMENT, "cuda_harness: ch_init(tests_dir) was not called");
+  if (system("command -v c++ >/dev/null 2>&1") != 0)
+    return dc_error(DC_ERR_UNSUPPORTED, "no host C++ compiler (c++) on PATH: the CUDA emulator cannot build kernels");
+  emu_root = dc_path_join(tu_tmpdir(), "cuda_emu");
+  if (mkdir(emu_root, 0700) != 0) return dc_error(DC_ERR_IO, "%s: cannot create the emulator's directory", emu_root);
+  char *common = dc_path_join(emu_root, "dc_common.cuh");
+  dc_status *st = write_text(common, dc_cuda_common_text());
+  dc_free(common);
+  if (st) return st;
+  char *cmd = dc_asprintf("c++ -std=c++17 -O2 -fPIC -fvisibility=hidden -c '%s/cuda_emu/dc_emu.cpp' -o '%s/dc_emu.o' "
+                          "> '%s/dc_emu.log' 2>&1",
+                          tests_dir, emu_root, emu_root);
+  char *log = dc_asprintf("%s/dc_emu.log", emu_root);
+  st = run_compiler(cmd, log, "the emulator runtime tests/cuda_emu/dc_emu.cpp");
+  dc_free(cmd);
+  dc_free(log);
+  return st;
+}
+
+/* The one-time setup, once per process; its error (say, no compiler) is
+ * returned to every caller.  *id is the directory number for a kernel of
+ * this hash; *cached says it is already built there. */
+static dc_status *emu_once(uint64_t hash, int *id, int *cached) {
+  pthread_mutex_lock(&emu_lock);
+  if (!emu_inited) {
+    emu_ready = emu_setup();
+    emu_inited = 1;
+  }
+  *cached = 0;
+  for (int i = 0; i < nbuilt && !*cached; i++)
+    if (built[i].hash == hash) *id = built[i].id, *cached = 1;
+  if (!*cached) *id = kernel_count++;
+  dc_status *st = emu_ready ? dc_error(dc_status_code_of(emu_ready), "%s", dc_status_message(emu_ready)) : NULL;
+  pthread_mutex_unlock(&emu_lock);
+  return st;
+}
+
+static char *entry_wrapper(const char *name, int nparams, const char *const *ctypes) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_buf_printf(&b, "#include \"kernel.cu\"\nextern \"C\" void dc_emu_entry(void **p) {\n  %s(", name);
+  for (int i = 0; i < nparams; i++) dc_buf_printf(&b, "%s(%s *)p[%d]", i ? ", " : "", ctypes[i], i);
+  dc_buf_printf(&b, ");\n}\n");
+  dc_buf_u8(&b, 0);
+  if (b.failed) {
+    dc_buf_deinit(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+static dc_status *write_sources(const char *dir, const char *source, const char *name, int nparams,
+                                const char *const *ctypes) {
+  char *kpath = dc_path_join(dir, "kernel.cu"), *epath = dc_path_join(dir, "entry.cpp");
+  char *wrapper = entry_wrapper(name, nparams, ctypes);
+  dc_status *st = wrapper ? NULL : dc_nomem("emulator entry wrapper");
+  if (!st) st = write_text(kpath, source);
+  if (!st) st = write_text(epath, wrapper);
+  dc_free(kpath);
+  dc_free(epath);
+  dc_free(wrapper);
+  return st;
+}
+
+static dc_status *load_so(const char *path, ch_kernel *k) {
+  k->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!k->so) return dc_error(DC_ERR_INTERNAL, "%s: dlopen failed: %s", path, dlerror());
+  *(void **)&k->entry = dlsym(k->so, "dc_emu_entry");
+  *(void **)&k->run = dlsym(k->so, "dc_emu_run");
+  if (!k->entry || !k->run) return dc_error(DC_ERR_INTERNAL, "%s: dc_emu_entry or dc_emu_run is missing", path);
+  return NULL;
+}
+
+dc_status *ch_kernel_build(const char *source, const char *name, int nparams, const char *const *param_ctypes,
+                           ch_kernel **out) {
+  int id, cached;
+  *out = NULL;
+  char *wrapper = entry_wrapper(name, nparams, param_ctypes);
+  if (!wrapper) return dc_nomem("emulator entry wrapper");
+  uint64_t hash = dc_hash64(source, strlen(source)) ^ (dc_hash64(wrapper, strlen(wrapper)) * 31);
+  dc_free(wrapper);
+  DC_TRY(emu_once(hash, &id, &cached));
+  ch_kernel *k = dc_calloc(1, sizeof *k);
+  char *dir = dc_asprintf("%s/k%d", emu_root, id);
+  if (!k || !dir || !(k->name = dc_strdup(name))) {
+    dc_free(dir);
+    ch_kernel_free(k);
+    return dc_nomem("emulated kernel");
+  }
+  dc_status *st = NULL;
+  if (!cached) st = mkdir(dir, 0700) ? dc_error(DC_ERR_IO, "%s: cannot create", dir) : NULL;
+  if (!st && !cached) st = write_sources(dir, source, name, nparams, param_ctypes);
+  if (!st && !cached) {
+    char *cmd = dc_asprintf("cd '%s' && c++ -std=c++17 -O1 -fPIC -shared -I'%s' -I'%s/cuda_emu' entry.cpp "
+                            "'%s/dc_emu.o' -o kernel.so > build.log 2>&1",
+                            dir, emu_root, tests_dir, emu_root);
+    char *log = dc_asprintf("%s/build.log", dir), *what = dc_asprintf("kernel %s (%s/kernel.cu)", name, dir);
+    st = run_compiler(cmd, log, what);
+    dc_free(cmd);
+    dc_free(log);
+    dc_free(what);
+  }
+  if (!st) {
+    char *so = dc_asprintf("%s/kernel.so", dir);
+    st = load_so(so, k);
+    dc_free(so);
+  }
+  if (!st && !cached) {
+    pthread_mutex_lock(&emu_lock);
+    if (nbuilt < CACHE_MAX) built[nbuilt++] = (built_kernel){hash, id};
+    pthread_mutex_unlock(&emu_lock);
+  }
+  dc_free(dir);
+  if (st) {
+    ch_kernel_free(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
+}
+
+dc_status *ch_kernel_launch(ch_kernel *k, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+                            void **params) {
+  char err[1024] = "";
+  unsigned g[3] = {grid[0], grid[1], grid[2]}, b[3] = {block[0], block[1], block[2]};
+  if (k->run(g, b, smem, k->entry, params, err, sizeof err) != 0)
+    return dc_error(DC_ERR_INTERNAL, "kernel %s, grid (%u,%u,%u) block (%u,%u,%u), %u bytes of dynamic shared memory: %s",
+                    k->name, g[0], g[1], g[2], b[0], b[1], b[2], smem, err);
+  return NULL;
+}
+
+void ch_kernel_free(ch_kernel *k) {
+  if (!k) return;
+  if (k->so) dlclose(k->so);
+  dc_free(k->name);
+  dc_free(k);
+}
+
+/* ---- guarded buffers ------------------------------------------------------ */
+/* The data sits GUARD_PRE bytes into its block: 64-byte aligned (what the
+ * arena guarantees) but not 128, so a kernel assuming more shows. */
+enum { GUARD_PRE = 320, GUARD_POST = 256, GUARD_BYTE = 0xff };
+
+typedef struct {
+  uint8_t *base, *data;
+  size_t bytes;
+} gbuf;
+
+static int gbuf_alloc(gbuf *g, size_t bytes) {
+  g->bytes = bytes;
+  g->base = aligned_alloc(256, (GUARD_PRE + bytes + GUARD_POST + 255) / 256 * 256);
+  if (!g->base) return -1;
+  g->data = g->base + GUARD_PRE;
+  memset(g->base, GUARD_BYTE, GUARD_PRE + bytes + GUARD_POST);
+  return 0;
+}
+
+/* Which guard was overwritten, or NULL. */
+static const char *gbuf_guard_broken(const gbuf *g) {
+  for (size_t i = 0; i < GUARD_PRE; i++)
+    if (g->base[i] != GUARD_BYTE) return "before";
+  for (size_t i = 0; i < GUARD_POST; i++)
+    if (g->data[g->bytes + i] != GUARD_BYTE) return "after";
+  return NULL;
+}
+
+static void gbuf_free(gbuf *g) {
+  free(g->base);
+  g->base = g->data = NULL;
+}
+
+/* ---- random inputs -------------------------------------------------------- */
+static uint64_t next_u64(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s;
+}
+
+static double uniform01(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0; }
+
+static int finite_bits(dc_dtype t, unsigned v) {
+  switch (t) {
+    case DT_F16: return ((v >> 10) & 0x1f) != 0x1f;
+    case DT_BF16: return ((v >> 7) & 0xff) != 0xff;
+    case DT_F8_E4M3: return (v & 0x7f) != 0x7f;
+    case DT_F8_E5M2: return ((v >> 2) & 0x1f) != 0x1f;
+    default: return 1;
+  }
+}
+
+static void fill_random(const dc_type *t, void *data, uint64_t *s, double scale) {
+  size_t n = dc_type_numel(t);
+  if (t->dtype == DT_F32) {
+    float *f = data;
+    for (size_t i = 0; i < n; i++) {
+      double u1 = uniform01(s), u2 = uniform01(s);
+      f[i] = (float)(scale * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned v;
+    do v = (unsigned)(next_u64(s) >> 40); while (!finite_bits(t->dtype, v & 0xffff));
+    if (dc_dtype_size(t->dtype) == 2) ((uint16_t *)data)[i] = (uint16_t)v;
+    else ((uint8_t *)data)[i] = (uint8_t)v;
+  }
+}
+
+/* ---- comparison (the rules of kernel_harness.c's compare_out) ------------ */
+static void compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
+  size_t numel = dc_type_numel(t);
+  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
+  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
+  if (t->dtype != DT_F32) return;
+  const float *got = got_, *want = want_;
+  double d2 = 0, r2 = 0, maxabs = 0, maxrel = 0;
+  for (size_t i = 0; i < numel; i++) {
+    if (isnan(got[i]) && isnan(want[i])) continue;
+    double d = (double)got[i] - want[i];
+    if (isnan(got[i]) || isnan(want[i]) || isinf(d)) d = INFINITY;
+    else if (isinf(want[i])) d = 0; /* equal infinities */
+    d2 += d * d;
+    if (isfinite(want[i])) r2 += (double)want[i] * want[i];
+    if (!(fabs(d) <= maxabs)) maxabs = fabs(d);
+    if (fabs(want[i]) >= 1e-30 && !(fabs(d) / fabs(want[i]) <= maxrel)) maxrel = fabs(d) / fabs(want[i]);
+  }
+  out->max_abs = maxabs;
+  out->max_rel = maxrel;
+  out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
+}
+
+/* ---- one node, emulated vs reference --------------------------------------- */
+typedef struct {
+  const dc_module *m;
+  const dc_node *n;
+  int32_t id;
+  gbuf in[DC_MAX_INPUTS], out;
+  void *saved[DC_MAX_INPUTS]; /* the inputs' bytes, to check they are left alone */
+  void *want;
+} trial;
+
+static void trial_deinit(trial *t) {
+  for (int i = 0; i < DC_MAX_INPUTS; i++) {
+    gbuf_free(&t->in[i]);
+    free(t->saved[i]);
+  }
+  gbuf_free(&t->out);
+  free(t->want);
+}
+
+/* Inputs from `given` (or random when NULL), their saved copies, and the
+ * reference output. */
+static dc_status *trial_init(trial *t, const dc_module *m, int32_t id, const void *const *given, uint64_t seed,
+                             double scale) {
+  memset(t, 0, sizeof *t);
+  t->m = m;
+  t->id = id;
+  t->n = &m->nodes[id];
+  uint64_t s = seed;
+  const void *ins[DC_MAX_INPUTS];
+  for (int i = 0; i < t->n->ninputs; i++) {
+    const dc_type *ty = &m->nodes[t->n->inputs[i]].type;
+    size_t bytes = (size_t)dc_type_bytes(ty);
+    if (gbuf_alloc(&t->in[i], bytes) || !(t->saved[i] = malloc(bytes + 1))) return dc_nomem("emulator test input");
+    if (given) memcpy(t->in[i].data, given[i], bytes);
+    else fill_random(ty, t->in[i].data, &s, scale);
+    memcpy(t->saved[i], t->in[i].data, bytes);
+    ins[i] = t->in[i].data;
+  }
+  size_t obytes = (size_t)dc_type_bytes(&t->n->type);
+  if (gbuf_alloc(&t->out, obytes) || !(t->want = malloc(obytes + 64))) return dc_nomem("emulator test output");
+  dc_ref_kernel ref = dc_ref_kernel_for(t->n->op);
+  if (!ref) return dc_error(DC_ERR_ARGUMENT, "node %%%d (%s) has no reference kernel", id, dc_op_get(t->n->op)->name);
+  return ref(m, t->n, ins, t->want);
+}
+
+static dc_status *build_node_kernel(const trial *t, const dc_cuda_kernel *ck, ch_kernel **out) {
+  char types[1 + DC_MAX_INPUTS][48];
+  const char *ptypes[1 + DC_MAX_INPUTS];
+  snprintf(types[0], sizeof types[0], "%s", dc_cuda_ctype(t->n->type.dtype));
+  for (int i = 0; i < t->n->ninputs; i++)
+    snprintf(types[i + 1], sizeof types[i + 1], "const %s", dc_cuda_ctype(t->m->nodes[t->n->inputs[i]].type.dtype));
+  for (int i = 0; i <= t->n->ninputs; i++) ptypes[i] = types[i];
+  return ch_kernel_build(ck->source, ck->name, t->n->ninputs + 1, ptypes, out);
+}
+
+/* After the run: guards intact, inputs unchanged (but the aliased one). */
+static dc_status *check_buffers(const trial *t, int alias) {
+  const char *side = gbuf_guard_broken(&t->out);
+  if (side) return dc_error(DC_ERR_MISMATCH, "the kernel wrote outside its output buffer (%s it)", side);
+  for (int i = 0; i < t->n->ninputs; i++) {
+    if ((side = gbuf_guard_broken(&t->in[i])))
+      return dc_error(DC_ERR_MISMATCH, "the kernel wrote outside input %d's buffer (%s it)", i, side);
+    if (i != alias && memcmp(t->in[i].data, t->saved[i], t->in[i].bytes) != 0)
+      return dc_error(DC_ERR_MISMATCH, "the kernel wrote into input %d", i);
+  }
+  return NULL;
+}
+
+/* alias >= 0: the output buffer is input `alias`'s, pre-filled with it. */
+static dc_status *run_trial(trial *t, const dc_cuda_options *o, int alias, kh_result *out) {
+  dc_cuda_kernel ck;
+  char name[64];
+  snprintf(name, sizeof name, "k%d_%s", (int)t->id, dc_op_get(t->n->op)->name);
+  DC_TRY(dc_cuda_gen_node(t->m, t->id, o, name, &ck));
+  ch_kernel *k = NULL;
+  dc_status *st = build_node_kernel(t, &ck, &k);
+  void *params[1 + DC_MAX_INPUTS];
+  gbuf *outbuf = alias >= 0 ? &t->in[alias] : &t->out;
+  params[0] = outbuf->data;
+  for (int i = 0; i < t->n->ninputs; i++) params[i + 1] = t->in[i].data;
+  if (!st) st = ch_kernel_launch(k, ck.grid, ck.block, ck.smem_bytes, params);
+  if (!st) st = check_buffers(t, alias);
+  if (!st) compare_out(&t->n->type, outbuf->data, t->want, out);
+  ch_kernel_free(k);
+  dc_cuda_kernel_deinit(&ck);
+  return dc_status_annotate(st, "node %%%d (%s)", (int)t->id, dc_op_get(t->n->op)->name);
+}
+
+static dc_status *compare(const dc_module *m, int32_t id, const dc_cuda_options *o, const void *const *given,
+                          uint64_t seed, double scale, int alias, kh_result *out) {
+  trial t;
+  dc_status *st = trial_init(&t, m, id, given, seed, scale);
+  if (!st) st = run_trial(&t, o, alias, out);
+  trial_deinit(&t);
+  return st;
+}
+
+dc_status *ch_compare(const dc_module *m, int32_t id, const dc_cuda_options *o, uint64_t seed, double scale,
+                      kh_result *out) {
+  return compare(m, id, o, NULL, seed, scale, -1, out);
+}
+
+dc_status *ch_compare_with(const dc_module *m, int32_t id, const dc_cuda_options *o, const void *const *inputs,
+                           kh_result *out) {
+  return compare(m, id, o, inputs, 0, 1.0, -1, out);
+}
+
+dc_status *ch_compare_aliased(const dc_module *m, int32_t id, const dc_cuda_options *o, uint64_t seed, double scale,
+                              int input, kh_result *out) {
+  const dc_node *n = &m->nodes[id];
+  if (input < 0 || input >= n->ninputs || !dc_type_equal(&m->nodes[n->inputs[input]].type, &n->type))
+    return dc_error(DC_ERR_ARGUMENT, "ch_compare_aliased: input %d of %%%d is not output-shaped", input, (int)id);
+  return compare(m, id, o, NULL, seed, scale, input, out);
+}

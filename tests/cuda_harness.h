@@ -1,0 +1,49 @@
+/* cuda_harness.h — checks one generated CUDA kernel against the reference
+ * kernel without a GPU: the kernel's source is compiled as host C++ against
+ * the CPU emulator in tests/cuda_emu/ (every CUDA thread a fiber, barriers
+ * and warp collectives honoured, WMMA done in full), run over its grid, and
+ * compared with the reference kernel on the same random inputs.  Every
+ * buffer has guard bytes around it (and is 64- but not 128-byte aligned, as
+ * the arena guarantees no more): a write outside the output, or any write to
+ * an input, is an error.
+ * Functions return DC_ERR_UNSUPPORTED when no host C++ compiler is found
+ * (tests then exit 77). */
+#ifndef DC_CUDA_HARNESS_H
+#define DC_CUDA_HARNESS_H
+
+#include "codegen/cuda/cuda_codegen.h"
+#include "kernel_harness.h"
+
+/* Must be called once with the tests directory (argv[1]) before the others. */
+void ch_init(const char *tests_dir);
+
+/* Node id of m, inputs random normal(0,1)*scale (inputs of another dtype:
+ * random finite values of it), CUDA kernel for options o run in the
+ * emulator; out as kh_compare's. */
+dc_status *ch_compare(const dc_module *m, int32_t id, const dc_cuda_options *o, uint64_t seed, double scale,
+                      kh_result *out);
+/* ch_compare with the output buffer being input `input`'s buffer (pre-filled
+ * with its data), as the memory planner arranges for in-place ops and
+ * residuals. */
+dc_status *ch_compare_aliased(const dc_module *m, int32_t id, const dc_cuda_options *o, uint64_t seed, double scale,
+                              int input, kh_result *out);
+/* ch_compare with the inputs' data given: inputs[i] holds input i's bytes in
+ * its dtype (special values, exact patterns). */
+dc_status *ch_compare_with(const dc_module *m, int32_t id, const dc_cuda_options *o, const void *const *inputs,
+                           kh_result *out);
+
+/* ---- the lower level: one kernel source, built and launched --------------- */
+typedef struct ch_kernel ch_kernel;
+/* Compiles `source` (a generated translation unit) whose entry `name` takes
+ * nparams pointer parameters of the given C types ("float", "const float",
+ * "const unsigned short", ...).  A compile error returns a status with the
+ * compiler's first lines. */
+dc_status *ch_kernel_build(const char *source, const char *name, int nparams, const char *const *param_ctypes,
+                           ch_kernel **out);
+/* Runs the whole grid; params[i] is the i-th pointer argument.  A deadlock
+ * or a misused primitive is an error naming the block and thread. */
+dc_status *ch_kernel_launch(ch_kernel *k, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+                            void **params);
+void ch_kernel_free(ch_kernel *k);
+
+#endif

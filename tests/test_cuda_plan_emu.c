@@ -1,0 +1,223 @@
+/* test_cuda_plan_emu.c — whole CUDA plans run end to end without a GPU:
+ * diffc compiles a fixture for CUDA (NVRTC, PTX only: the images are not
+ * run here), diffrun loads it through the real runtime and CUDA backend,
+ * and the fake driver (cuda_fake_driver.h) executes every launch by
+ * running the kernel's generated CUDA C in the CPU emulator
+ * (tests/cuda_harness.h), on the arena and weight block the backend laid
+ * out.  So argument packing, arena offsets, in-place aliasing, uploads,
+ * stream order and the generated kernels are checked together, against
+ * diffusers' recorded outputs (rel L2 <= the fixture's tolerance, 1e-4) and
+ * the reference backend on the same plan.  Exits 77 without NVRTC or a host
+ * C++ compiler. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/compile.h"
+#include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
+#include "cuda_fake_driver.h"
+#include "cuda_harness.h"
+#include "runtime/diffrun.h"
+#include "testutil.h"
+
+static dc_plan plan;           /* the plan as read back: the kernels' sources */
+static ch_kernel **built;      /* per kernel */
+static char launch_error[600]; /* the emulator's message for a failed launch */
+static int skip;
+
+/* ---- building every kernel, two at a time ---- */
+static dc_status *build_kernel(int ki) {
+  const dc_plan_cuda_kernel *k = &plan.cuda.kernels[ki];
+  const dc_node *n = &plan.module->nodes[fk.kernel_node[ki]];
+  char types[DC_MAX_INPUTS + 1][48];
+  const char *ctypes[DC_MAX_INPUTS + 1];
+  snprintf(types[0], sizeof types[0], "float");
+  for (int i = 0; i < n->ninputs; i++)
+    snprintf(types[i + 1], sizeof types[i + 1], "const %s", dc_cuda_ctype(plan.module->nodes[n->inputs[i]].type.dtype));
+  for (int i = 0; i <= n->ninputs; i++) ctypes[i] = types[i];
+  return dc_status_annotate(ch_kernel_build(k->source, k->name, n->ninputs + 1, ctypes, &built[ki]), "kernel %s",
+                            k->name);
+}
+
+typedef struct {
+  int next, failed;
+  dc_status *first;
+  pthread_mutex_t lock;
+} build_queue;
+
+static void *builder(void *arg) {
+  build_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    int ki = q->failed ? plan.cuda.nkernels : q->next++;
+    pthread_mutex_unlock(&q->lock);
+    if (ki >= plan.cuda.nkernels) return NULL;
+    dc_status *st = build_kernel(ki);
+    pthread_mutex_lock(&q->lock);
+    if (st && !q->first) q->first = st, q->failed = 1;
+    else dc_status_free(st);
+    pthread_mutex_unlock(&q->lock);
+  }
+}
+
+static dc_status *build_all(void) {
+  built = calloc((size_t)plan.cuda.nkernels + 1, sizeof *built);
+  build_queue q = {0, 0, NULL, PTHREAD_MUTEX_INITIALIZER};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder, &q);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  return q.first;
+}
+
+static void free_built(void) {
+  for (int i = 0; built && i < plan.cuda.nkernels; i++) ch_kernel_free(built[i]);
+  free(built);
+  built = NULL;
+}
+
+/* The fake's cuLaunchKernel, through the emulator. */
+static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
+  const dc_node *n = &plan.module->nodes[fk.kernel_node[ki]];
+  void *args[DC_MAX_INPUTS + 1];
+  for (int i = 0; i <= n->ninputs; i++) memcpy(&args[i], params[i], sizeof args[i]);
+  dc_status *st = ch_kernel_launch(built[ki], grid, block, smem, args);
+  if (!st) return DC_CUDA_SUCCESS;
+  snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
+  dc_status_free(st);
+  return DC_CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* ---- one fixture run ---- */
+static double rel_l2(const float *got, const float *want, size_t n) {
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)got[i] - want[i];
+    d2 += d * d;
+    r2 += (double)want[i] * want[i];
+  }
+  return isfinite(d2) ? sqrt(d2 / (r2 > 0 ? r2 : 1)) : INFINITY;
+}
+
+static drt_plan *load_with_inputs(const char *path, const char *backend, const dc_st_file *io) {
+  drt_plan *p = NULL;
+  drt_options o = {.backend = backend};
+  CHECK_OK(drt_load(path, &o, &p));
+  for (int i = 0; p && i < io->ntensors; i++) {
+    const dc_st_tensor *t = &io->tensors[i];
+    if (strncmp(t->name, "out.", 4) == 0) continue;
+    float *d = malloc(t->bytes);
+    memcpy(d, io->file.data + t->offset, t->bytes);
+    CHECK_OK(drt_set_input(p, t->name, d, t->bytes / 4));
+    free(d);
+  }
+  return p;
+}
+
+static void compare_outputs(drt_plan *emu, drt_plan *ref, const dc_st_file *io, const char *label) {
+  for (int i = 0; i < drt_output_count(emu); i++) {
+    const drt_tensor_info *info = drt_output_info(emu, i);
+    char name[160];
+    snprintf(name, sizeof name, "out.%s", info->name);
+    const dc_st_tensor *w = dc_st_find(io, name);
+    CHECK(w && w->bytes / 4 == info->numel);
+    if (!w) continue;
+    float *want = malloc(w->bytes);
+    memcpy(want, io->file.data + w->offset, w->bytes);
+    const float *got = drt_output(emu, info->name, NULL);
+    double vs_diffusers = rel_l2(got, want, info->numel), vs_ref = rel_l2(got, drt_output(ref, info->name, NULL), info->numel);
+    CHECK(vs_diffusers <= 1e-4 && vs_ref <= 1e-4);
+    printf("  %s %s: rel L2 %.3g vs diffusers, %.3g vs the reference backend (tolerance 1e-4)\n", label, name,
+           vs_diffusers, vs_ref);
+    free(want);
+  }
+}
+
+static dc_status *compile(const char *fixture, const char *entry, const dc_st_file *io, const char *path) {
+  char *model = dc_path_join(tu_source_dir, fixture);
+  char *dir = dc_path_join(model, "model");
+  dc_input_shape shapes[8];
+  int ns = 0;
+  for (int i = 0; i < io->ntensors && ns < 8; i++)
+    if (strncmp(io->tensors[i].name, "out.", 4) != 0) {
+      shapes[ns].name = io->tensors[i].name;
+      shapes[ns].rank = io->tensors[i].rank;
+      memcpy(shapes[ns++].dims, io->tensors[i].dims, sizeof shapes[0].dims);
+    }
+  dc_compile_options co = {.model = dir, .entry = entry, .shapes = shapes, .nshapes = ns, .target = "cuda",
+                           .cuda_arch = "compute_90"};
+  dc_compile_report rep;
+  dc_status *st = dc_compile(&co, path, &rep);
+  free(model);
+  free(dir);
+  return st;
+}
+
+/* Runs the plan on the emulator and on the reference backend and compares. */
+static void run_plan(const char *path, const dc_st_file *io, const char *label, double compile_s, double build_s) {
+  fk.execute = emulate;
+  drt_plan *emu = load_with_inputs(path, NULL, io), *ref = load_with_inputs(path, "reference", io);
+  drt_stats s = {0};
+  if (emu && ref) {
+    dc_status *rs = drt_run(emu, &s);
+    if (rs && launch_error[0]) printf("emulator: %s\n", launch_error);
+    CHECK_OK(rs);
+    CHECK_OK(drt_run(ref, NULL));
+    CHECK(!strcmp(s.backend, "cuda") && s.device_peak_bytes == s.device_predicted_bytes);
+    printf("%s: %d kernels, %d launches; compile %.1f s, emulator builds %.1f s, emulated run %.1f s\n", label,
+           plan.cuda.nkernels, fk.launches, compile_s, build_s, s.seconds);
+    compare_outputs(emu, ref, io, label);
+  }
+  drt_destroy(emu);
+  drt_destroy(ref);
+  fk.execute = NULL;
+  CHECK(live_objs() == 0 && live_blocks(0) == 0 && live_blocks(1) == 0 && fk.ctx_refs == 0);
+}
+
+/* Prints and frees st when it only says that `tool` is missing (then skip). */
+static int missing_tool(dc_status *st, const char *tool, const char *label) {
+  if (!st || dc_status_code_of(st) != DC_ERR_UNSUPPORTED || !strstr(dc_status_message(st), tool)) return 0;
+  printf("SKIP %s: %s\n", label, dc_status_message(st));
+  dc_status_free(st);
+  return skip = 1;
+}
+
+static void run_fixture(const char *fixture, const char *entry, const char *io_name) {
+  char *dir = dc_path_join(tu_source_dir, fixture), *io_path = dc_path_join(dir, io_name);
+  char *path = tu_path("emu.dplan"), label[128];
+  snprintf(label, sizeof label, "%s %s", fixture + strlen("fixtures/"), entry);
+  dc_st_file io;
+  CHECK_OK(dc_st_open(io_path, &io));
+  double t0 = dc_now_seconds();
+  dc_status *st = compile(fixture, entry, &io, path);
+  if (!missing_tool(st, "NVRTC", label)) {
+    CHECK_OK(st);
+    if (!st) CHECK_OK(st = dc_plan_read(path, &plan));
+  }
+  double t1 = dc_now_seconds();
+  fake_reset(9, 0);
+  if (!st) {
+    fake_bind(plan.module, &plan.cuda);
+    st = build_all();
+    if (!missing_tool(st, "C++ compiler", label)) {
+      CHECK_OK(st);
+      if (!st) run_plan(path, &io, label, t1 - t0, dc_now_seconds() - t1);
+    }
+  }
+  free_built();
+  dc_plan_deinit(&plan);
+  dc_st_close(&io);
+  free(dir), free(io_path), free(path);
+}
+
+int main(int argc, char **argv) {
+  tu_init(argc, argv);
+  ch_init(argv[1]);
+  dc_cu_api api = fake_api();
+  dc_cu_api_set_override(&api);
+  run_fixture("fixtures/unet_tiny", "forward", "io_forward.safetensors");
+  if (!skip) run_fixture("fixtures/vae_tiny", "decode", "io_decode.safetensors");
+  dc_cu_api_set_override(NULL);
+  int rc = tu_finish();
+  return rc == 0 && skip ? 77 : rc;
+}
