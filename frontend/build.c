@@ -70,7 +70,7 @@ dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc
     return NULL;
   }
   return dc_error(DC_ERR_UNSUPPORTED,
-                  "%s/config.json: \"_class_name\" is \"%s\", which diffc does not support "
+                  "%s: \"_class_name\" is \"%s\", which diffc does not support "
                   "(supported: UNet2DConditionModel, AutoencoderKL)",
-                  f->dir, f->class_name);
+                  f->config.path, f->class_name);
 }

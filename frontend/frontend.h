@@ -9,7 +9,8 @@
  *                           sharded index, variant) or a pipeline's component
  *   frontend/weights.c:     dc_weights_init/get/check_all_used — check a weight's
  *                           presence and shape against what the config implies and
- *                           add it to the IR
+ *                           add it to the IR; dc_frontend_weight_list — the weights
+ *                           a config implies, with no checkpoint (record mode)
  *   frontend/unet.c:        UNet2DConditionModel builder
  *   frontend/vae.c:         AutoencoderKL builder (encode, decode)
  *   frontend/build.c:       dc_frontend_build — choose the builder by _class_name
@@ -91,6 +92,8 @@ dc_status *dc_json_str_list(const dc_json_doc *d, const char *key, const char **
                             int *out_n);
 
 /* ---- model folders ---------------------------------------------------- */
+struct dc_weight_list;
+
 typedef struct {
   char *dir;            /* the model folder (the component folder for pipelines) */
   dc_json_doc config;   /* config.json */
@@ -104,6 +107,10 @@ typedef struct {
     const dc_st_tensor *tensor;
   } *entries;
   int nentries;
+  /* Record mode (dc_frontend_weight_list): no weight files; every weight a
+   * builder asks for is appended here and bound to a placeholder.  NULL for
+   * a folder opened from disk. */
+  struct dc_weight_list *record;
 } dc_folder;
 
 typedef struct {
@@ -144,6 +151,31 @@ dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64
  * weights the builder did not use means the graph is not the model). */
 dc_status *dc_weights_check_all_used(const dc_weights *w);
 
+/* ---- the weights a config implies (record mode) ------------------------ */
+typedef struct {
+  char *name; /* "down_blocks.0.resnets.0.conv1.weight" */
+  int rank;
+  int64_t dims[DC_MAX_DIMS];
+} dc_weight_spec;
+
+typedef struct dc_weight_list {
+  dc_weight_spec *items; /* sorted by name once dc_frontend_weight_list returns */
+  int n, cap;
+} dc_weight_list;
+
+/* Builds the model of config_path (a diffusers config.json) with no
+ * checkpoint, at the config's default input shapes, and lists every weight
+ * the builder asks for with the shape the config implies: exactly the
+ * tensors a checkpoint must hold for every entry of the model to compile
+ * (an AutoencoderKL lists its encoder and its decoder, whichever `entry` is;
+ * NULL = the default entry).  A weight asked for twice with two shapes is an
+ * internal error.  *out is empty on error. */
+dc_status *dc_frontend_weight_list(const char *config_path, const char *entry,
+                                   dc_weight_list *out);
+void dc_weight_list_deinit(dc_weight_list *l);
+/* The spec named `name`, or NULL (a sorted list: binary search). */
+const dc_weight_spec *dc_weight_list_find(const dc_weight_list *l, const char *name);
+
 /* ---- graph builders --------------------------------------------------- */
 /* Input shapes requested by the user (--input NAME=DIMS). */
 typedef struct {
@@ -156,6 +188,11 @@ typedef struct {
   const char *entry;               /* "forward" (UNet), "encode"/"decode" (VAE); NULL = default */
   const dc_input_shape *shapes;    /* overrides of the default input shapes */
   int nshapes;
+  /* AutoencoderKL (diffusers enable_slicing / enable_tiling): */
+  int vae_slicing;     /* encode/decode one sample of the batch at a time */
+  int vae_tiling;      /* tiled encode/decode above the tile size */
+  int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
+  double tile_overlap; /* overlap factor; 0 = 0.25 */
 } dc_build_options;
 
 /* Builds the IR for the folder's model class.  Unknown classes, block

@@ -85,7 +85,7 @@ static const struct {
     {"reverse_transformer_layers_per_block", 1}, {"encoder_hid_dim", 1}, {"encoder_hid_dim_type", 1},
     {"attention_head_dim", 0}, {"num_attention_heads", 1}, {"dual_cross_attention", 0},
     {"use_linear_projection", 0}, {"class_embed_type", 1}, {"addition_embed_type", 1},
-    {"addition_time_embed_dim", 1}, {"num_class_embeds", 1}, {"upcast_attention", 0},
+    {"addition_time_embed_dim", 1}, {"num_class_embeds", 1}, {"upcast_attention", 1},
     {"resnet_time_scale_shift", 0}, {"resnet_skip_time_act", 0}, {"resnet_out_scale_factor", 0},
     {"time_embedding_type", 0}, {"time_embedding_dim", 1}, {"time_embedding_act_fn", 1},
     {"timestep_post_act", 1}, {"time_cond_proj_dim", 1}, {"conv_in_kernel", 0}, {"conv_out_kernel", 0},

@@ -145,6 +145,7 @@ static int64_t cfg_factor(const vae_config *c) { return (int64_t)1 << (c->nblock
 typedef struct {
   dc_gb g;
   const vae_config *c;
+  const dc_build_options *opt; /* slicing and tiling; NULL for none */
 } vae_b;
 
 static dc_status *silu(vae_b *b, const char *prefix, const char *leaf, int32_t x, int32_t *out) {
@@ -320,14 +321,140 @@ static dc_status *add_input(vae_b *b, const char *name, const int64_t *dims, int
   return *out < 0 ? dc_nomem("adding a graph input") : NULL;
 }
 
-/* encode: encoder, quant_conv, then DiagonalGaussianDistribution: mean and
- * logvar are torch.chunk(2, dim=1), logvar clamped to [-30, 20]. */
+/* ---- slicing and tiling (diffusers enable_slicing / enable_tiling) ------ */
+
+static dc_status *slice(vae_b *b, const char *scope, int32_t x, int axis, int64_t start, int64_t end, int32_t *out) {
+  const dc_type *t = gb_type(&b->g, x);
+  if (end > t->dims[axis]) end = t->dims[axis];
+  if (start == 0 && end == t->dims[axis]) return *out = x, NULL;
+  dc_node n = dc_node_make(OP_SLICE, 1, &x);
+  dc_node_set_int(&n, "axis", axis);
+  dc_node_set_int(&n, "start", start);
+  dc_node_set_int(&n, "end", end);
+  return gb_add(&b->g, &n, scope, out);
+}
+
+static dc_status *concat(vae_b *b, const char *scope, int32_t a, int32_t c, int axis, int32_t *out) {
+  if (a < 0) return *out = c, NULL;
+  int32_t in[2] = {a, c};
+  dc_node n = dc_node_make(OP_CONCAT, 2, in);
+  dc_node_set_int(&n, "axis", axis);
+  return gb_add(&b->g, &n, scope, out);
+}
+
+static dc_status *blend(vae_b *b, const char *scope, int32_t x, int32_t prev, int axis, int64_t extent, int32_t *out) {
+  int32_t in[2] = {x, prev};
+  dc_node n = dc_node_make(OP_BLEND, 2, in);
+  dc_node_set_int(&n, "axis", axis);
+  dc_node_set_int(&n, "extent", extent);
+  return gb_add(&b->g, &n, scope, out);
+}
+
+/* What tiling works with, in diffusers' names: tile_sample_min_size (St,
+ * pixels), tile_latent_min_size (Lt = St / 2^(blocks-1)), the overlap factor. */
+typedef struct {
+  int64_t st, lt;
+  double overlap;
+} tiling;
+
+static tiling tiling_of(const vae_b *b) {
+  tiling t;
+  t.st = b->opt && b->opt->tile_size > 0 ? b->opt->tile_size : b->c->sample_h;
+  t.lt = (int64_t)((double)t.st / (double)cfg_factor(b->c));
+  t.overlap = b->opt && b->opt->tile_overlap > 0 ? b->opt->tile_overlap : 0.25;
+  return t;
+}
+
+typedef dc_status *(*tile_fn)(vae_b *b, int32_t x, int32_t *out);
+
+/* diffusers tiled_decode / _tiled_encode: tiles of `size` every `stride`
+ * along H and W in raster order, each through fn; each tile blended in
+ * place with the (already blended) tile above, then the one to its left,
+ * over `extent`; cropped to row_limit; concatenated along W, then H. */
+static dc_status *tiled(vae_b *b, const char *scope, int32_t x, int64_t size, int64_t stride, int64_t extent,
+                        int64_t row_limit, tile_fn fn, int32_t *out) {
+  const dc_type *t = gb_type(&b->g, x);
+  int64_t h = t->dims[2], w = t->dims[3];
+  int64_t ncols = (w + stride - 1) / stride;
+  int32_t *above = dc_calloc((size_t)ncols + 1, sizeof *above);
+  if (!above) return dc_nomem("building the tiled VAE");
+  dc_status *st = NULL;
+  int32_t rows = -1;
+  for (int64_t i = 0; i < h && !st; i += stride) {
+    int32_t row = -1, left = -1;
+    for (int64_t j = 0, col = 0; j < w && !st; j += stride, col++) {
+      int32_t tile, crop;
+      st = slice(b, scope, x, 2, i, i + size, &tile);
+      if (!st) st = slice(b, scope, tile, 3, j, j + size, &tile);
+      if (!st) st = fn(b, tile, &tile);
+      if (!st && i > 0) st = blend(b, scope, tile, above[col], 2, extent, &tile);
+      if (!st && j > 0) st = blend(b, scope, tile, left, 3, extent, &tile);
+      above[col] = left = tile;
+      if (!st) st = slice(b, scope, tile, 2, 0, row_limit, &crop);
+      if (!st) st = slice(b, scope, crop, 3, 0, row_limit, &crop);
+      if (!st) st = concat(b, scope, row, crop, 3, &row);
+    }
+    if (!st) st = concat(b, scope, rows, row, 2, &rows);
+  }
+  dc_free(above);
+  *out = rows;
+  return st;
+}
+
+/* Per sample (x.split(1) ... torch.cat) when slicing and the batch is > 1. */
+static dc_status *sliced(vae_b *b, const char *scope, int32_t x, tile_fn fn, int32_t *out) {
+  int64_t batch = gb_type(&b->g, x)->dims[0];
+  if (!b->opt || !b->opt->vae_slicing || batch == 1) return fn(b, x, out);
+  int32_t all = -1;
+  for (int64_t s = 0; s < batch; s++) {
+    int32_t one;
+    DC_TRY(slice(b, scope, x, 0, s, s + 1, &one));
+    DC_TRY(fn(b, one, &one));
+    DC_TRY(concat(b, scope, all, one, 0, &all));
+  }
+  return *out = all, NULL;
+}
+
+/* _encode of one tile or of an untiled image: encoder, quant_conv. */
+static dc_status *encode_plain(vae_b *b, int32_t x, int32_t *out) {
+  DC_TRY(encoder(b, x, &x));
+  if (b->c->quant) DC_TRY(conv1x1(b, "quant_conv", x, &x));
+  return *out = x, NULL;
+}
+
+static dc_status *encode_maybe_tiled(vae_b *b, int32_t x, int32_t *out) {
+  const dc_type *t = gb_type(&b->g, x);
+  tiling tl = tiling_of(b);
+  if (!b->opt || !b->opt->vae_tiling || (t->dims[3] <= tl.st && t->dims[2] <= tl.st)) return encode_plain(b, x, out);
+  int64_t extent = (int64_t)((double)tl.lt * tl.overlap);
+  return tiled(b, "tiled_encode", x, tl.st, (int64_t)((double)tl.st * (1 - tl.overlap)), extent, tl.lt - extent,
+               encode_plain, out);
+}
+
+static dc_status *decode_plain(vae_b *b, int32_t z, int32_t *out) {
+  if (b->c->post_quant) DC_TRY(conv1x1(b, "post_quant_conv", z, &z));
+  return decoder(b, z, out);
+}
+
+static dc_status *decode_maybe_tiled(vae_b *b, int32_t z, int32_t *out) {
+  const dc_type *t = gb_type(&b->g, z);
+  tiling tl = tiling_of(b);
+  if (!b->opt || !b->opt->vae_tiling || (t->dims[3] <= tl.lt && t->dims[2] <= tl.lt)) return decode_plain(b, z, out);
+  int64_t extent = (int64_t)((double)tl.st * tl.overlap);
+  return tiled(b, "tiled_decode", z, tl.lt, (int64_t)((double)tl.lt * (1 - tl.overlap)), extent, tl.st - extent,
+               decode_plain, out);
+}
+
+/* ---- entries, continued ------------------------------------------------ */
+
+/* encode: encoder, quant_conv (sliced and tiled when asked), then
+ * DiagonalGaussianDistribution: mean and logvar are torch.chunk(2, dim=1),
+ * logvar clamped to [-30, 20]. */
 static dc_status *build_encode(vae_b *b, const int64_t *dims, int outputs) {
   int32_t x, mean, logvar;
   int64_t lat = b->c->latent;
   DC_TRY(add_input(b, "sample", dims, &x));
-  DC_TRY(encoder(b, x, &x));
-  if (b->c->quant) DC_TRY(conv1x1(b, "quant_conv", x, &x));
+  DC_TRY(sliced(b, "encode", x, encode_maybe_tiled, &x));
   dc_node n = dc_node_make(OP_SLICE, 1, &x);
   dc_node_set_int(&n, "axis", 1);
   dc_node_set_int(&n, "start", 0);
@@ -348,8 +475,7 @@ static dc_status *build_encode(vae_b *b, const int64_t *dims, int outputs) {
 static dc_status *build_decode(vae_b *b, const int64_t *dims, int outputs) {
   int32_t x;
   DC_TRY(add_input(b, "z", dims, &x));
-  if (b->c->post_quant) DC_TRY(conv1x1(b, "post_quant_conv", x, &x));
-  DC_TRY(decoder(b, x, &x));
+  DC_TRY(sliced(b, "decode", x, decode_maybe_tiled, &x));
   return outputs ? dc_module_add_output(b->g.m, "sample", x) : NULL;
 }
 
@@ -384,7 +510,7 @@ static dc_status *check_other_half(const dc_folder *f, const vae_config *c, int 
   dc_weights w2;
   dc_status *st = dc_weights_init(&w2, m, f);
   if (!st) {
-    vae_b b = {{m, &w2}, c};
+    vae_b b = {{m, &w2}, c, NULL};
     st = encode ? build_decode(&b, latent, 0) : build_encode(&b, image, 0);
     for (int i = 0; !st && i < f->nentries; i++) w->used[i] |= w2.used[i];
     dc_weights_deinit(&w2);
@@ -418,12 +544,26 @@ static dc_status *set_meta(dc_module *m, const vae_config *c, int encode) {
   return dc_module_set_meta(m, "note", note);
 }
 
+static dc_status *check_tiling(const vae_config *c, const dc_build_options *opt) {
+  int64_t st = opt->tile_size > 0 ? opt->tile_size : c->sample_h, f = cfg_factor(c);
+  double ov = opt->tile_overlap > 0 ? opt->tile_overlap : 0.25;
+  if (opt->tile_overlap < 0 || ov >= 1)
+    return dc_error(DC_ERR_ARGUMENT, "--tile-overlap %g: the overlap factor must be in (0, 1)", opt->tile_overlap);
+  if (st < f || (int64_t)((double)(st / f) * (1 - ov)) < 1 || (int64_t)((double)st * (1 - ov)) < 1)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "--tile-size %lld: a tile must be at least %lld pixels (2^(len(block_out_channels)-1)) and "
+                    "leave a stride of at least one latent at overlap %g",
+                    (long long)st, (long long)f, ov);
+  return NULL;
+}
+
 static dc_status *build(const dc_folder *f, const vae_config *c, const dc_build_options *opt,
                         int encode, dc_module *m, dc_weights *w) {
   int64_t image[4], latent[4];
   DC_TRY(input_shapes(c, opt, encode, image, latent));
   DC_TRY(set_meta(m, c, encode));
-  vae_b b = {{m, w}, c};
+  if (opt && opt->vae_tiling) DC_TRY(check_tiling(c, opt));
+  vae_b b = {{m, w}, c, opt};
   DC_TRY(encode ? build_encode(&b, image, 1) : build_decode(&b, latent, 1));
   DC_TRY(check_other_half(f, c, encode, image, latent, w));
   return dc_weights_check_all_used(w);

@@ -7,9 +7,17 @@
  * an OP_WEIGHT node, plus an OP_CAST to f32 when the stored dtype is not f32
  * or the data is not 4-byte aligned in the file.  Tensors no builder asked
  * for are reported at the end, because a checkpoint with extra weights is a
- * sign that the graph is not the model. */
+ * sign that the graph is not the model.
+ *
+ * Record mode (a folder with `record` set, made by dc_frontend_weight_list
+ * from a config alone) turns the lookup around: every weight asked for is
+ * appended to the list with the shape the config implies and bound to a
+ * placeholder f32 reference, so the builder runs to the end and the list is
+ * the checkpoint the config needs (tools/make_model fills one with random
+ * values). */
 #include "frontend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder) {
@@ -23,7 +31,8 @@ dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder)
     dc_weights_deinit(w);
     return dc_nomem("binding weights");
   }
-  for (int s = 0; s < folder->nshards; s++) w->file_of_shard[s] = -1;
+  /* Slot 0 also serves record mode's placeholder file (no shards). */
+  for (int s = 0; s < (folder->nshards ? folder->nshards : 1); s++) w->file_of_shard[s] = -1;
   return NULL;
 }
 
@@ -80,25 +89,19 @@ static dc_status *weights_file_index(dc_weights *w, int shard, int32_t *out) {
 }
 
 /* Adds the weight, its OP_WEIGHT node and (if needed) the cast to f32. */
-static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, int32_t *out) {
-  const dc_st_tensor *t = e->tensor;
-  dc_weight wt = {.name = t->name, .offset = t->offset, .bytes = t->bytes};
-  DC_TRY(weights_file_index(w, e->shard, &wt.file));
-  wt.type.dtype = t->dtype;
-  wt.type.rank = t->rank;
-  memcpy(wt.type.dims, t->dims, sizeof wt.type.dims);
-  int32_t wi = dc_module_add_weight(w->m, &wt);
+static dc_status *weights_bind(dc_weights *w, const dc_weight *wt, int32_t *out) {
+  int32_t wi = dc_module_add_weight(w->m, wt);
   if (wi < 0) return dc_nomem("binding weights");
   dc_node n = dc_node_make(OP_WEIGHT, 0, NULL);
   n.ref = wi;
-  n.type = wt.type;
+  n.type = wt->type;
   n.layout = LAYOUT_ROWMAJOR;
-  DC_TRY(weights_scope(w->m, t->name, &n.scope));
+  DC_TRY(weights_scope(w->m, wt->name, &n.scope));
   int32_t id = dc_module_add_node(w->m, &n);
   if (id < 0) return dc_nomem("binding weights");
-  if (t->dtype != DT_F32 || t->offset % 4 != 0) {
+  if (wt->type.dtype != DT_F32 || wt->offset % 4 != 0) {
     dc_node c = dc_node_make(OP_CAST, 1, &id);
-    c.type = wt.type;
+    c.type = wt->type;
     c.type.dtype = DT_F32;
     c.layout = LAYOUT_ROWMAJOR;
     c.scope = n.scope;
@@ -109,12 +112,88 @@ static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, in
   return NULL;
 }
 
+static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, int32_t *out) {
+  const dc_st_tensor *t = e->tensor;
+  dc_weight wt = {.name = t->name, .offset = t->offset, .bytes = t->bytes};
+  DC_TRY(weights_file_index(w, e->shard, &wt.file));
+  wt.type.dtype = t->dtype;
+  wt.type.rank = t->rank;
+  memcpy(wt.type.dims, t->dims, sizeof wt.type.dims);
+  return weights_bind(w, &wt, out);
+}
+
+/* ---- record mode ------------------------------------------------------- */
+
+/* Record mode's placeholder: one file no tensor is read from, as large as
+ * any offset, so the verifier's range checks hold.  The module it lives in
+ * is thrown away; no plan is ever written from it. */
+static dc_status *weights_placeholder_file(dc_weights *w, int32_t *out) {
+  if (w->file_of_shard[0] < 0) {
+    dc_weight_file wf = {"(no weights: recording the weights a config implies)", 0, UINT64_MAX};
+    w->file_of_shard[0] = dc_module_add_file(w->m, &wf);
+    if (w->file_of_shard[0] < 0) return dc_nomem("recording weights");
+  }
+  *out = w->file_of_shard[0];
+  return NULL;
+}
+
+static const dc_weight_spec *weights_list_scan(const dc_weight_list *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->items[i].name, name) == 0) return &l->items[i];
+  return NULL;
+}
+
+static dc_status *weights_list_append(dc_weight_list *l, const char *name, int rank,
+                                      const int64_t *dims) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 256;
+    dc_weight_spec *items = dc_realloc(l->items, sizeof *items * (size_t)cap);
+    if (!items) return dc_nomem("recording weights");
+    l->items = items, l->cap = cap;
+  }
+  dc_weight_spec *s = &l->items[l->n];
+  memset(s, 0, sizeof *s);
+  s->name = dc_strdup(name);
+  if (!s->name) return dc_nomem("recording weights");
+  s->rank = rank;
+  memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
+  l->n++;
+  return NULL;
+}
+
+/* Appends (name, shape) to the list unless it is there already (a shared
+ * weight, or the VAE's second half built into another module: the shapes
+ * must agree), then returns this module's node for it, adding a placeholder
+ * f32 weight the first time this module asks. */
+static dc_status *weights_record(dc_weights *w, const char *name, int rank, const int64_t *dims,
+                                 int32_t *out) {
+  dc_weight_list *l = w->folder->record;
+  const dc_weight_spec *s = weights_list_scan(l, name);
+  if (s && (s->rank != rank || memcmp(s->dims, dims, sizeof(int64_t) * (size_t)rank) != 0)) {
+    char a[160], b[160];
+    return dc_error(DC_ERR_INTERNAL, "%s: weight \"%s\" was asked for with shape %s and with %s",
+                    w->folder->dir, name, dc_dims_str(s->dims, s->rank, a, sizeof a),
+                    dc_dims_str(dims, rank, b, sizeof b));
+  }
+  if (!s) DC_TRY(weights_list_append(l, name, rank, dims));
+  /* A name new to the list is new to this module too: skip the scan. */
+  if (s && (*out = weights_find_node(w->m, name)) >= 0) return NULL;
+  dc_weight wt = {.name = name, .offset = 0};
+  wt.type.dtype = DT_F32;
+  wt.type.rank = rank;
+  memcpy(wt.type.dims, dims, sizeof(int64_t) * (size_t)rank);
+  wt.bytes = dc_type_bytes(&wt.type);
+  DC_TRY(weights_placeholder_file(w, &wt.file));
+  return weights_bind(w, &wt, out);
+}
+
 dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64_t *dims,
                           int32_t *out) {
   char want[160], have[160];
   *out = -1;
   if (rank < 0 || rank > DC_MAX_DIMS)
     return dc_error(DC_ERR_INTERNAL, "weight \"%s\": a builder asked for rank %d", name, rank);
+  if (w->folder->record) return weights_record(w, name, rank, dims, out);
   const struct dc_folder_entry *e = dc_folder_find(w->folder, name);
   if (!e)
     return dc_error(DC_ERR_MISMATCH, "%s: weight \"%s\" is missing (the config implies %s)",
@@ -155,4 +234,59 @@ dc_status *dc_weights_check_all_used(const dc_weights *w) {
   if (!st) st = dc_error(DC_ERR_MISMATCH, "%s", (const char *)b.data);
   dc_buf_deinit(&b);
   return st;
+}
+
+/* ---- the weights a config implies ---------------------------------------- */
+
+void dc_weight_list_deinit(dc_weight_list *l) {
+  for (int i = 0; i < l->n; i++) dc_free(l->items[i].name);
+  dc_free(l->items);
+  memset(l, 0, sizeof *l);
+}
+
+static int weights_spec_cmp(const void *a, const void *b) {
+  return strcmp(((const dc_weight_spec *)a)->name, ((const dc_weight_spec *)b)->name);
+}
+
+const dc_weight_spec *dc_weight_list_find(const dc_weight_list *l, const char *name) {
+  dc_weight_spec key = {.name = (char *)name};
+  if (l->n == 0) return NULL;
+  return bsearch(&key, l->items, (size_t)l->n, sizeof key, weights_spec_cmp);
+}
+
+/* A folder with the config and no weight files: the builders read only
+ * dir, config and class_name, and find no tensors in it. */
+static dc_status *weights_config_folder(const char *config_path, dc_weight_list *l, dc_folder *f) {
+  memset(f, 0, sizeof *f);
+  f->record = l;
+  const char *slash = strrchr(config_path, '/');
+  f->dir = !slash ? dc_strdup(".")
+           : slash == config_path ? dc_strdup("/")
+                                  : dc_strndup(config_path, (size_t)(slash - config_path));
+  if (!f->dir) return dc_nomem("reading a config");
+  if (!dc_file_exists(config_path)) return dc_error(DC_ERR_IO, "%s: no such file", config_path);
+  DC_TRY(dc_json_load(config_path, &f->config));
+  DC_TRY(dc_json_str(&f->config, "_class_name", NULL, &f->class_name));
+  if (!f->class_name)
+    return dc_error(DC_ERR_FORMAT, "%s: no \"_class_name\" (is this a diffusers model config?)",
+                    config_path);
+  return NULL;
+}
+
+dc_status *dc_frontend_weight_list(const char *config_path, const char *entry,
+                                   dc_weight_list *out) {
+  memset(out, 0, sizeof *out);
+  dc_folder f;
+  dc_module *m = NULL;
+  dc_build_options opt = {.entry = entry};
+  dc_status *st = weights_config_folder(config_path, out, &f);
+  if (!st) st = dc_frontend_build(&f, &opt, &m);
+  dc_module_destroy(m);
+  dc_folder_close(&f);
+  if (st) {
+    dc_weight_list_deinit(out);
+    return st;
+  }
+  qsort(out->items, (size_t)out->n, sizeof *out->items, weights_spec_cmp);
+  return NULL;
 }

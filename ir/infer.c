@@ -31,10 +31,14 @@ static dc_status *want_rank(const ctx *c, int i, int lo, int hi) {
   return NULL;
 }
 
+/* Activations are f32.  The weight and bias of conv2d and linear may be
+ * stored in any dtype (layerwise casting: the kernel upcasts as it loads). */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
+  int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR ? 2 + (int)dc_node_int(c->n, "bias") : 1;
   for (int i = 0; i < c->n->ninputs; i++)
-    if (c->in[i]->dtype != DT_F32) return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
+    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params))
+      return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
   return NULL;
 }
 
@@ -181,6 +185,19 @@ static dc_status *infer_slice(const ctx *c, dc_type *o) {
   return NULL;
 }
 
+static dc_status *infer_blend(const ctx *c, dc_type *o) {
+  const dc_type *x = c->in[0], *p = c->in[1];
+  char b1[160], b2[160];
+  int64_t axis = dc_node_int(c->n, "axis");
+  DC_TRY(axis_ok(c, axis, x->rank));
+  if (dc_node_int(c->n, "extent") < 1) return fail(c, "blend extent must be >= 1");
+  int ok = x->rank == p->rank;
+  for (int i = 0; ok && i < x->rank; i++) ok = i == axis || x->dims[i] == p->dims[i];
+  if (!ok) return fail(c, "cannot blend %s with %s along axis %lld", ts(x, b1), ts(p, b2), (long long)axis);
+  *o = *x;
+  return NULL;
+}
+
 /* Ops whose type the builder states: check it against the input. */
 static dc_status *check_given(const ctx *c, dc_type *o) {
   char b1[160], b2[160];
@@ -242,6 +259,7 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     }
     case OP_CONCAT: return infer_concat(&c, o);
     case OP_SLICE: return infer_slice(&c, o);
+    case OP_BLEND: return infer_blend(&c, o);
     case OP_TIME_EMBED: {
       DC_TRY(want_rank(&c, 0, 1, 1));
       int64_t dim = dc_node_int(n, "dim");

@@ -75,6 +75,8 @@ uint16_t dc_f32_to_f16(float f) {
   return sign | (uint16_t)((ax - 0x38000000u) >> 13);
 }
 
+void dc_ref_decode(dc_dtype t, const void *src, int64_t count, float *dst);
+
 /* ---- CAST -------------------------------------------------------------- */
 /* Converts in chunks through a float buffer, so each loop has one dtype. */
 enum { CAST_CHUNK = 256 };
@@ -89,6 +91,36 @@ static void decode_chunk(dc_dtype t, const uint8_t *src, int64_t count, float *d
   case DT_F8_E5M2: for (int64_t i = 0; i < count; i++) dst[i] = dc_f8e5m2_to_f32(src[i]); break;
   default: break;
   }
+}
+
+void dc_ref_decode(dc_dtype t, const void *src, int64_t count, float *dst) { decode_chunk(t, src, count, dst); }
+
+dc_status *dc_ref_params_f32(const dc_module *m, const dc_node *n, const void *const *in, const void **params,
+                             float **owned) {
+  int nparams = 1 + (int)dc_node_int(n, "bias");
+  uint64_t total = 0;
+  *owned = NULL;
+  for (int i = 0; i < n->ninputs; i++) {
+    dc_dtype t = in_type(m, n, i)->dtype;
+    params[i] = in[i];
+    if (t == DT_F32) continue;
+    if (i < 1 || i > nparams)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernel needs f32 input %d, got %s", dc_op_get(n->op)->name,
+                      n->scope ? n->scope : "?", i, dc_dtype_name(t));
+    total += dc_type_numel(in_type(m, n, i));
+  }
+  if (!total) return NULL;
+  float *buf = dc_malloc(total * sizeof(float));
+  if (!buf) return dc_nomem("decoding stored weights");
+  *owned = buf;
+  for (int i = 1; i <= nparams; i++) {
+    const dc_type *t = in_type(m, n, i);
+    if (t->dtype == DT_F32) continue;
+    decode_chunk(t->dtype, in[i], (int64_t)dc_type_numel(t), buf);
+    params[i] = buf;
+    buf += dc_type_numel(t);
+  }
+  return NULL;
 }
 
 static void encode_chunk(dc_dtype t, const float *src, int64_t count, uint8_t *dst) {
@@ -395,6 +427,39 @@ static dc_status *ref_slice(const dc_module *m, const dc_node *n, const void *co
   return NULL;
 }
 
+/* out = x, its first E indices along axis cross-faded from prev's last E
+ * (diffusers blend_v/blend_h): the weights are Python floats rounded to f32,
+ * each product rounded, then the sum — as PyTorch's two muls and an add. */
+static dc_status *ref_blend(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *x = in_type(m, n, 0), *p = in_type(m, n, 1);
+  int axis = (int)dc_node_int(n, "axis");
+  int64_t lx = x->dims[axis], lp = p->dims[axis], e = dc_node_int(n, "extent");
+  if (e > lx) e = lx;
+  if (e > lp) e = lp;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++) outer *= x->dims[i];
+  for (int i = axis + 1; i < x->rank; i++) inner *= x->dims[i];
+  const float *xv = in[0], *pv = in[1];
+  float *o = out;
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t y = 0; y < lx; y++) {
+      const float *xr = xv + (a * lx + y) * inner;
+      float *orow = o + (a * lx + y) * inner;
+      if (y >= e) {
+        if (orow != xr) memmove(orow, xr, (size_t)inner * sizeof(float));
+        continue;
+      }
+      const float *pr = pv + (a * lp + lp - e + y) * inner;
+      float wp = (float)(1.0 - (double)y / (double)e), wx = (float)((double)y / (double)e);
+      for (int64_t i = 0; i < inner; i++) {
+        /* each product rounded on its own: no fused multiply-add even with -mfma */
+        volatile float t1 = pr[i] * wp, t2 = xr[i] * wx;
+        orow[i] = t1 + t2;
+      }
+    }
+  return NULL;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_CONV2D] = dc_ref_conv2d,
@@ -413,6 +478,7 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_UPSAMPLE] = ref_upsample,
   [OP_CONCAT] = ref_concat,
   [OP_SLICE] = ref_slice,
+  [OP_BLEND] = ref_blend,
   [OP_TIME_EMBED] = dc_ref_time_embed,
   [OP_CAST] = ref_cast,
   [OP_UPLOAD] = ref_upload,

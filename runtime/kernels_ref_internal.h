@@ -40,6 +40,14 @@ static inline dc_status *need_f32(const dc_module *m, const dc_node *n) {
   return NULL;
 }
 
+/* conv2d / linear: activations f32; the weight (input 1) and bias (input 2)
+ * in any dtype, decoded to f32 into *owned (freed by the caller) and
+ * params[1], params[2] pointed at f32 data. */
+dc_status *dc_ref_params_f32(const dc_module *m, const dc_node *n, const void *const *in, const void **params,
+                             float **owned);
+/* count values of dtype t at src, as f32 (exact). */
+void dc_ref_decode(dc_dtype t, const void *src, int64_t count, float *dst);
+
 /* torch's silu: x / (1 + exp(-x)) in float. */
 static inline float act_silu(float x) {
   return x / (1.0f + expf(-x));

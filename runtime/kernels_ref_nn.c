@@ -97,7 +97,19 @@ static void conv_plane(const conv_geom *g, const float *x, const float *wo_, flo
 
 /* One output plane at a time; with a residual the plane is computed in
  * scratch first (see epilogue_rows). */
+static dc_status *conv2d_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out);
+
+/* Weights stored in another dtype (layerwise casting) are decoded first. */
 REF_KERNEL(dc_ref_conv2d) {
+  const void *p[DC_MAX_INPUTS];
+  float *owned;
+  DC_TRY(dc_ref_params_f32(m, n, in, p, &owned));
+  dc_status *st = conv2d_f32(m, n, p, out);
+  dc_free(owned);
+  return st;
+}
+
+static dc_status *conv2d_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out, *scratch = NULL;
@@ -106,7 +118,6 @@ REF_KERNEL(dc_ref_conv2d) {
                  dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
   int64_t batch = tx->dims[0], oc = tw->dims[0], plane = g.ho * g.wo;
   epilogue e;
-  DC_TRY(need_f32(m, n));
   DC_TRY(epilogue_init(m, n, in, &e));
   if (e.r && !(scratch = dc_malloc((size_t)(plane ? plane : 1) * sizeof *scratch)))
     return dc_nomem("allocating a conv2d output plane");
@@ -133,7 +144,18 @@ static float dot(const float *a, const float *b, int64_t len) {
 /* y[r, j] = x[r, :] . w[j, :] + b[j]; both rows are contiguous.  A row goes
  * through scratch when it has a geglu (2H values become H) or a residual
  * (see epilogue_rows). */
+static dc_status *linear_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out);
+
 REF_KERNEL(dc_ref_linear) {
+  const void *p[DC_MAX_INPUTS];
+  float *owned;
+  DC_TRY(dc_ref_params_f32(m, n, in, p, &owned));
+  dc_status *st = linear_f32(m, n, p, out);
+  dc_free(owned);
+  return st;
+}
+
+static dc_status *linear_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const dc_type *tw = in_type(m, n, 1);
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out, *row = NULL;
@@ -141,7 +163,6 @@ REF_KERNEL(dc_ref_linear) {
   int64_t rows = ny ? (int64_t)dc_type_numel(&n->type) / ny : 0;
   int geglu = dc_node_int(n, "act") == ACT_GEGLU;
   epilogue e;
-  DC_TRY(need_f32(m, n));
   DC_TRY(epilogue_init(m, n, in, &e));
   if ((geglu || e.r) && !(row = dc_malloc((size_t)(nout ? nout : 1) * sizeof *row)))
     return dc_nomem("allocating a linear output row");

@@ -488,7 +488,7 @@ static void fixture_case(const char *name, const char *entry, const char *io_nam
   memset(&f, 0, sizeof f);
   memset(&io, 0, sizeof io);
   CHECK_OK(dc_st_open(io_path, &io));
-  dc_build_options bo = {entry, shapes, io_shapes(&io, shapes, 8)};
+  dc_build_options bo = {.entry = entry, .shapes = shapes, .nshapes = io_shapes(&io, shapes, 8)};
   dc_module *plain = NULL, *fused = NULL;
   CHECK_OK(dc_folder_open(model, NULL, &f));
   CHECK_OK(dc_frontend_build(&f, &bo, &plain));

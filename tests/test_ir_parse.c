@@ -42,7 +42,7 @@ static void fixture_case(const char *name, const char *entry, const dc_input_sha
   char *dir = dc_path_join(tu_source_dir, "fixtures"), *fx = dc_path_join(dir, name), *model = dc_path_join(fx, "model");
   dc_folder f;
   memset(&f, 0, sizeof f);
-  dc_build_options bo = {entry, shapes, nshapes};
+  dc_build_options bo = {.entry = entry, .shapes = shapes, .nshapes = nshapes};
   dc_module *m = NULL;
   CHECK_OK(dc_folder_open(model, NULL, &f));
   CHECK_OK(dc_frontend_build(&f, &bo, &m));

@@ -240,7 +240,7 @@ static dc_status *build_in(const char *dir, const dc_folder_options *fo, const c
   dc_folder f;
   *out = NULL;
   DC_TRY(dc_folder_open(dir, fo, &f));
-  dc_build_options opt = {entry, shapes, nshapes};
+  dc_build_options opt = {.entry = entry, .shapes = shapes, .nshapes = nshapes};
   dc_status *st = dc_frontend_build(&f, &opt, out);
   dc_folder_close(&f);
   return st;

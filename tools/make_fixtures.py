@@ -193,9 +193,22 @@ def _unet_run(io, inputs, tol=1e-4, component=None, variant=None):
                 component=component, variant=variant)
 
 
-def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None):
+def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=False, slicing=False):
     return dict(entry=entry, io=io, kind="vae", inputs=("image", dict(seed=seed, name=name, shape=shape)),
-                tolerance=tol, component=component, variant=None)
+                tolerance=tol, component=component, variant=None, tiling=tiling, slicing=slicing)
+
+
+def apply_vae_options(model, run):
+    """diffusers' enable_tiling / enable_slicing, as the run asks."""
+    if run.get("tiling"):
+        model.enable_tiling()
+    if run.get("slicing"):
+        model.enable_slicing()
+
+
+def diffc_options(run):
+    """The diffc flags that ask for the same as the run's diffusers options."""
+    return (["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else [])
 
 
 FIXTURES = [
@@ -259,6 +272,18 @@ FIXTURES = [
                      "decode: z 2x4x8x6 -> 2x3x64x48.",
          runs=[_vae_run("encode", "io_encode.safetensors", 320, "sample", (1, 3, 64, 48)),
                _vae_run("decode", "io_decode.safetensors", 321, "z", (2, 4, 8, 6))]),
+    dict(name="vae_tiled", cls="AutoencoderKL", config=VAE_TINY, seed=8,
+         description="The tiny AutoencoderKL config (sample_size 32: tiles of 32 px / 16 latents, "
+                     "overlap 0.25) run with diffusers' enable_tiling / enable_slicing. decode_tiled: z "
+                     "1x4x40x28 -> 4x3 tiles of up to 16x16 latents every 12, blended over 8 px, cropped "
+                     "to 24; decode_sliced_tiled: z 2x4x20x20 per sample, each tiled 2x2; encode_tiled: "
+                     "sample 1x3x72x50 -> 3x3 tiles every 24 px (the last only 2 px wide), blended over 4 "
+                     "latents; encode_sliced: 2x3x32x32 one sample at a time, untiled.",
+         runs=[_vae_run("decode", "io_decode_tiled.safetensors", 330, "z", (1, 4, 40, 28), tiling=True),
+               _vae_run("decode", "io_decode_sliced_tiled.safetensors", 331, "z", (2, 4, 20, 20), tiling=True,
+                        slicing=True),
+               _vae_run("encode", "io_encode_tiled.safetensors", 332, "sample", (1, 3, 72, 50), tiling=True),
+               _vae_run("encode", "io_encode_sliced.safetensors", 333, "sample", (2, 3, 32, 32), slicing=True)]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},
@@ -402,6 +427,7 @@ def worker(job_path):
         kwargs["variant"] = job["variant"]
     model = cls.from_pretrained(job["model_dir"], **kwargs)
     model.eval()
+    apply_vae_options(model, job)
     for p in model.parameters():
         assert p.dtype == torch.float32, p.dtype
     inputs = load_io(job["io_path"])
@@ -546,6 +572,8 @@ def make_fixture(fx, out_root, table):
             "entry": run["entry"],
             "io_path": io_path,
             "result_path": io_path + ".result.tmp.json",
+            "tiling": run.get("tiling", False),
+            "slicing": run.get("slicing", False),
         }
         job_path = io_path + ".job.tmp.json"
         with open(job_path, "w") as f:
@@ -559,6 +587,7 @@ def make_fixture(fx, out_root, table):
 
         # the child's output (from the saved folder) must equal the in-memory model's output
         io = load_io(io_path)
+        apply_vae_options(m, run)
         ref = run_model(m, run["kind"], run["entry"], inputs)
         for k, v in ref.items():
             rel = ((io[k] - v).norm() / v.norm()).item()
@@ -594,6 +623,7 @@ def make_fixture(fx, out_root, table):
             "tolerance": run["tolerance"],
             "component": run["component"],
             "variant": run["variant"],
+            **({"diffc_options": diffc_options(run)} if diffc_options(run) else {}),
             "diffusers_seconds": round(res["diffusers_seconds"], 6),
             "diffusers_seconds_median": round(res["diffusers_seconds_median"], 6),
             "diffusers_peak_rss_bytes": res["diffusers_peak_rss_bytes"],
@@ -638,6 +668,9 @@ inputs under their diffusers argument names and outputs under `out.<name>`. `<na
 
     {{"runs": [{{"entry": "forward" | "encode" | "decode", "io": "...", "tolerance": 1e-4,
                 "component": null | "unet" | "vae", "variant": null | "bf16",
+                "diffc_options": [<diffc flags for the diffusers options the run used, e.g.
+                                  "--vae-tiling" (enable_tiling), "--vae-slicing" (enable_slicing);
+                                  absent when none>],
                 "diffusers_seconds": <mean wall s per call, 2 threads, after two warm-up calls:
                                       7 blocks of repeats (~0.25 s each), the fastest block's mean>,
                 "diffusers_seconds_median": <median of all the timed calls>,
