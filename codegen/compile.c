@@ -1,11 +1,15 @@
 /* compile.c — see compile.h.  The order here is the data flow of DESIGN.md:
+ * check the options (and, for --target cuda, find NVRTC) before any work,
  * open the folder, build the graph, run the pipeline (verifier between
- * passes), print the IR, write the plan. */
+ * passes), print the IR, compile the kernels for the target, write the
+ * plan. */
 #include "compile.h"
+#include "weight_store.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "codegen/emit_cuda.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
 #include "runtime/plan_format.h"
@@ -31,17 +35,82 @@ static dc_status *write_text(const char *path, const dc_buf *text) {
   return dc_atomic_commit(&f);
 }
 
+/* What the options ask of the code generator, checked before any work. */
+typedef struct {
+  int cuda;
+  dc_cuda_compute compute;
+  dc_nvrtc *nv; /* --target cuda */
+  dc_cuda_arch archs[DC_CUDA_MAX_ARCHS];
+  int narchs;
+} target_ctx;
+
+static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
+  if (o->cpu && strcmp(o->cpu, "native") != 0 && strcmp(o->cpu, "generic") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", o->cpu);
+  if (t->compute != DC_CUDA_COMPUTE_F32)
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "--compute-dtype %s: the cpu target computes in f32 only for now (bf16 and f16 are the tensor-core "
+                    "precisions of --target cuda)",
+                    o->compute);
+  if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
+  if (o->kernel_cache || o->no_kernel_cache)
+    return dc_error(DC_ERR_ARGUMENT, "--%s: only for --target cuda (CPU kernels are not cached)",
+                    o->kernel_cache ? "kernel-cache" : "no-kernel-cache");
+  return NULL;
+}
+
+static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
+  memset(t, 0, sizeof *t);
+  const char *target = o->target ? o->target : "cpu";
+  if (strcmp(target, "cpu") != 0 && strcmp(target, "cuda") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--target %s: expected cpu or cuda", target);
+  t->cuda = !strcmp(target, "cuda");
+  if (o->compute && dc_cuda_compute_from_name(o->compute, &t->compute) != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--compute-dtype %s: expected f32, bf16 or f16", o->compute);
+  if (!t->cuda) return check_cpu_options(o, t);
+  if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
+  if (o->kernel_cache && o->no_kernel_cache)
+    return dc_error(DC_ERR_ARGUMENT, "--kernel-cache %s and --no-kernel-cache contradict each other", o->kernel_cache);
+  DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
+  return dc_nvrtc_parse_archs(t->nv, o->cuda_arch, t->archs, &t->narchs);
+}
+
+static void close_target(target_ctx *t) { dc_nvrtc_unload(t->nv); }
+
 /* Provenance stored in the plan's OPTS section. */
-static char *options_json(const dc_compile_options *o, const dc_folder *f) {
+/* The memory options as diffc flags, for the plan's OPTS and --info. */
+static void memory_flags(const dc_compile_options *o, char *buf, size_t cap) {
+  const dc_memory_options *mo = &o->memory;
+  int n = snprintf(buf, cap, "--offload %s", dc_offload_name(mo->offload));
+  if (mo->group_level) n += snprintf(buf + n, cap - (size_t)n, " --group-level %s", dc_group_level_name(mo->group_level));
+  if (mo->blocks_per_group) n += snprintf(buf + n, cap - (size_t)n, " --blocks-per-group %d", mo->blocks_per_group);
+  if (mo->prefetch) n += snprintf(buf + n, cap - (size_t)n, " --prefetch=%d", mo->prefetch);
+  if (o->vae_slicing) n += snprintf(buf + n, cap - (size_t)n, " --vae-slicing");
+  if (o->vae_tiling) n += snprintf(buf + n, cap - (size_t)n, " --vae-tiling");
+}
+
+static char *options_json(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, const dc_buf *fit) {
   cJSON *j = cJSON_CreateObject();
   if (!j) return NULL;
+  char mem[256];
+  memory_flags(o, mem, sizeof mem);
+  cJSON_AddStringToObject(j, "memory", mem);
+  if (o->offload_dir) cJSON_AddStringToObject(j, "offload_dir", o->offload_dir);
+  if (fit && fit->len) cJSON_AddRawToObject(j, "fit", (const char *)fit->data);
   cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
   cJSON_AddStringToObject(j, "model", f->dir);
   if (o->component) cJSON_AddStringToObject(j, "component", o->component);
   if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
   if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);
-  cJSON_AddStringToObject(j, "target", "cpu");
-  cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
+  cJSON_AddStringToObject(j, "target", t->cuda ? "cuda" : "cpu");
+  cJSON_AddStringToObject(j, "compute_dtype", dc_cuda_compute_name(t->compute));
+  if (t->cuda) {
+    char archs[256];
+    cJSON_AddStringToObject(j, "cuda_arch", dc_cuda_archs_str(t->archs, t->narchs, archs, sizeof archs));
+    cJSON_AddStringToObject(j, "nvrtc_version", dc_nvrtc_version(t->nv));
+  } else {
+    cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
+  }
   char *s = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   return s;
@@ -75,7 +144,8 @@ static dc_status *debug_on(const char *list, const char *name, int *on) {
 static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
   int trace;
   DC_TRY(debug_on(o->debug, "memplan", &trace));
-  dc_pipeline_options po = {o->dump_after, dump_to_stderr, NULL, o->verbose};
+  dc_pipeline_options po = {.dump_after = o->dump_after, .dump = dump_to_stderr, .verbose = o->verbose,
+                            .memory = &o->memory};
   if (trace) dc_memplan_trace(stderr);
   dc_status *st = dc_pipeline_run(m, &po);
   dc_memplan_trace(NULL);
@@ -88,14 +158,40 @@ static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
   return st;
 }
 
-static dc_status *build(const dc_compile_options *o, dc_folder *f, dc_module **m) {
+/* The module, and (fit != NULL) the device bytes each offload alternative
+ * would need (passes/fit.c), from the frontend graph before the passes. */
+static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit) {
+  memset(f, 0, sizeof *f);
+  *m = NULL;
+  DC_TRY(dc_memory_options_check(&o->memory));
   dc_folder_options fo = {o->component, o->variant};
   DC_TRY(dc_folder_open(o->model, &fo, f));
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
-  dc_build_options bo = {o->entry, o->shapes, o->nshapes};
+  dc_build_options bo = {.entry = o->entry,
+                         .shapes = o->shapes,
+                         .nshapes = o->nshapes,
+                         .vae_slicing = o->vae_slicing,
+                         .vae_tiling = o->vae_tiling,
+                         .tile_size = o->tile_size,
+                         .tile_overlap = o->tile_overlap};
+  if ((o->vae_slicing || o->vae_tiling || o->tile_size || o->tile_overlap) && strcmp(f->class_name, "AutoencoderKL") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
+                    "AutoencoderKL; %s is a %s", f->dir, f->class_name);
+  if ((o->tile_size || o->tile_overlap) && !o->vae_tiling)
+    return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
-  return run_passes(o, *m);
+  if (fit) DC_TRY(dc_fit_table(*m, fit));
+  DC_TRY(run_passes(o, *m));
+  if (!o->offload_dir) return NULL;
+  dc_offload_store_report r;
+  DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->verbose, &r));
+  if (o->verbose) fprintf(stderr, "diffc: --offload-dir %s: %d group file(s) written, %d reused\n", o->offload_dir, r.written, r.reused);
+  return NULL;
+}
+
+dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m) {
+  return compile_module(o, f, m, NULL);
 }
 
 static dc_status *cpu_target(const char *cpu, dc_cpu_target *t) {
@@ -112,7 +208,35 @@ static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, 
   return st;
 }
 
-static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_module *m, const char *plan_path) {
+static dc_status *emit_cuda(const dc_compile_options *o, const target_ctx *t, const dc_module *m, dc_plan_cuda *c,
+                            dc_compile_report *rep) {
+  dc_cuda_emit_options eo = {.compute = t->compute,
+                             .archs = t->archs,
+                             .narchs = t->narchs,
+                             .cache_dir = o->kernel_cache,
+                             .no_cache = o->no_kernel_cache,
+                             .verbose = o->verbose};
+  dc_cuda_emit_report r;
+  dc_status *st = dc_emit_cuda_kernels(m, t->nv, &eo, c, &r);
+  dc_cuda_emit_report_print(&r, t->nv, &eo, stderr);
+  if (rep) {
+    rep->cuda_kernels = r.nkernels;
+    rep->cuda_compiles = r.ncompiles;
+    rep->cuda_cached = r.ncached;
+    rep->cuda_warnings = r.nwarnings;
+  }
+  dc_cuda_emit_report_deinit(&r);
+  return st;
+}
+
+static dc_status *emit_target(const dc_compile_options *o, const target_ctx *t, const dc_module *m, dc_plan *plan,
+                              dc_compile_report *rep) {
+  if (t->cuda) return emit_cuda(o, t, m, &plan->cuda, rep);
+  return emit_kernels(o, m, &plan->kernels);
+}
+
+static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, dc_module *m,
+                       const dc_buf *fit, const char *plan_path, dc_compile_report *rep) {
   dc_buf text;
   dc_buf_init(&text);
   dc_status *st = dc_print(m, &text);
@@ -121,13 +245,15 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
     dc_buf_u8(&text, 0);
     st = dc_buf_status(&text, "printing the IR");
   }
-  char *opts = st ? NULL : options_json(o, f);
+  char *opts = st ? NULL : options_json(o, t, f, fit);
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
-    dc_plan plan = {.target = DC_TARGET_CPU, .options_json = opts, .ir_text = (char *)text.data, .module = m};
-    st = emit_kernels(o, m, &plan.kernels);
+    dc_plan plan = {.target = t->cuda ? DC_TARGET_CUDA : DC_TARGET_CPU, .options_json = opts,
+                    .ir_text = (char *)text.data, .module = m};
+    st = emit_target(o, t, m, &plan, rep);
     if (!st) st = dc_plan_write(plan_path, &plan);
     dc_plan_kernels_deinit(&plan.kernels);
+    dc_plan_cuda_deinit(&plan.cuda);
   }
   if (opts) cJSON_free(opts);
   dc_buf_deinit(&text);
@@ -136,15 +262,23 @@ static dc_status *emit(const dc_compile_options *o, const dc_folder *f, dc_modul
 
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep) {
   double t0 = dc_now_seconds();
+  if (rep) memset(rep, 0, sizeof *rep);
   int unused;
-  DC_TRY(debug_on(o->debug, "", &unused)); /* a bad --debug or --cpu fails before any work */
-  if (o->cpu && strcmp(o->cpu, "native") != 0 && strcmp(o->cpu, "generic") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", o->cpu);
+  DC_TRY(debug_on(o->debug, "", &unused)); /* bad options fail before any work */
+  target_ctx t;
+  dc_status *st = open_target(o, &t);
   dc_folder f;
   memset(&f, 0, sizeof f);
   dc_module *m = NULL;
-  dc_status *st = build(o, &f, &m);
-  if (!st) st = emit(o, &f, m, plan_path);
+  dc_buf fit;
+  dc_buf_init(&fit);
+  if (!st) st = compile_module(o, &f, &m, &fit);
+  if (!st) {
+    dc_buf_u8(&fit, 0);
+    st = dc_buf_status(&fit, "the memory alternatives");
+  }
+  if (!st) st = emit(o, &t, &f, m, &fit, plan_path, rep);
+  dc_buf_deinit(&fit);
   if (!st && rep) {
     dc_liveness l;
     st = dc_liveness_compute(m, &l);
@@ -156,6 +290,7 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
       dc_liveness_deinit(&l);
     }
   }
+  close_target(&t);
   dc_module_destroy(m);
   dc_folder_close(&f);
   return st;

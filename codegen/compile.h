@@ -4,6 +4,7 @@
 #define DC_COMPILE_H
 
 #include "frontend/frontend.h"
+#include "passes/passes.h"
 
 #define DIFFC_VERSION "0.1.0"
 
@@ -19,15 +20,35 @@ typedef struct {
   int verbose;
   const char *debug;      /* comma-separated channels tracing decisions to stderr ("memplan"), or NULL */
   const char *cpu;        /* kernels for "native" (this machine; the default when NULL) or "generic" x86-64 */
+  const char *target;     /* "cpu" (the default when NULL) or "cuda" */
+  const char *cuda_arch;  /* --target cuda: "sm_80,sm_90,compute_90" style list; NULL = that default */
+  const char *compute;    /* precision of tensor-core work: "f32" (the default when NULL), "bf16", "f16";
+                           * the cpu target takes f32 only */
+  const char *kernel_cache; /* --target cuda: the kernel cache directory; NULL = the default */
+  int no_kernel_cache;      /* --target cuda: compile every kernel, read and write no cache */
+  /* memory techniques */
+  dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
+  const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */
+  int vae_slicing, vae_tiling; /* AutoencoderKL: --vae-slicing, --vae-tiling */
+  int64_t tile_size;           /* --tile-size PX (0: the config's sample_size) */
+  double tile_overlap;         /* --tile-overlap F (0: 0.25) */
 } dc_compile_options;
 
 typedef struct {
   int steps;
   uint64_t weight_bytes, peak_activation_bytes;
   double seconds;
+  /* --target cuda: distinct kernels, compiles (kernels x archs), how many
+   * of those came from the kernel cache, and how many had NVRTC warnings */
+  int cuda_kernels, cuda_compiles, cuda_cached, cuda_warnings;
 } dc_compile_report;
 
 /* Writes the plan to plan_path atomically; on error nothing is left there. */
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep);
+
+/* The front half of dc_compile: opens the folder into *f, builds the graph
+ * and runs the pass pipeline into *m.  The caller closes f and destroys m,
+ * also after an error (tests compile the module's kernels themselves). */
+dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m);
 
 #endif

@@ -12,6 +12,7 @@
  *   passes/fuse_norm_act.c: dc_pass_fuse_norm_act
  *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
  *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
+ *   passes/fit.c:         dc_fit_table — each offload alternative's device bytes
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
  */
 #ifndef DC_PASSES_H
@@ -65,6 +66,10 @@ dc_status *dc_pass_shape_infer(dc_module *m);
 dc_status *dc_pass_dce(dc_module *m);
 dc_status *dc_pass_fuse_norm_act(dc_module *m);
 dc_status *dc_pass_fuse_epilogue(dc_module *m);
+/* passes/fit.c: the device bytes the graph (as the frontend built it)
+ * needs under each offload alternative, as a JSON array of
+ * {"flags": "<diffc options>", "device_bytes": N}, most memory first. */
+dc_status *dc_fit_table(const dc_module *frontend, dc_buf *json);
 /* passes/offload.c: upload nodes for offloaded weights (--offload). */
 dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *mem);
 

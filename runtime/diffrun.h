@@ -28,14 +28,23 @@ void dc_status_free(dc_status *st);
 typedef struct drt_plan drt_plan;
 
 typedef struct {
-  /* "llvm": the kernels compiled into the plan (the default when it has
-   * them); "reference": the plain C kernels, the oracle. */
+  /* "cuda": the GPU kernels of a plan compiled with --target cuda (the
+   * default for such plans; needs an NVIDIA driver); "llvm": the CPU kernels
+   * compiled into a CPU plan (the default when it has them); "reference":
+   * the plain C kernels, the oracle, on the CPU (any plan; "llvm" on a CUDA
+   * plan, which holds no CPU kernels, means the same). */
   const char *backend;
   int threads; /* llvm backend: worker threads; 0 = one per online CPU */
   /* Check every step's f32 output for NaN/Inf and fail at the first one,
    * naming the step and its module path (fp8 or fp16 overflow shows up
-   * here).  Off by default; costs one pass over each output when on. */
+   * here).  Off by default; costs one pass over each output when on (on
+   * CUDA also a copy back and a synchronisation per step). */
   int check_finite;
+  int device;  /* cuda backend: the CUDA device ordinal */
+  /* Read and check the plan and its weight files only, for drt_info,
+   * drt_ir_text and the signature: no arena, no kernels, no GPU needed;
+   * drt_run then fails. */
+  int inspect;
 } drt_options;
 
 typedef struct {
@@ -46,13 +55,24 @@ typedef struct {
 } drt_tensor_info;
 
 typedef struct {
-  double seconds;              /* wall time of the run */
-  uint64_t device_peak_bytes;  /* measured peak of the device arena (activations) */
+  double seconds;              /* wall time of the run (cuda: inputs in, kernels, outputs out) */
+  double kernel_seconds;       /* cuda: device time from the first launch to the end of the last
+                                * (events); cpu: the same as seconds */
+  double flops;                /* arithmetic of the run (2 per multiply-add of conv2d, linear, attention) */
+  uint64_t device_peak_bytes;  /* peak of the device arena (activations): the highest byte a
+                                * value placed during the run occupied */
   uint64_t device_predicted_bytes; /* the plan's prediction of the same */
   uint64_t weight_bytes;       /* resident weights */
+  uint64_t host_weight_bytes;  /* offloaded weights (diffc --offload): in host memory or on disk */
+  uint64_t uploaded_bytes;     /* copied host -> device per run (the uploads of offloaded weights) */
+  uint64_t device_total_bytes; /* device memory held: cuda: the arena + the weight block (all
+                                * cuMemAlloc; pinned host buffers are not device memory and are in
+                                * pinned_bytes); cpu: the arena (weights stay mapped from their files) */
+  uint64_t pinned_bytes;       /* cuda: pinned host memory held (inputs, outputs); the weight
+                                * upload's staging is freed after loading; cpu: 0 */
   int steps;                   /* kernels executed */
-  const char *backend;         /* "llvm" or "reference" */
-  int threads;
+  const char *backend;         /* "cuda", "llvm" or "reference" */
+  int threads;                 /* cpu worker threads; 0 on cuda */
   int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
 } drt_stats;
 
@@ -70,9 +90,22 @@ const char *drt_meta(const drt_plan *p, const char *key);
 /* The IR dump stored in the plan. */
 const char *drt_ir_text(const drt_plan *p);
 
-/* Per-step timing: when on, every run adds each step's wall time to a
- * per-step total that drt_profile reads (the runs in between are not
- * slowed by more than a clock read per step). */
+/* What the plan is and where it runs (diffrun --info). */
+typedef struct {
+  const char *target;  /* "cpu" or "cuda" */
+  const char *compute; /* precision of the matrix work: "f32", "bf16", "f16" */
+  const char *archs;   /* cuda: the images' archs, "sm_80, sm_90, compute_90"; cpu: the
+                        * kernels' triple and cpu ("" without kernels) */
+  int kernels;         /* compiled kernels in the plan (cuda: distinct kernels) */
+  uint64_t flops;      /* arithmetic of one run */
+  const char *backend; /* what drt_run uses; "" when loaded with inspect */
+  const char *device;  /* cuda backend: "NVIDIA H200 (compute 9.0), cubin sm_90"; else "" */
+} drt_plan_info;
+const drt_plan_info *drt_info(const drt_plan *p);
+
+/* Per-step timing: when on, every run adds each step's time to a per-step
+ * total that drt_profile reads: wall time on the CPU (a clock read per
+ * step), device time on CUDA (an event after each launch). */
 dc_status *drt_set_profiling(drt_plan *p, int on);
 typedef struct {
   int step;

@@ -7,12 +7,19 @@
  * no two values live at the same time overlap), so a wrong plan is an error,
  * not corrupted memory.  The peak is measured, not copied: the highest arena
  * byte a value placed during the run occupied; it equals the plan's arena
- * size exactly when the plan is tight. */
+ * size exactly when the plan is tight.
+ *
+ * A CUDA plan (target DC_TARGET_CUDA) runs on the cuda backend
+ * (cuda_backend.c: the same arena and offsets, on the GPU) unless the
+ * reference backend is asked for: its module is the same, so the CPU
+ * reference kernels run it too, for comparison. */
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cuda_backend.h"
 #include "diffrun.h"
 #include "kernels.h"
 #include "plan_format.h"
@@ -43,6 +50,12 @@ struct drt_plan {
   int nreference;              /* nodes that run reference kernels */
   double *step_seconds;        /* per node, when profiling */
   int check_finite;
+  int inspect;                 /* loaded for drt_info only */
+  /* The cuda backend: host_in/host_out are its pinned buffers then. */
+  dc_cuda_backend *cuda;
+  dc_cu_api cu_api;
+  drt_plan_info info;
+  char archs[512], device[400];
 };
 
 /* ---- loading ---- */
@@ -73,14 +86,9 @@ static void fill_info(const dc_module *m, const dc_io *io, drt_tensor_info *info
 
 static dc_status *check_plan(drt_plan *p) {
   const dc_module *m = p->plan.module;
-  if (p->plan.target != DC_TARGET_CPU)
-    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan was built for target %u (cuda), but this diffrun runs CPU plans only",
+  if (p->plan.target != DC_TARGET_CPU && p->plan.target != DC_TARGET_CUDA)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan was built for target %u, which this diffrun does not know",
                     p->path, p->plan.target);
-  for (int i = 0; i < m->nnodes; i++) {
-    const dc_node *n = &m->nodes[i];
-    if (!(dc_op_get(n->op)->flags & OPF_LEAF) && !dc_ref_kernel_for(n->op))
-      return dc_error(DC_ERR_UNSUPPORTED, "%s: op %s has no reference kernel", p->path, dc_op_get(n->op)->name);
-  }
   for (int i = 0; i < m->ninputs; i++)
     if (m->nodes[m->inputs[i].node].type.dtype != DT_F32)
       return dc_error(DC_ERR_UNSUPPORTED, "%s: input \"%s\" is not f32", p->path, m->inputs[i].name);
@@ -93,10 +101,34 @@ static dc_status *check_memory_plan(drt_plan *p) {
   if (!p->live.planned)
     return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan has no memory plan (arena offsets); recompile it with this diffc",
                     p->path);
-  DC_TRY(dc_status_annotate(dc_memplan_check(m, &p->live), "%s", p->path));
+  return dc_status_annotate(dc_memplan_check(m, &p->live), "%s", p->path);
+}
+
+/* ---- the CPU backends ---- */
+static dc_status *check_reference_kernels(const drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  for (int i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    if (!(dc_op_get(n->op)->flags & OPF_LEAF) && !dc_ref_kernel_for(n->op))
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: op %s has no reference kernel", p->path, dc_op_get(n->op)->name);
+  }
+  return NULL;
+}
+
+/* The "device" arena and the host copies of inputs and outputs. */
+static dc_status *allocate_cpu(drt_plan *p) {
+  const dc_module *m = p->plan.module;
   p->arena_block = dc_malloc((size_t)m->arena_bytes + DC_ARENA_ALIGN - 1);
   if (!p->arena_block) return dc_nomem("allocating the device arena");
   p->arena = (uint8_t *)(((uintptr_t)p->arena_block + DC_ARENA_ALIGN - 1) & ~(uintptr_t)(DC_ARENA_ALIGN - 1));
+  for (int i = 0; i < m->ninputs; i++) {
+    p->host_in[i] = dc_calloc(p->in_info[i].numel, sizeof(float));
+    if (!p->host_in[i]) return dc_nomem("allocating inputs");
+  }
+  for (int i = 0; i < m->noutputs; i++) {
+    p->host_out[i] = dc_calloc(p->out_info[i].numel, sizeof(float));
+    if (!p->host_out[i]) return dc_nomem("allocating outputs");
+  }
   return NULL;
 }
 
@@ -116,19 +148,86 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
     if (posix_memalign((void **)&p->scratch, 64, bytes) != 0) return dc_nomem("allocating kernel scratch");
   }
   for (int i = 0; i < m->nnodes; i++)
-    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !p->fn[i];
+    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && m->nodes[i].op != OP_UPLOAD && !p->fn[i];
+  return NULL;
+}
+
+/* A CUDA plan holds no CPU kernels: "llvm" then means the reference kernels. */
+static dc_status *setup_cpu(drt_plan *p, const drt_options *opt, const char *b) {
+  int cpu_plan = p->plan.target == DC_TARGET_CPU, has_kernels = cpu_plan && p->plan.kernels.nobjects > 0;
+  if (b && !strcmp(b, "llvm") && cpu_plan && !has_kernels)
+    return dc_error(DC_ERR_ARGUMENT, "%s: the plan holds no compiled kernels; run it with --backend reference", p->path);
+  DC_TRY(check_reference_kernels(p));
+  DC_TRY(allocate_cpu(p));
+  p->use_llvm = has_kernels && !(b && !strcmp(b, "reference"));
+  p->info.backend = p->use_llvm ? "llvm" : "reference";
+  return p->use_llvm ? load_kernels(p, opt ? opt->threads : 0) : NULL;
+}
+
+/* ---- the cuda backend ---- */
+static dc_status *check_step_finite(void *ctx, int32_t step, const float *values);
+
+static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
+  const dc_module *m = p->plan.module;
+  dc_status *st = dc_cu_api_open(NULL, &p->cu_api);
+  if (st) {
+    dc_status *msg = dc_error(dc_status_code_of(st), "%s: this plan targets CUDA, and %s; CPU plans still run: compile "
+                              "with diffc --target cpu", p->path, dc_status_message(st));
+    dc_status_free(st);
+    return msg;
+  }
+  const void **data = dc_calloc((size_t)m->nweights + 1, sizeof *data);
+  if (!data) return dc_nomem("binding weights");
+  for (int w = 0; w < m->nweights; w++) data[w] = p->files[m->weights[w].file].map.data + m->weights[w].offset;
+  dc_cuda_backend_options o = {opt ? opt->device : 0, 0, p->check_finite ? check_step_finite : NULL, p};
+  st = dc_cuda_backend_create(p->path, m, &p->plan.cuda, data, &p->cu_api, &o, &p->cuda);
+  dc_free(data);
+  if (st) return st;
+  /* The weights live on the device now; their pages need not stay mapped. */
+  for (int i = 0; i < m->nfiles; i++) dc_file_unmap(&p->files[i].map);
+  for (int i = 0; i < m->ninputs; i++) p->host_in[i] = dc_cuda_backend_input(p->cuda, i);
+  for (int i = 0; i < m->noutputs; i++) p->host_out[i] = dc_cuda_backend_output(p->cuda, i);
+  const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(p->cuda);
+  snprintf(p->device, sizeof p->device, "device %d: %s (compute %d.%d), %s", o.device, bi->device_name, bi->cc_major,
+           bi->cc_minor, bi->image);
+  p->info.device = p->device;
+  p->info.backend = "cuda";
   return NULL;
 }
 
 static dc_status *choose_backend(drt_plan *p, const drt_options *opt) {
   const char *b = opt && opt->backend ? opt->backend : NULL;
-  int has_kernels = p->plan.kernels.nobjects > 0;
-  if (b && strcmp(b, "reference") != 0 && strcmp(b, "llvm") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: llvm, reference)", b);
-  if (b && !strcmp(b, "llvm") && !has_kernels)
-    return dc_error(DC_ERR_ARGUMENT, "%s: the plan holds no compiled kernels; run it with --backend reference", p->path);
-  p->use_llvm = has_kernels && !(b && !strcmp(b, "reference"));
-  return p->use_llvm ? load_kernels(p, opt ? opt->threads : 0) : NULL;
+  if (b && strcmp(b, "reference") != 0 && strcmp(b, "llvm") != 0 && strcmp(b, "cuda") != 0)
+    return dc_error(DC_ERR_ARGUMENT, "backend \"%s\" is not available (backends: cuda, llvm, reference)", b);
+  int cuda_plan = p->plan.target == DC_TARGET_CUDA;
+  if (b && !strcmp(b, "cuda") && !cuda_plan)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "%s: --backend cuda needs a plan compiled for CUDA, and this one targets the CPU; recompile "
+                    "with diffc --target cuda (or run this one with --backend llvm or reference)",
+                    p->path);
+  if (cuda_plan && (!b || !strcmp(b, "cuda"))) return setup_cuda(p, opt);
+  return setup_cpu(p, opt, b);
+}
+
+/* drt_info's fields that the plan alone gives. */
+static void describe(drt_plan *p) {
+  drt_plan_info *in = &p->info;
+  in->flops = dc_module_flops(p->plan.module);
+  in->backend = "";
+  in->device = "";
+  in->archs = p->archs;
+  if (p->plan.target == DC_TARGET_CUDA) {
+    in->target = "cuda";
+    in->compute = p->plan.cuda.compute ? p->plan.cuda.compute : "f32";
+    in->kernels = p->plan.cuda.nkernels;
+    dc_plan_cuda_archs(&p->plan.cuda, p->archs, sizeof p->archs);
+  } else {
+    const dc_plan_kernels *k = &p->plan.kernels;
+    in->target = "cpu";
+    in->compute = "f32";
+    in->kernels = k->nentries;
+    if (k->triple) snprintf(p->archs, sizeof p->archs, "%s, cpu %s", k->triple, k->cpu ? k->cpu : "?");
+  }
 }
 
 static dc_status *load(drt_plan *p, const drt_options *opt) {
@@ -146,17 +245,10 @@ static dc_status *load(drt_plan *p, const drt_options *opt) {
   if (!p->files || !p->value || !p->in_info || !p->out_info || !p->host_in || !p->host_out)
     return dc_nomem("loading a plan");
   for (int i = 0; i < m->nfiles; i++) DC_TRY(bind_file(p->path, &m->files[i], &p->files[i]));
-  for (int i = 0; i < m->ninputs; i++) {
-    fill_info(m, &m->inputs[i], &p->in_info[i]);
-    p->host_in[i] = dc_calloc(p->in_info[i].numel, sizeof(float));
-    if (!p->host_in[i]) return dc_nomem("allocating inputs");
-  }
-  for (int i = 0; i < m->noutputs; i++) {
-    fill_info(m, &m->outputs[i], &p->out_info[i]);
-    p->host_out[i] = dc_calloc(p->out_info[i].numel, sizeof(float));
-    if (!p->host_out[i]) return dc_nomem("allocating outputs");
-  }
-  return choose_backend(p, opt);
+  for (int i = 0; i < m->ninputs; i++) fill_info(m, &m->inputs[i], &p->in_info[i]);
+  for (int i = 0; i < m->noutputs; i++) fill_info(m, &m->outputs[i], &p->out_info[i]);
+  describe(p);
+  return p->inspect ? NULL : choose_backend(p, opt);
 }
 
 dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out) {
@@ -165,6 +257,7 @@ dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out) {
   if (!p) return dc_nomem("loading a plan");
   p->path = dc_strdup(path);
   p->check_finite = opt && opt->check_finite;
+  p->inspect = opt && opt->inspect;
   dc_status *st = p->path ? load(p, opt) : dc_nomem("loading a plan");
   if (st) {
     drt_destroy(p);
@@ -179,9 +272,11 @@ void drt_destroy(drt_plan *p) {
   const dc_module *m = p->plan.module;
   if (m) {
     for (int i = 0; p->files && i < m->nfiles; i++) dc_file_unmap(&p->files[i].map);
-    for (int i = 0; p->host_in && i < m->ninputs; i++) dc_free(p->host_in[i]);
-    for (int i = 0; p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
+    for (int i = 0; !p->cuda && p->host_in && i < m->ninputs; i++) dc_free(p->host_in[i]);
+    for (int i = 0; !p->cuda && p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
   }
+  dc_cuda_backend_destroy(p->cuda);
+  dc_cu_api_unload(&p->cu_api);
   dc_free(p->step_seconds);
   dc_pool_destroy(p->pool);
   dc_cpu_code_destroy(p->code);
@@ -207,6 +302,7 @@ const drt_tensor_info *drt_input_info(const drt_plan *p, int i) { return &p->in_
 const drt_tensor_info *drt_output_info(const drt_plan *p, int i) { return &p->out_info[i]; }
 const char *drt_meta(const drt_plan *p, const char *key) { return dc_module_get_meta(p->plan.module, key); }
 const char *drt_ir_text(const drt_plan *p) { return p->plan.ir_text; }
+const drt_plan_info *drt_info(const drt_plan *p) { return &p->info; }
 
 static int find_io(const dc_io *io, int n, const char *name) {
   for (int i = 0; i < n; i++)
@@ -220,6 +316,8 @@ dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_
   if (i < 0) return dc_error(DC_ERR_ARGUMENT, "%s: the plan has no input \"%s\"", p->path, name);
   if (numel != p->in_info[i].numel)
     return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" needs %zu values, got %zu", p->path, name, p->in_info[i].numel, numel);
+  if (p->inspect)
+    return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only; it takes no inputs", p->path);
   memcpy(p->host_in[i], data, numel * sizeof(float));
   return NULL;
 }
@@ -244,6 +342,7 @@ static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5
 void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
   const dc_module *m = p->plan.module;
   uint64_t s = seed;
+  if (p->inspect) return; /* no input buffers */
   for (int i = 0; i < m->ninputs; i++) {
     float *d = p->host_in[i];
     for (size_t k = 0; k < p->in_info[i].numel; k++) {
@@ -282,11 +381,10 @@ static void run_on_thread(void *ctx, int64_t tid, int64_t nthreads) {
   l->fn(bufs, tid, nthreads);
 }
 
-/* The first element of step s's output that is NaN or infinite, if any. */
-static dc_status *check_finite(const drt_plan *p, int32_t s) {
+/* The first element of step s's output y that is NaN or infinite, if any. */
+static dc_status *check_finite(const drt_plan *p, int32_t s, const float *y) {
   const dc_node *n = &p->plan.module->nodes[s];
   if (n->type.dtype != DT_F32) return NULL;
-  const float *y = p->value[s];
   uint64_t count = dc_type_numel(&n->type);
   for (uint64_t i = 0; i < count; i++)
     if (!isfinite(y[i]))
@@ -315,23 +413,123 @@ static dc_status *run_node(drt_plan *p, int32_t s) {
   return NULL;
 }
 
+/* ---- the copy stream ----
+ * Uploads (pass offload) run on a second thread, as a GPU's copy engine
+ * would run them: an upload starts once the compute stream has finished
+ * every step before it in the schedule (so the arena bytes it overwrites
+ * are free: liveness placed it there), and a kernel waits only for the
+ * uploads it reads.  Prefetch is then real overlap: the pass moved uploads
+ * earlier, and their copies run while the steps in between compute. */
+typedef struct {
+  drt_plan *p;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int32_t computed;    /* the compute stream has finished every step < computed */
+  int32_t copied;      /* every upload < copied is in the arena */
+  uint64_t top;        /* highest arena byte the uploads occupied */
+  int stop;            /* the compute stream failed: stop copying */
+} copy_stream;
+
+static void *copy_stream_main(void *arg) {
+  copy_stream *c = arg;
+  const dc_module *m = c->p->plan.module;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (n->op != OP_UPLOAD) continue;
+    pthread_mutex_lock(&c->mu);
+    while (c->computed < s && !c->stop) pthread_cond_wait(&c->cv, &c->mu);
+    int stop = c->stop;
+    pthread_mutex_unlock(&c->mu);
+    if (stop) break;
+    double t0 = c->p->step_seconds ? dc_now_seconds() : 0;
+    const dc_node *w = &m->nodes[n->inputs[0]];
+    const dc_weight *wt = &m->weights[w->ref];
+    uint64_t bytes = dc_type_bytes(&n->type), end = (uint64_t)n->offset + bytes;
+    memcpy(c->p->arena + n->offset, c->p->files[wt->file].map.data + wt->offset, bytes);
+    if (c->p->step_seconds) c->p->step_seconds[s] += dc_now_seconds() - t0;
+    pthread_mutex_lock(&c->mu);
+    if (end > c->top) c->top = end;
+    c->copied = s + 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+  }
+  return NULL;
+}
+
+static void copy_stream_advance(copy_stream *c, int32_t computed) {
+  pthread_mutex_lock(&c->mu);
+  c->computed = computed;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Blocks until every upload step s reads has been copied. */
+static void copy_stream_wait_inputs(copy_stream *c, const dc_module *m, const dc_node *n) {
+  int32_t need = -1;
+  for (int k = 0; k < n->ninputs; k++)
+    if (m->nodes[n->inputs[k]].op == OP_UPLOAD && n->inputs[k] > need) need = n->inputs[k];
+  if (need < 0) return;
+  pthread_mutex_lock(&c->mu);
+  while (c->copied <= need) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int has_uploads(const dc_module *m) {
+  for (int32_t s = 0; s < m->nnodes; s++)
+    if (m->nodes[s].op == OP_UPLOAD) return 1;
+  return 0;
+}
+
+/* The compute stream: every step but the uploads, in schedule order. */
+static dc_status *compute_steps(drt_plan *p, copy_stream *c) {
+  const dc_module *m = p->plan.module;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (n->op == OP_WEIGHT) {
+      const dc_weight *w = &m->weights[n->ref];
+      p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
+    } else if (n->op == OP_UPLOAD && c) {
+      p->value[s] = p->arena + n->offset; /* the copy stream fills it */
+    } else if (n->op != OP_INPUT) {
+      if (c) copy_stream_wait_inputs(c, m, n);
+      double t0 = p->step_seconds ? dc_now_seconds() : 0;
+      DC_TRY(run_node(p, s));
+      if (p->step_seconds) p->step_seconds[s] += dc_now_seconds() - t0;
+      if (p->check_finite) DC_TRY(check_finite(p, s, p->value[s]));
+    }
+    if (c) copy_stream_advance(c, s + 1);
+  }
+  return NULL;
+}
+
 static dc_status *run_steps(drt_plan *p) {
   const dc_module *m = p->plan.module;
   for (int i = 0; i < m->ninputs; i++) { /* host -> device */
     int32_t v = m->inputs[i].node;
     memcpy(place(p, v), p->host_in[i], dc_type_bytes(&m->nodes[v].type));
   }
-  for (int32_t s = 0; s < m->nnodes; s++) {
-    const dc_node *n = &m->nodes[s];
-    if (n->op == OP_WEIGHT) {
-      const dc_weight *w = &m->weights[n->ref];
-      p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
-    } else if (n->op != OP_INPUT) {
-      double t0 = p->step_seconds ? dc_now_seconds() : 0;
-      DC_TRY(run_node(p, s));
-      if (p->step_seconds) p->step_seconds[s] += dc_now_seconds() - t0;
-      if (p->check_finite) DC_TRY(check_finite(p, s));
+  if (!has_uploads(m)) {
+    DC_TRY(compute_steps(p, NULL));
+  } else {
+    copy_stream c = {.p = p};
+    pthread_t th;
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    dc_status *st = NULL;
+    if (pthread_create(&th, NULL, copy_stream_main, &c) != 0) {
+      st = dc_error(DC_ERR_NOMEM, "%s: cannot start the copy stream thread", p->path);
+    } else {
+      st = compute_steps(p, &c);
+      pthread_mutex_lock(&c.mu);
+      c.stop = 1; /* after a failure the copy stream must not wait for steps that never run */
+      pthread_cond_broadcast(&c.cv);
+      pthread_mutex_unlock(&c.mu);
+      pthread_join(th, NULL);
+      if (c.top > p->arena_top) p->arena_top = c.top;
     }
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    DC_TRY(st);
   }
   for (int i = 0; i < m->noutputs; i++) { /* device -> host */
     int32_t v = m->outputs[i].node;
@@ -340,22 +538,45 @@ static dc_status *run_steps(drt_plan *p) {
   return NULL;
 }
 
+static dc_status *check_step_finite(void *ctx, int32_t step, const float *values) {
+  return check_finite(ctx, step, values);
+}
+
+static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds, drt_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  stats->seconds = seconds;
+  stats->kernel_seconds = kernel_seconds;
+  stats->flops = (double)p->info.flops;
+  stats->device_predicted_bytes = p->plan.module->arena_bytes;
+  stats->weight_bytes = p->live.weight_bytes;
+  stats->host_weight_bytes = p->live.host_weight_bytes;
+  for (int32_t i = 0; i < p->plan.module->nnodes; i++)
+    if (p->plan.module->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&p->plan.module->nodes[i].type);
+  stats->steps = p->plan.module->nnodes;
+  stats->backend = p->info.backend;
+  if (p->cuda) {
+    const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(p->cuda);
+    stats->device_peak_bytes = bi->arena_peak_bytes;
+    stats->device_total_bytes = bi->device_bytes;
+    stats->pinned_bytes = bi->pinned_bytes;
+    return;
+  }
+  stats->device_peak_bytes = p->arena_top;
+  stats->device_total_bytes = p->plan.module->arena_bytes;
+  stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
+  stats->reference_steps = p->use_llvm ? p->nreference : 0;
+}
+
 dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+  if (p->inspect)
+    return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
+                    "to run it", p->path);
   p->arena_top = 0;
-  double t0 = dc_now_seconds();
-  dc_status *st = run_steps(p);
+  double t0 = dc_now_seconds(), kernel_seconds = 0;
+  dc_status *st = p->cuda ? dc_cuda_backend_run(p->cuda, p->step_seconds, &kernel_seconds) : run_steps(p);
   double t1 = dc_now_seconds();
   if (st) return st;
-  if (stats) {
-    stats->seconds = t1 - t0;
-    stats->device_peak_bytes = p->arena_top;
-    stats->device_predicted_bytes = p->plan.module->arena_bytes;
-    stats->weight_bytes = p->live.weight_bytes;
-    stats->steps = p->plan.module->nnodes;
-    stats->backend = p->use_llvm ? "llvm" : "reference";
-    stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
-    stats->reference_steps = p->use_llvm ? p->nreference : 0;
-  }
+  if (stats) fill_stats(p, t1 - t0, p->cuda ? kernel_seconds : t1 - t0, stats);
   return NULL;
 }
 

@@ -108,5 +108,87 @@ cp -r "$fx/unet_tiny/model" "$tmp/w"
 cp "$fx/vae_tiny/model/diffusion_pytorch_model.safetensors" "$tmp/w/diffusion_pytorch_model.safetensors"
 expect_fail "weights changed since compile" "changed since compile" "$outs" -- "$diffrun" "$tmp/w.dplan" --random-inputs --outputs "$outs"
 
+# ---- the cuda target (no GPU needed to compile) ----
+for opt in --cuda-arch --compute-dtype --kernel-cache --no-kernel-cache; do
+  "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
+done
+expect_fail "unknown target" "--target tpu: expected cpu or cuda" "$out" -- "$diffc" "$fx/vae_tiny/model" -o "$out" --target tpu
+expect_fail "bf16 on the cpu target" "--compute-dtype bf16: the cpu target computes in f32 only for now" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --compute-dtype bf16
+expect_fail "--cuda-arch without --target cuda" "--cuda-arch sm_90: only for --target cuda" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --cuda-arch sm_90
+expect_fail "no NVRTC" "--target cuda: NVRTC, the CUDA toolkit's runtime compiler, was not found: tried /nonexistent/libnvrtc.so.13" \
+  "$out" -- env DIFFC_NVRTC=/nonexistent/libnvrtc.so.13 "$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda
+msg=$("$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda --cuda-arch sm_91 2>&1 >/dev/null)
+case "$msg" in
+  *"was not found"*) echo "  skip: no NVRTC here, --target cuda compiles not checked" ;;
+  *)
+    expect_fail "unsupported --cuda-arch" "--cuda-arch sm_91: NVRTC" "$out" -- \
+      "$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda --cuda-arch sm_91
+    kc=$tmp/kcache
+    if DIFFC_CACHE_DIR=$kc "$diffc" "$fx/vae_tiny/model" --entry decode --input z=1x4x8x8 -o "$tmp/c.dplan" \
+         --target cuda --cuda-arch sm_90 --compute-dtype bf16 2>"$tmp/c1.txt" &&
+       DIFFC_CACHE_DIR=$kc "$diffc" "$fx/vae_tiny/model" --entry decode --input z=1x4x8x8 -o "$tmp/c2.dplan" \
+         --target cuda --cuda-arch sm_90 --compute-dtype bf16 -v 2>"$tmp/c2.txt"; then
+      ok "vae_tiny decode compiles for --target cuda"
+    else
+      bad "vae_tiny decode --target cuda: $(cat "$tmp/c1.txt" "$tmp/c2.txt")"
+    fi
+    grep -q "CUDA kernels (\([0-9]*\) compiles, \1 from the cache)" "$tmp/c2.txt" && ok "second compile: every kernel from the cache" ||
+      bad "second compile did not use the cache: $(tail -2 "$tmp/c2.txt")"
+    cmp -s "$tmp/c.dplan" "$tmp/c2.dplan" && ok "cached compile gives a byte-identical plan" || bad "cached plan differs"
+    ;;
+esac
+
+# A CUDA plan where there is no driver: one clear message; the reference backend still runs it.
+msg=$("$diffc" "$fx/vae_tiny/model" --entry decode --input z=1x4x8x8 -o "$tmp/cu.dplan" --target cuda --cuda-arch compute_90 2>&1 >/dev/null)
+if [ -f "$tmp/cu.dplan" ]; then
+  if [ ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] && ! ldconfig -p 2>/dev/null | grep -q libcuda.so.1; then
+    expect_fail "CUDA plan without a driver" "this plan targets CUDA, and no NVIDIA driver was found (libcuda.so.1" "$outs" -- \
+      "$diffrun" "$tmp/cu.dplan" --random-inputs --outputs "$outs"
+  fi
+  "$diffrun" "$tmp/cu.dplan" --random-inputs --backend reference >/dev/null 2>&1 && ok "CUDA plan on --backend reference" ||
+    bad "a CUDA plan did not run on --backend reference"
+  "$diffrun" "$tmp/cu.dplan" --info | grep -q "target: cuda" && ok "diffrun --info on a CUDA plan" || bad "--info lacks the cuda target"
+fi
+expect_fail "--backend cuda on a CPU plan" "--backend cuda needs a plan compiled for CUDA" "$outs" -- \
+  "$diffrun" "$tmp/d.dplan" --random-inputs --backend cuda --outputs "$outs"
+
+# ---- memory options ----
+for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir --vae-slicing --vae-tiling --tile-size --tile-overlap; do
+  "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
+done
+expect_fail "unknown --offload value" "--offload disk: expected none, model, sequential or group" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --offload disk
+expect_fail "group level without group size" "--group-level block needs --blocks-per-group N" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload group --group-level block
+expect_fail "prefetch without offload" "--prefetch needs --offload group (nothing is offloaded)" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --prefetch
+expect_fail "tiling options on a UNet" "apply to an AutoencoderKL" "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --vae-tiling
+expect_fail "--tile-size without --vae-tiling" "--tile-size and --tile-overlap need --vae-tiling" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --tile-size 64
+touch "$tmp/notadir"
+expect_fail "offload dir that is a file" "--offload-dir $tmp/notadir" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload sequential --offload-dir "$tmp/notadir"
+expect_fail "offload dir without offload" "nothing is offloaded" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload-dir "$tmp/od0"
+# Disk offload: group files named by content; a damaged one is detected and rewritten, never used.
+od=$tmp/od
+tiny_shapes="--input sample=4x4x16x16 --input timestep=4 --input encoder_hidden_states=4x4x8"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/off.dplan" $tiny_shapes --offload group --group-level block --blocks-per-group 1 --prefetch \
+  --offload-dir "$od" 2>/dev/null && ok "group offload to disk compiles" || bad "group offload to disk failed"
+"$diffrun" "$tmp/off.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/off.safetensors" >/dev/null 2>&1 &&
+  "$diffrun" "$tmp/u.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/plain.safetensors" >/dev/null 2>&1 &&
+  cmp -s "$tmp/off.safetensors" "$tmp/plain.safetensors" && ok "disk offload: outputs bit-identical to no offload" ||
+  bad "disk offload changed the outputs"
+first=$(ls "$od"/group_*.safetensors | head -1)
+printf 'X' | dd of="$first" bs=1 seek=200 conv=notrunc 2>/dev/null
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/off2.dplan" $tiny_shapes --offload group --group-level block --blocks-per-group 1 --prefetch \
+  --offload-dir "$od" -v 2>"$tmp/off2.txt" && grep -q "1 group file(s) written" "$tmp/off2.txt" &&
+  ok "a damaged group file is rewritten, not reused" || bad "damaged group file: $(grep offload-dir "$tmp/off2.txt")"
+printf 'X' | dd of="$first" bs=1 seek=200 conv=notrunc 2>/dev/null
+head -c 300 "$first" >"$first.cut" && mv "$first.cut" "$first"
+expect_fail "truncated group file at run time" "changed since compile" "$outs" -- "$diffrun" "$tmp/off2.dplan" --random-inputs --outputs "$outs"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

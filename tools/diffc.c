@@ -26,19 +26,53 @@ static const char usage[] =
     "                           (AutoencoderKL, default decode)\n"
     "  --input NAME=DIMS        static shape of an input, e.g. --input sample=2x4x64x64;\n"
     "                           repeatable. Defaults: batch 1, the config's sample_size, 77 tokens\n"
-    "  --target cpu             the plan's target (only cpu for now)\n"
-    "  --cpu native|generic     CPU the kernels are compiled for: this machine's features (the\n"
-    "                           default; diffrun refuses the plan on a CPU lacking them), or a\n"
-    "                           portable x86-64 baseline\n"
+    "  --target cpu|cuda        the plan's target (default cpu). cuda compiles every kernel with\n"
+    "                           NVRTC from the CUDA toolkit (libnvrtc.so.13, looked for in\n"
+    "                           $CUDA_HOME, $CUDA_PATH, the loader's path, /usr/local/cuda); no GPU\n"
+    "                           is needed to compile\n"
+    "  --cpu native|generic     cpu target: CPU the kernels are compiled for: this machine's\n"
+    "                           features (the default; diffrun refuses the plan on a CPU lacking\n"
+    "                           them), or a portable x86-64 baseline\n"
+    "  --cuda-arch LIST         cuda target: architectures, comma-separated: sm_NN for a cubin,\n"
+    "                           compute_NN for PTX that newer GPUs compile when loading\n"
+    "                           (default sm_80,sm_90,compute_90)\n"
+    "  --compute-dtype f32|bf16|f16\n"
+    "                           precision of the matrix work (conv2d, linear, attention): f32 (the\n"
+    "                           default; plain FMA, no TF32), or bf16/f16 on tensor cores with f32\n"
+    "                           accumulation (cuda target only; the cpu target computes in f32)\n"
+    "  --kernel-cache DIR       cuda target: where compiled kernels are cached (default\n"
+    "                           $DIFFC_CACHE_DIR, else $XDG_CACHE_HOME/diffc, else ~/.cache/diffc)\n"
+    "  --no-kernel-cache        cuda target: compile every kernel, use no cache\n"
+    "\n"
+    "memory (each shows in the IR dump: what moved where, when, and the resulting peak):\n"
+    "  --offload none|model|sequential|group\n"
+    "                           keep weights in host memory and copy them into device memory before\n"
+    "                           use: model = all at the start, held for the run; sequential = each\n"
+    "                           layer right before use, freed after (diffusers\n"
+    "                           enable_sequential_cpu_offload); group = by --group-level (diffusers\n"
+    "                           enable_group_offload)\n"
+    "  --group-level block|leaf group offload: block = --blocks-per-group consecutive entries of each\n"
+    "                           block list (down_blocks.N, up_blocks.N; the rest stays resident);\n"
+    "                           leaf = each conv/linear/norm module its own group\n"
+    "  --blocks-per-group N     block level: blocks per group\n"
+    "  --prefetch[=DEPTH]       group offload: issue each group's copy DEPTH groups ahead (default 1)\n"
+    "                           on the copy stream, so it overlaps compute\n"
+    "  --offload-dir DIR        offloaded groups' weights live in DIR, one safetensors file per group\n"
+    "                           named by a hash of its content (a stale or partial file is never used)\n"
+    "  --vae-slicing            AutoencoderKL: encode/decode one sample of the batch at a time\n"
+    "  --vae-tiling             AutoencoderKL: diffusers' tiled encode/decode above the tile size\n"
+    "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
+    "  --tile-overlap F         tile overlap factor (default 0.25)\n"
+    "\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
     "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer,\n"
-    "                           fuse-norm-act, fuse-epilogue, dce, memplan, all)\n"
+    "                           fuse-norm-act, fuse-epilogue, dce, offload, memplan, all)\n"
     "  --debug LIST             trace the compiler's decisions to stderr; channels: memplan (which\n"
     "                           placement won, then each value's arena offset and why: in place\n"
     "                           over its parent, or the lowest offset free over its lifetime)\n"
     "  --list-passes            print the pass pipeline and exit\n"
-    "  -v, --verbose            print progress and timings\n"
+    "  -v, --verbose            print progress and timings (and NVRTC's warnings)\n"
     "  -h, --help               this help\n"
     "  --version                print the version\n"
     "\n"
@@ -46,12 +80,17 @@ static const char usage[] =
     "  UNet2DConditionModel: sample, timestep [B], encoder_hidden_states, and for SDXL-style\n"
     "                        models text_embeds, time_ids; output sample\n"
     "  AutoencoderKL encode: sample (image) -> mean, logvar;  decode: z -> sample\n"
-    "All computation is fp32; bf16/fp16/fp8 weights are converted to fp32 when read.\n";
+    "Activations are fp32; bf16/fp16/fp8 weights are converted to fp32 when read (and, with\n"
+    "--compute-dtype bf16|f16, rounded to that precision inside the matrix kernels).\n";
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu;
+  const char *cuda_arch, *compute, *kernel_cache, *offload_dir;
   dc_input_shape shapes[MAX_SHAPES];
-  int nshapes, verbose;
+  int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
+  int64_t tile_size;
+  double tile_overlap;
+  dc_memory_options memory;
 } options;
 
 static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
@@ -76,9 +115,64 @@ static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
   return NULL;
 }
 
+/* A whole-string integer in [lo, hi], or an error naming the option. */
+static dc_status *int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno || v < lo || v > hi)
+    return dc_error(DC_ERR_ARGUMENT, "%s %s: expected an integer from %lld to %lld", opt, s, lo, hi);
+  return *out = v, NULL;
+}
+
+/* The memory options; *used = 0 when `a` is none of them. */
+static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *used) {
+  const char *a = argv[*i];
+  long long v = 0;
+  *used = 1;
+  if (!strcmp(a, "--vae-slicing")) return o->vae_slicing = 1, NULL;
+  if (!strcmp(a, "--vae-tiling")) return o->vae_tiling = 1, NULL;
+  if (!strcmp(a, "--prefetch")) return o->memory.prefetch = 1, NULL;
+  if (!strncmp(a, "--prefetch=", 11)) {
+    DC_TRY(int_arg("--prefetch", a + 11, 1, 64, &v));
+    return o->memory.prefetch = (int)v, NULL;
+  }
+  static const char *const takes_value[] = {"--offload", "--group-level", "--blocks-per-group", "--offload-dir",
+                                            "--tile-size", "--tile-overlap"};
+  int k = -1;
+  for (int j = 0; j < (int)(sizeof takes_value / sizeof takes_value[0]); j++)
+    if (!strcmp(a, takes_value[j])) k = j;
+  if (k < 0) return *used = 0, NULL;
+  if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+  const char *s = argv[++*i];
+  switch (k) {
+    case 0:
+      for (int kind = DC_OFFLOAD_NONE; kind <= DC_OFFLOAD_GROUP; kind++)
+        if (!strcmp(s, dc_offload_name((dc_offload_kind)kind))) return o->memory.offload = (dc_offload_kind)kind, NULL;
+      return dc_error(DC_ERR_ARGUMENT, "--offload %s: expected none, model, sequential or group", s);
+    case 1:
+      if (!strcmp(s, "block")) return o->memory.group_level = DC_GROUP_BLOCK, NULL;
+      if (!strcmp(s, "leaf")) return o->memory.group_level = DC_GROUP_LEAF, NULL;
+      return dc_error(DC_ERR_ARGUMENT, "--group-level %s: expected block or leaf", s);
+    case 2:
+      DC_TRY(int_arg("--blocks-per-group", s, 1, 1 << 20, &v));
+      return o->memory.blocks_per_group = (int)v, NULL;
+    case 3: return o->offload_dir = s, NULL;
+    case 4:
+      DC_TRY(int_arg("--tile-size", s, 1, 1 << 20, &v));
+      return o->tile_size = v, NULL;
+    default: {
+      char *end;
+      double f = strtod(s, &end);
+      if (!*s || *end || !(f > 0 && f < 1))
+        return dc_error(DC_ERR_ARGUMENT, "--tile-overlap %s: expected a factor between 0 and 1, e.g. 0.25", s);
+      return o->tile_overlap = f, NULL;
+    }
+  }
+}
+
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   memset(o, 0, sizeof *o);
-  o->target = "cpu";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char **slot = NULL;
@@ -100,6 +194,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       o->verbose = 1;
       continue;
     }
+    if (!strcmp(a, "--no-kernel-cache")) {
+      o->no_kernel_cache = 1;
+      continue;
+    }
+    int used;
+    DC_TRY(memory_arg(argc, argv, &i, o, &used));
+    if (used) continue;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) slot = &o->output;
     else if (!strcmp(a, "--component")) slot = &o->component;
     else if (!strcmp(a, "--variant")) slot = &o->variant;
@@ -109,6 +210,9 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
     else if (!strcmp(a, "--debug")) slot = &o->debug;
     else if (!strcmp(a, "--cpu")) slot = &o->cpu;
+    else if (!strcmp(a, "--cuda-arch")) slot = &o->cuda_arch;
+    else if (!strcmp(a, "--compute-dtype")) slot = &o->compute;
+    else if (!strcmp(a, "--kernel-cache")) slot = &o->kernel_cache;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -127,9 +231,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   }
   if (!o->model) return dc_error(DC_ERR_ARGUMENT, "no model folder given (see diffc --help)");
   if (!o->output) return dc_error(DC_ERR_ARGUMENT, "no output plan given: use -o PLAN");
-  if (strcmp(o->target, "cpu") != 0)
-    return dc_error(DC_ERR_UNSUPPORTED, "--target %s: only the cpu target is available in this version", o->target);
-  return NULL;
+  return NULL; /* the library checks the target options before any work */
 }
 
 int main(int argc, char **argv) {
@@ -137,15 +239,38 @@ int main(int argc, char **argv) {
   int exit_now = 0;
   dc_status *st = parse_args(argc, argv, &o, &exit_now);
   if (!st && !exit_now) {
-    dc_compile_options co = {o.model, o.component, o.variant, o.entry, o.shapes, o.nshapes,
-                             o.dump_after, o.dump_ir, o.verbose, o.debug, o.cpu};
+    dc_compile_options co = {.model = o.model,
+                             .component = o.component,
+                             .variant = o.variant,
+                             .entry = o.entry,
+                             .shapes = o.shapes,
+                             .nshapes = o.nshapes,
+                             .dump_after = o.dump_after,
+                             .dump_ir = o.dump_ir,
+                             .verbose = o.verbose,
+                             .debug = o.debug,
+                             .cpu = o.cpu,
+                             .target = o.target,
+                             .cuda_arch = o.cuda_arch,
+                             .compute = o.compute,
+                             .kernel_cache = o.kernel_cache,
+                             .no_kernel_cache = o.no_kernel_cache,
+                             .memory = o.memory,
+                             .offload_dir = o.offload_dir,
+                             .vae_slicing = o.vae_slicing,
+                             .vae_tiling = o.vae_tiling,
+                             .tile_size = o.tile_size,
+                             .tile_overlap = o.tile_overlap};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
     if (!st) {
-      char b1[32], b2[32];
-      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s (%.0f ms)\n", o.output, rep.steps,
+      char b1[32], b2[32], cuda[96] = "";
+      if (rep.cuda_compiles)
+        snprintf(cuda, sizeof cuda, ", %d CUDA kernels (%d compiles, %d from the cache)", rep.cuda_kernels,
+                 rep.cuda_compiles, rep.cuda_cached);
+      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s%s (%.0f ms)\n", o.output, rep.steps,
               dc_format_bytes(rep.weight_bytes, b1, sizeof b1), dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2),
-              rep.seconds * 1e3);
+              cuda, rep.seconds * 1e3);
     }
   }
   for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);

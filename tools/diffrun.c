@@ -12,7 +12,8 @@
 static const char usage[] =
     "usage: diffrun PLAN [options]\n"
     "\n"
-    "Executes a plan written by diffc on the CPU.\n"
+    "Executes a plan written by diffc: a CPU plan on this machine's CPU, a plan compiled with\n"
+    "diffc --target cuda on an NVIDIA GPU (through the driver, libcuda.so.1, found at run time).\n"
     "\n"
     "options:\n"
     "  --inputs FILE       read the inputs from a .safetensors file: one f32 tensor per plan\n"
@@ -23,24 +24,31 @@ static const char usage[] =
     "  --seed N            seed for --random-inputs (default 0)\n"
     "  --outputs FILE      write the outputs to a .safetensors file (temporary name, then rename)\n"
     "  --repeat N          run N times and report each run's time (default 1)\n"
-    "  --backend NAME      kernels to run: llvm (the plan's compiled kernels; the default) or\n"
-    "                      reference (the plain C kernels every backend is tested against)\n"
+    "  --backend NAME      kernels to run: cuda (a CUDA plan's GPU kernels; its default), llvm (a\n"
+    "                      CPU plan's compiled kernels; its default) or reference (the plain C\n"
+    "                      kernels every backend is tested against, on the CPU, for any plan;\n"
+    "                      on a CUDA plan llvm means reference too: it holds no CPU kernels)\n"
+    "  --device N          CUDA device to run on (default 0)\n"
     "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
     "  --check-finite      fail at the first step whose output holds NaN or Inf, naming the step\n"
-    "                      and its module path (off by default; one pass over each output)\n"
+    "                      and its module path (off by default; one pass over each output; on\n"
+    "                      CUDA each step's output is also copied back, which is slow)\n"
     "  --profile           time every step and print where the time went: per op, and the\n"
-    "                      slowest steps with their module paths\n"
+    "                      slowest steps with their module paths (CUDA: device time, by events)\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
-    "  --info              print the plan's inputs and outputs and exit\n"
+    "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
+    "                      needed)\n"
     "  -q, --quiet         print only errors\n"
     "  -h, --help          this help\n"
     "\n"
-    "Reports wall time per run, the peak of the device arena (measured, and as the plan\n"
-    "predicted it), resident weight bytes and the process's peak host memory (max RSS).\n";
+    "Reports wall time and arithmetic rate (GFLOP/s of conv2d, linear and attention) per run,\n"
+    "the peak of the device arena (measured, and as the plan predicted it), resident weight\n"
+    "bytes and the process's peak host memory (max RSS); on CUDA also the kernels' device time\n"
+    "and the device memory held (arena + weights).\n";
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
-  int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite;
+  int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   unsigned long long seed;
 } options;
 
@@ -69,7 +77,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
-             !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads")) {
+             !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads") || !strcmp(a, "--device")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
       const char *v = argv[++i];
       long long x;
@@ -82,6 +90,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       } else if (!strcmp(a, "--threads")) {
         DC_TRY(parse_int(a, v, 1, &x));
         o->threads = (int)(x > 256 ? 256 : x);
+      } else if (!strcmp(a, "--device")) {
+        DC_TRY(parse_int(a, v, 0, &x));
+        if (x > 1024) return dc_error(DC_ERR_ARGUMENT, "--device %s: expected a CUDA device ordinal", v);
+        o->device = (int)x;
       } else {
         DC_TRY(parse_int(a, v, 1, &x));
         o->repeat = (int)(x > 1000000 ? 1000000 : x);
@@ -155,8 +167,12 @@ static dc_status *write_outputs(drt_plan *p, const char *path) {
 
 static void print_info(drt_plan *p) {
   char b[160];
+  const drt_plan_info *in = drt_info(p);
   printf("model: %s, entry %s\n", drt_meta(p, "class") ? drt_meta(p, "class") : "?",
          drt_meta(p, "entry") ? drt_meta(p, "entry") : "?");
+  printf("target: %s, compute precision %s, %d compiled kernel(s)%s%s\n", in->target, in->compute, in->kernels,
+         in->archs[0] ? " for " : "", in->archs);
+  printf("arithmetic: %.3f GFLOP per run (conv2d, linear, attention)\n", (double)in->flops * 1e-9);
   for (int i = 0; i < drt_input_count(p); i++) {
     const drt_tensor_info *t = drt_input_info(p, i);
     printf("input  %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
@@ -194,9 +210,28 @@ static void print_profile(const drt_plan *p, int runs) {
   dc_free(t);
 }
 
+/* "12.3 GFLOP/s" or "312.4 TFLOP/s" into buf. */
+static const char *rate_str(double flops, double seconds, char *buf, size_t cap) {
+  double r = seconds > 0 ? flops / seconds : 0;
+  if (r >= 1e12) snprintf(buf, cap, "%.1f TFLOP/s", r * 1e-12);
+  else snprintf(buf, cap, "%.1f GFLOP/s", r * 1e-9);
+  return buf;
+}
+
+static void print_run(int r, const drt_stats *s) {
+  char b1[32], b2[32];
+  printf("run %d: %.3f s", r, s->seconds);
+  if (s->flops > 0) printf(", %s", rate_str(s->flops, s->seconds, b1, sizeof b1));
+  if (!strcmp(s->backend, "cuda"))
+    printf(" (kernels %.3f s on the device%s%s)", s->kernel_seconds, s->flops > 0 ? ", " : "",
+           s->flops > 0 ? rate_str(s->flops, s->kernel_seconds, b2, sizeof b2) : "");
+  printf("\n");
+}
+
 static dc_status *run(const options *o) {
   drt_plan *p;
-  drt_options ro = {o->backend, o->threads, o->check_finite};
+  drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
+                    .device = o->device, .inspect = o->print_ir || o->info};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -211,7 +246,7 @@ static dc_status *run(const options *o) {
     for (int r = 0; r < o->repeat && !st; r++) {
       st = drt_run(p, &s);
       total += s.seconds;
-      if (!st && !o->quiet) printf("run %d: %.3f s\n", r + 1, s.seconds);
+      if (!st && !o->quiet) print_run(r + 1, &s);
     }
     if (!st && o->outputs) st = write_outputs(p, o->outputs);
     if (!st && o->profile) print_profile(p, o->repeat);
@@ -219,15 +254,23 @@ static dc_status *run(const options *o) {
       char b1[32], b2[32], b3[32];
       struct rusage ru;
       getrusage(RUSAGE_SELF, &ru);
-      printf("mean %.3f s per run over %d run(s), %d steps, backend %s on %d thread(s)", total / o->repeat, o->repeat,
-             s.steps, s.backend, s.threads);
+      printf("mean %.3f s per run over %d run(s), %d steps, backend %s", total / o->repeat, o->repeat, s.steps,
+             s.backend);
+      if (!strcmp(s.backend, "cuda")) printf(" on %s", drt_info(p)->device);
+      else printf(" on %d thread(s)", s.threads);
       if (s.reference_steps) printf(" (%d steps on reference kernels)", s.reference_steps);
       printf("\n");
+      if (!strcmp(s.backend, "cuda"))
+        printf("device memory held: %s (arena + weight block); pinned host buffers: %s\n",
+               dc_format_bytes(s.device_total_bytes, b1, sizeof b1), dc_format_bytes(s.pinned_bytes, b2, sizeof b2));
       printf("device arena peak: %s measured, %s predicted by the plan (%llu bytes)%s\n",
              dc_format_bytes(s.device_peak_bytes, b1, sizeof b1), dc_format_bytes(s.device_predicted_bytes, b2, sizeof b2),
              (unsigned long long)s.device_peak_bytes, s.device_peak_bytes == s.device_predicted_bytes ? "" : "  MISMATCH");
       printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
              dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
+      if (s.host_weight_bytes)
+        printf("offloaded: %s of weights in host memory or on disk; %s copied to the device per run\n",
+               dc_format_bytes(s.host_weight_bytes, b1, sizeof b1), dc_format_bytes(s.uploaded_bytes, b2, sizeof b2));
       if (s.device_peak_bytes != s.device_predicted_bytes)
         st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }

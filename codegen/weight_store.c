@@ -1,0 +1,197 @@
+/* weight_store.c — weights diffc writes at compile time: one safetensors
+ * file per offload group in --offload-dir (diffusers' offload_to_disk_path).
+ *
+ * A group's file is named by a hash of what it holds — tensor names, dtypes,
+ * shapes and bytes — "group_<xxh64>.safetensors", so a file left by another
+ * model or another version can never be mistaken for this group's: a
+ * different content is a different name.  A file that exists under the right
+ * name is re-hashed before it is reused and rewritten if it does not match
+ * (a partial or damaged file is never trusted; diffusers reuses whatever is
+ * there).  Files are written to a temporary name and renamed.  The module's
+ * weight references are then repointed to the group files (the plan checks
+ * their header hash and size at load, as for any weight file), and weight
+ * files nothing references any more are dropped from the module. */
+#include "weight_store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "frontend/frontend.h"
+
+/* The weights (indices into m->weights) uploaded by group g, in schedule order. */
+static int group_weights(const dc_module *m, int64_t g, int32_t *out) {
+  int n = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *u = &m->nodes[i];
+    if (u->op != OP_UPLOAD || dc_node_int(u, "group") != g) continue;
+    out[n++] = m->nodes[u->inputs[0]].ref;
+  }
+  return n;
+}
+
+typedef struct {
+  dc_mapped_file *maps; /* per module file, mapped on first use */
+  int32_t nfiles;
+} sources;
+
+static dc_status *weight_bytes(const dc_module *m, sources *s, int32_t w, const uint8_t **out) {
+  const dc_weight *wt = &m->weights[w];
+  dc_mapped_file *f = &s->maps[wt->file];
+  if (!f->data) DC_TRY(dc_file_map(m->files[wt->file].path, f));
+  if (wt->offset + wt->bytes > (uint64_t)f->size)
+    return dc_error(DC_ERR_IO, "%s: tensor %s [%" PRIu64 ", +%" PRIu64 ") lies past the end (%zu bytes): the file changed",
+                    m->files[wt->file].path, wt->name, wt->offset, wt->bytes, (size_t)f->size);
+  *out = f->data + wt->offset;
+  return NULL;
+}
+
+/* The content hash naming a group's file. */
+static dc_status *group_hash(const dc_module *m, sources *s, const int32_t *ws, int n, uint64_t *out) {
+  XXH64_state_t *h = XXH64_createState();
+  if (!h) return dc_nomem("hashing an offload group");
+  XXH64_reset(h, 0x6469666663ull);
+  dc_status *st = NULL;
+  for (int i = 0; i < n && !st; i++) {
+    const dc_weight *w = &m->weights[ws[i]];
+    const uint8_t *data;
+    char tb[160];
+    st = weight_bytes(m, s, ws[i], &data);
+    if (st) break;
+    XXH64_update(h, w->name, strlen(w->name) + 1);
+    dc_type_str(&w->type, tb, sizeof tb);
+    XXH64_update(h, tb, strlen(tb) + 1);
+    XXH64_update(h, data, w->bytes);
+  }
+  *out = XXH64_digest(h);
+  XXH64_freeState(h);
+  return st;
+}
+
+/* An existing file under the group's name holds exactly the group's
+ * tensors with the same bytes (else it is rewritten). */
+static int file_matches(const dc_module *m, sources *s, const char *path, const int32_t *ws, int n) {
+  dc_st_file f;
+  dc_status *st = dc_st_open(path, &f);
+  if (st) {
+    dc_status_free(st);
+    return 0;
+  }
+  int ok = f.ntensors == n;
+  for (int i = 0; ok && i < n; i++) {
+    const dc_weight *w = &m->weights[ws[i]];
+    const dc_st_tensor *t = dc_st_find(&f, w->name);
+    const uint8_t *data;
+    ok = t && t->dtype == w->type.dtype && t->bytes == w->bytes && !(st = weight_bytes(m, s, ws[i], &data)) &&
+         memcmp(f.file.data + t->offset, data, w->bytes) == 0;
+  }
+  if (st) dc_status_free(st);
+  dc_st_close(&f);
+  return ok;
+}
+
+static dc_status *write_group(const dc_module *m, sources *s, const char *path, const int32_t *ws, int n) {
+  dc_st_out *outs = dc_calloc((size_t)n + 1, sizeof *outs);
+  if (!outs) return dc_nomem("writing an offload group");
+  dc_status *st = NULL;
+  for (int i = 0; i < n && !st; i++) {
+    const uint8_t *data;
+    st = weight_bytes(m, s, ws[i], &data);
+    outs[i] = (dc_st_out){m->weights[ws[i]].name, m->weights[ws[i]].type, data};
+  }
+  if (!st) st = dc_st_write(path, outs, n);
+  dc_free(outs);
+  return st;
+}
+
+/* Points the group's weights at the file just written or verified. */
+static dc_status *repoint(dc_module *m, const char *path, const int32_t *ws, int n) {
+  dc_st_file f;
+  DC_TRY(dc_st_open(path, &f));
+  dc_weight_file wf = {path, f.header_hash, (uint64_t)f.file.size};
+  int32_t fi = dc_module_add_file(m, &wf);
+  dc_status *st = fi < 0 ? dc_nomem("adding an offload file") : NULL;
+  for (int i = 0; i < n && !st; i++) {
+    dc_weight *w = &m->weights[ws[i]];
+    const dc_st_tensor *t = dc_st_find(&f, w->name);
+    if (!t || t->bytes != w->bytes)
+      st = dc_error(DC_ERR_IO, "%s: tensor %s is missing or of the wrong size after writing", path, w->name);
+    else
+      w->file = fi, w->offset = t->offset;
+  }
+  dc_st_close(&f);
+  return st;
+}
+
+/* Drops weight files no weight references (the originals of moved weights). */
+static dc_status *drop_unused_files(dc_module *m) {
+  int32_t *map = dc_calloc((size_t)m->nfiles + 1, sizeof *map);
+  if (!map) return dc_nomem("dropping weight files");
+  for (int32_t i = 0; i < m->nweights; i++) map[m->weights[i].file] = 1;
+  int32_t n = 0;
+  for (int32_t f = 0; f < m->nfiles; f++) {
+    if (!map[f]) continue;
+    m->files[n] = m->files[f];
+    map[f] = n++;
+  }
+  for (int32_t i = 0; i < m->nweights; i++) m->weights[i].file = map[m->weights[i].file];
+  m->nfiles = n;
+  dc_free(map);
+  return NULL;
+}
+
+static dc_status *check_dir(const char *dir) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return dc_error(DC_ERR_IO, "--offload-dir %s: cannot create it: %s", dir, strerror(errno));
+  struct stat sb;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return dc_error(DC_ERR_IO, "--offload-dir %s: not a directory", dir);
+  if (access(dir, W_OK) != 0) return dc_error(DC_ERR_IO, "--offload-dir %s: not writable: %s", dir, strerror(errno));
+  return NULL;
+}
+
+static int64_t group_count(const dc_module *m) {
+  int64_t n = 0;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_UPLOAD && dc_node_int(&m->nodes[i], "group") + 1 > n) n = dc_node_int(&m->nodes[i], "group") + 1;
+  return n;
+}
+
+dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, dc_offload_store_report *rep) {
+  if (rep) memset(rep, 0, sizeof *rep);
+  int64_t ngroups = group_count(m);
+  if (ngroups == 0)
+    return dc_error(DC_ERR_ARGUMENT, "--offload-dir %s: nothing is offloaded (add --offload group|sequential|model)", dir);
+  DC_TRY(check_dir(dir));
+  sources s = {dc_calloc((size_t)m->nfiles + 1, sizeof *s.maps), m->nfiles};
+  int32_t *ws = dc_calloc((size_t)m->nweights + 1, sizeof *ws);
+  dc_status *st = s.maps && ws ? NULL : dc_nomem("writing offload groups");
+  for (int64_t g = 0; g < ngroups && !st; g++) {
+    int n = group_weights(m, g, ws);
+    uint64_t hash = 0;
+    st = group_hash(m, &s, ws, n, &hash);
+    if (st) break;
+    char name[40];
+    snprintf(name, sizeof name, "group_%016" PRIx64 ".safetensors", hash);
+    char *path = dc_path_join(dir, name);
+    if (!path) st = dc_nomem("writing offload groups");
+    else if (file_matches(m, &s, path, ws, n)) {
+      if (rep) rep->reused++;
+    } else {
+      st = write_group(m, &s, path, ws, n);
+      if (!st && rep) rep->written++;
+      if (!st && verbose) fprintf(stderr, "diffc: wrote %s (%d tensors)\n", path, n);
+    }
+    if (!st) st = repoint(m, path, ws, n);
+    dc_free(path);
+  }
+  for (int32_t f = 0; s.maps && f < s.nfiles; f++)
+    if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
+  dc_free(s.maps);
+  dc_free(ws);
+  if (!st) st = drop_unused_files(m);
+  return dc_status_annotate(st, "--offload-dir %s", dir);
+}

@@ -1,0 +1,17 @@
+/* weight_store.h — weight files diffc writes at compile time (see
+ * codegen/weight_store.c): the per-group files of --offload-dir. */
+#ifndef DC_WEIGHT_STORE_H
+#define DC_WEIGHT_STORE_H
+
+#include "ir/ir.h"
+
+typedef struct {
+  int written, reused; /* group files written now / found complete and identical */
+} dc_offload_store_report;
+
+/* Writes each offload group's weights (the module's UPLOAD nodes, pass
+ * offload) to dir/group_<content hash>.safetensors, reusing a file only
+ * when its content matches, and repoints the module's weights to them. */
+dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, dc_offload_store_report *rep);
+
+#endif
