@@ -9,6 +9,7 @@
  * overlap the compute in between.  Every driver call is checked and a
  * failure names what was being done: the step, the kernel, the buffer. */
 #include "cuda_backend.h"
+#include "fit_advice.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -269,18 +270,19 @@ static dc_status *check_free_memory(dc_cuda_backend *b) {
   DC_TRY(CU(b, MemGetInfo, &b->info.device_free_bytes, &b->info.device_total_bytes));
   uint64_t need = b->info.arena_bytes + b->info.weight_block_bytes;
   if (need <= b->info.device_free_bytes) return NULL;
-  char n1[32], n2[32], n3[32], n4[32], n5[32];
+  char n1[32], n2[32], n3[32], n4[32], n5[32], advice[1024];
+  dc_fit_advice(b->opt.options_json, b->info.device_free_bytes, advice, sizeof advice);
   return dc_error(DC_ERR_NOMEM,
                   "%s: the plan needs %s of device memory (%llu bytes: activation arena %s + resident weights %s) "
                   "but device %d (%s) has %s free (%llu bytes) of %s; nothing was run.  To fit, free GPU memory "
                   "(other processes?) or compile for less: diffc --offload model|sequential|group keeps weights in "
-                  "host memory, a smaller batch or resolution (--input) shrinks the arena",
+                  "host memory, a smaller batch or resolution (--input) shrinks the arena%s",
                   b->path, dc_format_bytes(need, n1, sizeof n1), (unsigned long long)need,
                   dc_format_bytes(b->info.arena_bytes, n2, sizeof n2),
                   dc_format_bytes(b->info.weight_block_bytes, n3, sizeof n3), b->opt.device, b->info.device_name,
                   dc_format_bytes(b->info.device_free_bytes, n4, sizeof n4),
                   (unsigned long long)b->info.device_free_bytes,
-                  dc_format_bytes(b->info.device_total_bytes, n5, sizeof n5));
+                  dc_format_bytes(b->info.device_total_bytes, n5, sizeof n5), advice);
 }
 
 static dc_status *allocate_device(dc_cuda_backend *b) {

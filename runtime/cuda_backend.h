@@ -30,6 +30,7 @@ typedef struct {
    * streams synchronise each step: slow, for debugging) and passed here. */
   dc_status *(*check_step)(void *ctx, int32_t step, const float *values);
   void *check_ctx;
+  const char *options_json; /* the plan's OPTS: the out-of-memory message names the diffc options that fit */
 } dc_cuda_backend_options;
 
 typedef struct {

@@ -41,6 +41,11 @@ typedef struct {
    * CUDA also a copy back and a synchronisation per step). */
   int check_finite;
   int device;  /* cuda backend: the CUDA device ordinal */
+  /* CPU backends: the device memory to model, in bytes (0: no limit).  A
+   * plan whose arena plus resident weights exceed it fails at load, before
+   * anything runs, naming the diffc options that would fit (as the cuda
+   * backend does against the GPU's free memory). */
+  uint64_t device_memory;
   /* Read and check the plan and its weight files only, for drt_info,
    * drt_ir_text and the signature: no arena, no kernels, no GPU needed;
    * drt_run then fails. */

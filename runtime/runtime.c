@@ -21,6 +21,7 @@
 #include "cpu_kernels.h"
 #include "cuda_backend.h"
 #include "diffrun.h"
+#include "fit_advice.h"
 #include "kernels.h"
 #include "plan_format.h"
 #include "threadpool.h"
@@ -153,8 +154,24 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
 }
 
 /* A CUDA plan holds no CPU kernels: "llvm" then means the reference kernels. */
+/* The modelled device (drt_options.device_memory) must hold the arena and
+ * the resident weights; checked before anything is allocated or run. */
+static dc_status *check_device_budget(const drt_plan *p, uint64_t budget) {
+  uint64_t arena = p->plan.module->arena_bytes, weights = p->live.weight_bytes, need = arena + weights;
+  if (!budget || need <= budget) return NULL;
+  char advice[1024], b1[32], b2[32], b3[32], b4[32];
+  dc_fit_advice(p->plan.options_json, budget, advice, sizeof advice);
+  return dc_error(DC_ERR_NOMEM,
+                  "%s: the plan needs %s of device memory (%llu bytes: activation arena %s + resident weights %s) but "
+                  "the device has %s (--device-memory); nothing was run%s",
+                  p->path, dc_format_bytes(need, b1, sizeof b1), (unsigned long long)need,
+                  dc_format_bytes(arena, b2, sizeof b2), dc_format_bytes(weights, b3, sizeof b3),
+                  dc_format_bytes(budget, b4, sizeof b4), advice);
+}
+
 static dc_status *setup_cpu(drt_plan *p, const drt_options *opt, const char *b) {
   int cpu_plan = p->plan.target == DC_TARGET_CPU, has_kernels = cpu_plan && p->plan.kernels.nobjects > 0;
+  DC_TRY(check_device_budget(p, opt ? opt->device_memory : 0));
   if (b && !strcmp(b, "llvm") && cpu_plan && !has_kernels)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan holds no compiled kernels; run it with --backend reference", p->path);
   DC_TRY(check_reference_kernels(p));
@@ -179,7 +196,8 @@ static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   const void **data = dc_calloc((size_t)m->nweights + 1, sizeof *data);
   if (!data) return dc_nomem("binding weights");
   for (int w = 0; w < m->nweights; w++) data[w] = p->files[m->weights[w].file].map.data + m->weights[w].offset;
-  dc_cuda_backend_options o = {opt ? opt->device : 0, 0, p->check_finite ? check_step_finite : NULL, p};
+  dc_cuda_backend_options o = {opt ? opt->device : 0, 0, p->check_finite ? check_step_finite : NULL, p,
+                               p->plan.options_json};
   st = dc_cuda_backend_create(p->path, m, &p->plan.cuda, data, &p->cu_api, &o, &p->cuda);
   dc_free(data);
   if (st) return st;

@@ -3,18 +3,23 @@
  * returns a clean error. */
 #include "support.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static long fail_countdown = -1;
+/* Atomic: the compiler allocates from several threads (kernel codegen). */
+static _Atomic long fail_countdown = -1;
+static _Atomic long allocations;
 
 void dc_alloc_fail_after(long n) { fail_countdown = n; }
+long dc_alloc_count(void) { return allocations; }
 
 static int should_fail(void) {
-  if (fail_countdown < 0) return 0;
-  if (fail_countdown == 0) return 1; /* keeps failing until reset */
-  fail_countdown--;
-  return 0;
+  allocations++;
+  long c = fail_countdown;
+  while (c > 0 && !atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
+  }
+  return c == 0; /* keeps failing until reset */
 }
 
 void *dc_malloc(size_t n) { return should_fail() ? NULL : malloc(n ? n : 1); }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -154,3 +155,24 @@ const char *dc_format_bytes(uint64_t bytes, char *buf, size_t cap) {
 }
 
 uint64_t dc_hash64(const void *p, size_t n) { return XXH64(p, n, 0); }
+
+int dc_parse_bytes(const char *s, uint64_t *out) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } units[] = {{"", 1},       {"B", 1},          {"KB", 1e3},       {"MB", 1e6},          {"GB", 1e9},
+               {"TB", 1e12},  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || errno || !(v >= 0)) return -1;
+  while (*end == ' ') end++;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (!strcmp(end, units[i].unit)) {
+      double bytes = v * units[i].scale;
+      if (bytes >= 18446744073709551615.0) return -1;
+      *out = (uint64_t)bytes;
+      return 0;
+    }
+  return -1;
+}

@@ -58,6 +58,7 @@ char *dc_strdup(const char *s);
 char *dc_strndup(const char *s, size_t n);
 char *dc_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void dc_alloc_fail_after(long n); /* -1 disables; 0 fails the next one */
+long dc_alloc_count(void);         /* allocations attempted so far (sizes a failure sweep) */
 dc_status *dc_nomem(const char *what);
 
 /* Checked size arithmetic: return 0 on overflow. */
@@ -143,6 +144,10 @@ void dc_atomic_abort(dc_atomic_file *f);
 double dc_now_seconds(void);
 /* "1.5 MiB" style; writes into buf (>= 32 bytes) and returns it. */
 const char *dc_format_bytes(uint64_t bytes, char *buf, size_t cap);
+/* "4GiB", "512 MiB", "3GB", "1e9", "123456": bytes as accelerate's
+ * max_memory parses them (KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB
+ * of 1024, B or no unit plain bytes).  Returns 0 and sets *out, or -1. */
+int dc_parse_bytes(const char *s, uint64_t *out);
 uint64_t dc_hash64(const void *p, size_t n); /* xxHash64, seed 0 */
 
 /* The bits of a float and back, without aliasing games. */

@@ -190,5 +190,11 @@ printf 'X' | dd of="$first" bs=1 seek=200 conv=notrunc 2>/dev/null
 head -c 300 "$first" >"$first.cut" && mv "$first.cut" "$first"
 expect_fail "truncated group file at run time" "changed since compile" "$outs" -- "$diffrun" "$tmp/off2.dplan" --random-inputs --outputs "$outs"
 
+# A plan over a modelled device's memory fails before running and names what fits.
+expect_fail "plan over --device-memory" "(--device-memory); nothing was run; these diffc options fit: --offload" "$outs" -- \
+  "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory 150KiB --outputs "$outs"
+expect_fail "bad --device-memory" "--device-memory lots: expected a size such as 4GiB" "$outs" -- \
+  "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory lots --outputs "$outs"
+"$diffrun" "$tmp/u.dplan" --random-inputs --device-memory 1GB -q && ok "a plan within --device-memory runs" || bad "--device-memory 1GB"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

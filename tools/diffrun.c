@@ -29,6 +29,8 @@ static const char usage[] =
     "                      kernels every backend is tested against, on the CPU, for any plan;\n"
     "                      on a CUDA plan llvm means reference too: it holds no CPU kernels)\n"
     "  --device N          CUDA device to run on (default 0)\n"
+    "  --device-memory SIZE  CPU backends: model a device of SIZE (e.g. 4GiB, 512MiB, 3GB): a plan\n"
+    "                      that needs more fails before running, naming the diffc options that fit\n"
     "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
     "  --check-finite      fail at the first step whose output holds NaN or Inf, naming the step\n"
     "                      and its module path (off by default; one pass over each output; on\n"
@@ -49,6 +51,7 @@ static const char usage[] =
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
+  uint64_t device_memory;
   unsigned long long seed;
 } options;
 
@@ -77,7 +80,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
-             !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads") || !strcmp(a, "--device")) {
+             !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
+             !strcmp(a, "--device-memory")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
       const char *v = argv[++i];
       long long x;
@@ -90,6 +94,9 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       } else if (!strcmp(a, "--threads")) {
         DC_TRY(parse_int(a, v, 1, &x));
         o->threads = (int)(x > 256 ? 256 : x);
+      } else if (!strcmp(a, "--device-memory")) {
+        if (dc_parse_bytes(v, &o->device_memory) != 0 || !o->device_memory)
+          return dc_error(DC_ERR_ARGUMENT, "--device-memory %s: expected a size such as 4GiB, 512MiB or 3GB", v);
       } else if (!strcmp(a, "--device")) {
         DC_TRY(parse_int(a, v, 0, &x));
         if (x > 1024) return dc_error(DC_ERR_ARGUMENT, "--device %s: expected a CUDA device ordinal", v);
@@ -231,7 +238,7 @@ static void print_run(int r, const drt_stats *s) {
 static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
-                    .device = o->device, .inspect = o->print_ir || o->info};
+                    .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
