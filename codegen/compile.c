@@ -87,6 +87,8 @@ static void memory_flags(const dc_compile_options *o, char *buf, size_t cap) {
   if (mo->prefetch) n += snprintf(buf + n, cap - (size_t)n, " --prefetch=%d", mo->prefetch);
   if (o->vae_slicing) n += snprintf(buf + n, cap - (size_t)n, " --vae-slicing");
   if (o->vae_tiling) n += snprintf(buf + n, cap - (size_t)n, " --vae-tiling");
+  if (mo->storage != DT_F32) n += snprintf(buf + n, cap - (size_t)n, " --storage-dtype %s", dc_dtype_name(mo->storage));
+  for (int i = 0; i < mo->nskip_cast; i++) n += snprintf(buf + n, cap - (size_t)n, " --skip-cast %s", mo->skip_cast[i]);
 }
 
 static char *options_json(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, const dc_buf *fit) {
@@ -160,7 +162,8 @@ static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
 
 /* The module, and (fit != NULL) the device bytes each offload alternative
  * would need (passes/fit.c), from the frontend graph before the passes. */
-static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit) {
+static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit,
+                                  const char *plan_path) {
   memset(f, 0, sizeof *f);
   *m = NULL;
   DC_TRY(dc_memory_options_check(&o->memory));
@@ -181,8 +184,15 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
     return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
-  if (fit) DC_TRY(dc_fit_table(*m, fit));
+  if (fit) DC_TRY(dc_fit_table(*m, &o->memory, fit));
   DC_TRY(run_passes(o, *m));
+  if (plan_path) { /* layerwise casting: the converted weights beside the plan */
+    char *wpath = dc_asprintf("%s.weights.safetensors", plan_path);
+    if (!wpath) return dc_nomem("naming the weights file");
+    dc_status *st = dc_store_cast_weights(*m, wpath, o->verbose);
+    dc_free(wpath);
+    DC_TRY(st);
+  }
   if (!o->offload_dir) return NULL;
   dc_offload_store_report r;
   DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->verbose, &r));
@@ -191,7 +201,7 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
 }
 
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m) {
-  return compile_module(o, f, m, NULL);
+  return compile_module(o, f, m, NULL, NULL);
 }
 
 static dc_status *cpu_target(const char *cpu, dc_cpu_target *t) {
@@ -272,7 +282,7 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
   dc_module *m = NULL;
   dc_buf fit;
   dc_buf_init(&fit);
-  if (!st) st = compile_module(o, &f, &m, &fit);
+  if (!st) st = compile_module(o, &f, &m, &fit, plan_path);
   if (!st) {
     dc_buf_u8(&fit, 0);
     st = dc_buf_status(&fit, "the memory alternatives");

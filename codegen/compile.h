@@ -43,7 +43,9 @@ typedef struct {
   int cuda_kernels, cuda_compiles, cuda_cached, cuda_warnings;
 } dc_compile_report;
 
-/* Writes the plan to plan_path atomically; on error nothing is left there. */
+/* Writes the plan to plan_path atomically; on error nothing is left there.
+ * With --storage-dtype the converted weights go to PLAN.weights.safetensors
+ * (also atomically, before the plan). */
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep);
 
 /* The front half of dc_compile: opens the folder into *f, builds the graph

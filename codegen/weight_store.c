@@ -10,10 +10,14 @@
  * there).  Files are written to a temporary name and renamed.  The module's
  * weight references are then repointed to the group files (the plan checks
  * their header hash and size at load, as for any weight file), and weight
- * files nothing references any more are dropped from the module. */
+ * files nothing references any more are dropped from the module.
+ *
+ * It also writes the weights layerwise casting converted (pass
+ * cast-weights): one file beside the plan, in the storage dtype. */
 #include "weight_store.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +26,7 @@
 #include <xxhash.h>
 
 #include "frontend/frontend.h"
+#include "runtime/kernels.h"
 
 /* The weights (indices into m->weights) uploaded by group g, in schedule order. */
 static int group_weights(const dc_module *m, int64_t g, int32_t *out) {
@@ -194,4 +199,88 @@ dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, d
   dc_free(ws);
   if (!st) st = drop_unused_files(m);
   return dc_status_annotate(st, "--offload-dir %s", dir);
+}
+
+/* ---- layerwise casting ------------------------------------------------ */
+
+static void decode_to_f32(dc_dtype t, const uint8_t *src, uint64_t i, float *out) {
+  uint16_t h;
+  switch (t) {
+    case DT_F32: memcpy(out, src + 4 * i, 4); return;
+    case DT_BF16: memcpy(&h, src + 2 * i, 2); *out = dc_bf16_to_f32(h); return;
+    case DT_F16: memcpy(&h, src + 2 * i, 2); *out = dc_f16_to_f32(h); return;
+    case DT_F8_E4M3: *out = dc_f8e4m3_to_f32(src[i]); return;
+    case DT_F8_E5M2: *out = dc_f8e5m2_to_f32(src[i]); return;
+    default: *out = 0; return;
+  }
+}
+
+/* Converts weight w's source bytes into dst (type.dtype). */
+static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) {
+  uint64_t n = dc_type_numel(&w->type);
+  double worst = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    float x;
+    decode_to_f32(w->from_dtype, src, i, &x);
+    uint16_t h;
+    switch (w->type.dtype) {
+      case DT_BF16: h = dc_f32_to_bf16(x); memcpy(dst + 2 * i, &h, 2); break;
+      case DT_F16: h = dc_f32_to_f16(x); memcpy(dst + 2 * i, &h, 2); break;
+      case DT_F8_E4M3: dst[i] = dc_f32_to_f8e4m3(x); break;
+      case DT_F8_E5M2: dst[i] = dc_f32_to_f8e5m2(x); break;
+      default: return dc_error(DC_ERR_INTERNAL, "%s: no conversion to %s", w->name, dc_dtype_name(w->type.dtype));
+    }
+    if (w->type.dtype == DT_F8_E4M3 && fabs(x) > worst) worst = fabs(x);
+  }
+  if (worst > 448.0)
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "--storage-dtype fp8_e4m3: tensor %s holds %g, beyond e4m3's largest value 448 (PyTorch would "
+                    "silently store 448); skip its module with --skip-cast, or use --storage-dtype fp8_e5m2 (max 57344) "
+                    "or bf16",
+                    w->name, worst);
+  return NULL;
+}
+
+dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
+  int n = 0;
+  uint64_t total = 0;
+  for (int32_t i = 0; i < m->nweights; i++)
+    if (m->weights[i].cast_pending) n++, total += m->weights[i].bytes;
+  if (n == 0) return NULL;
+  sources s = {dc_calloc((size_t)m->nfiles + 1, sizeof *s.maps), m->nfiles};
+  dc_st_out *outs = dc_calloc((size_t)n + 1, sizeof *outs);
+  int32_t *ws = dc_calloc((size_t)n + 1, sizeof *ws);
+  uint8_t *data = dc_malloc(total ? total : 1);
+  dc_status *st = s.maps && outs && ws && data ? NULL : dc_nomem("converting weights");
+  uint64_t at = 0;
+  int k = 0;
+  for (int32_t i = 0; i < m->nweights && !st; i++) {
+    dc_weight *w = &m->weights[i];
+    if (!w->cast_pending) continue;
+    dc_mapped_file *f = &s.maps[w->file];
+    if (!f->data) st = dc_file_map(m->files[w->file].path, f);
+    if (!st && w->offset + w->from_bytes > (uint64_t)f->size)
+      st = dc_error(DC_ERR_IO, "%s: tensor %s lies past the end: the file changed", m->files[w->file].path, w->name);
+    if (!st) st = convert(w, f->data + w->offset, data + at);
+    outs[k] = (dc_st_out){w->name, w->type, data + at};
+    ws[k++] = i;
+    at += w->bytes;
+  }
+  if (!st) st = dc_st_write(path, outs, n);
+  for (int32_t f = 0; s.maps && f < s.nfiles; f++)
+    if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
+  if (!st) {
+    for (int i = 0; i < n; i++) m->weights[ws[i]].cast_pending = 0;
+    st = repoint(m, path, ws, n);
+  }
+  if (!st) st = drop_unused_files(m);
+  if (!st && verbose) {
+    char b[32];
+    fprintf(stderr, "diffc: wrote %s: %d weights in storage dtype, %s\n", path, n, dc_format_bytes(total, b, sizeof b));
+  }
+  dc_free(s.maps);
+  dc_free(outs);
+  dc_free(ws);
+  dc_free(data);
+  return st;
 }

@@ -14,4 +14,11 @@ typedef struct {
  * when its content matches, and repoints the module's weights to them. */
 dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, dc_offload_store_report *rep);
 
+/* Layerwise casting: converts every weight with a cast pending (pass
+ * cast-weights) from its file's dtype to its storage dtype (nearest even,
+ * as PyTorch; fp8 e4m3 values beyond its range are an error naming the
+ * tensor), writes them to `path` (atomically; the plan's weights file for
+ * them, beside the plan) and repoints the module's weights there. */
+dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose);
+
 #endif

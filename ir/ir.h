@@ -129,6 +129,13 @@ typedef struct {
   uint64_t offset;       /* absolute byte offset in the file */
   uint64_t bytes;
   dc_type type;
+  /* Layerwise casting (pass cast-weights): when set, the file holds the
+   * tensor in from_dtype (from_bytes at offset) and diffc converts it to
+   * type.dtype when it writes the plan's weights (codegen/weight_store.c);
+   * a plan never holds a weight with a cast pending. */
+  int cast_pending;
+  dc_dtype from_dtype;
+  uint64_t from_bytes;
 } dc_weight;
 
 /* Graph inputs and outputs, by their diffusers names. */

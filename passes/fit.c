@@ -19,11 +19,14 @@ typedef struct {
 
 /* From the most memory to the least: what a user would try in turn. */
 static const alternative alternatives[] = {
-    {"", {DC_OFFLOAD_NONE, DC_GROUP_NONE, 0, 0}},
-    {"--offload group --group-level block --blocks-per-group 1 --prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 1}},
-    {"--offload group --group-level block --blocks-per-group 1", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0}},
-    {"--offload group --group-level leaf --prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 1}},
-    {"--offload sequential", {DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0, 0}},
+    {"", {.offload = DC_OFFLOAD_NONE}},
+    {"--offload group --group-level block --blocks-per-group 1 --prefetch",
+     {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 1}},
+    {"--offload group --group-level block --blocks-per-group 1",
+     {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1}},
+    {"--offload group --group-level leaf --prefetch",
+     {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_LEAF, .prefetch = 1}},
+    {"--offload sequential", {.offload = DC_OFFLOAD_SEQUENTIAL}},
 };
 
 static dc_status *clone(const dc_module *m, dc_module **out) {
@@ -47,13 +50,15 @@ static dc_status *device_peak(const dc_module *m, uint64_t *out) {
   return NULL;
 }
 
-dc_status *dc_fit_table(const dc_module *frontend, dc_buf *json) {
+dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base, dc_buf *json) {
   dc_buf_printf(json, "[");
   int first = 1;
   for (size_t i = 0; i < sizeof alternatives / sizeof alternatives[0]; i++) {
     dc_module *m = NULL;
     DC_TRY(clone(frontend, &m));
-    dc_pipeline_options po = {.memory = &alternatives[i].o};
+    dc_memory_options o = alternatives[i].o; /* the offload alternative, the user's storage dtype */
+    if (base) o.storage = base->storage, o.skip_cast = base->skip_cast, o.nskip_cast = base->nskip_cast;
+    dc_pipeline_options po = {.memory = &o};
     uint64_t peak = 0;
     dc_status *st = dc_pipeline_run(m, &po);
     if (!st) st = device_peak(m, &peak);

@@ -66,6 +66,8 @@ dc_status *dc_memory_options_check(const dc_memory_options *o) {
   if (o->group_level != DC_GROUP_BLOCK && o->blocks_per_group != 0)
     return dc_error(DC_ERR_ARGUMENT, "--blocks-per-group applies to --group-level block only");
   if (o->prefetch < 0) return dc_error(DC_ERR_ARGUMENT, "--prefetch depth must be >= 1");
+  if (o->nskip_cast && o->storage == DT_F32)
+    return dc_error(DC_ERR_ARGUMENT, "--skip-cast needs --storage-dtype (nothing is cast)");
   if (o->prefetch > 0 && o->offload != DC_OFFLOAD_GROUP)
     return dc_error(DC_ERR_ARGUMENT, "--prefetch needs --offload group (%s)",
                     o->offload == DC_OFFLOAD_NONE ? "nothing is offloaded"

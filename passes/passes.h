@@ -11,6 +11,7 @@
  *   passes/dce.c:         dc_pass_dce
  *   passes/fuse_norm_act.c: dc_pass_fuse_norm_act
  *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
+ *   passes/cast_weights.c: dc_pass_cast_weights (layerwise casting)
  *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
  *   passes/fit.c:         dc_fit_table — each offload alternative's device bytes
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
@@ -29,6 +30,11 @@ typedef struct {
   dc_group_level group_level; /* --offload group */
   int blocks_per_group;       /* --group-level block: consecutive entries of a block list per group */
   int prefetch;               /* --prefetch[=DEPTH]: uploads issued DEPTH groups ahead (0: right before use) */
+  /* layerwise casting: --storage-dtype (DT_F32 = off), --skip-cast patterns
+   * (NULL: diffusers' defaults; the model class's own are always added) */
+  dc_dtype storage;
+  const char *const *skip_cast;
+  int nskip_cast;
 } dc_memory_options;
 
 /* Names for messages and the plan's options ("none", "model", ...). */
@@ -67,9 +73,15 @@ dc_status *dc_pass_dce(dc_module *m);
 dc_status *dc_pass_fuse_norm_act(dc_module *m);
 dc_status *dc_pass_fuse_epilogue(dc_module *m);
 /* passes/fit.c: the device bytes the graph (as the frontend built it)
- * needs under each offload alternative, as a JSON array of
+ * needs under each offload alternative (with base's storage dtype), as a
+ * JSON array of
  * {"flags": "<diffc options>", "device_bytes": N}, most memory first. */
-dc_status *dc_fit_table(const dc_module *frontend, dc_buf *json);
+dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base, dc_buf *json);
+/* passes/cast_weights.c: conv/linear weights stored in --storage-dtype. */
+dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *mem);
+/* The skip patterns in force for a module class: the given ones (or
+ * diffusers' DEFAULT_SKIP_MODULES_PATTERN when none), plus the class's. */
+int dc_cast_skip_patterns(const dc_memory_options *mem, const char *cls, const char **out, int cap);
 /* passes/offload.c: upload nodes for offloaded weights (--offload). */
 dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *mem);
 

@@ -23,6 +23,10 @@ static const dc_pass passes[] = {
      fuse_norm_act},
     {"fuse-epilogue", "fold silu/gelu, geglu and a residual add into conv2d/linear epilogues",
      fuse_epilogue},
+    /* Before dce (the casts it bypasses die there) and offload (uploads
+     * then carry the storage dtype). */
+    {"cast-weights", "store conv/linear weights in --storage-dtype; the kernels upcast as they load",
+     dc_pass_cast_weights},
     {"dce", "remove values no output depends on; drop weights nothing reads", dce},
     /* After dce (only live weights move) and before memplan (uploads take
      * arena space like any value). */

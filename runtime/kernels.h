@@ -38,5 +38,7 @@ float dc_f8e4m3_to_f32(uint8_t v);
 float dc_f8e5m2_to_f32(uint8_t v);
 uint16_t dc_f32_to_bf16(float f);
 uint16_t dc_f32_to_f16(float f);
+uint8_t dc_f32_to_f8e4m3(float f); /* PyTorch float8_e4m3fn: saturates to ±448, NaN stays NaN */
+uint8_t dc_f32_to_f8e5m2(float f);
 
 #endif

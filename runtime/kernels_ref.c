@@ -52,6 +52,43 @@ uint16_t dc_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+/* fp8 with `mbits` mantissa bits, exponent bias `bias`: |f| rounded to
+ * nearest-even on the format's grid (subnormals included) as a code without
+ * the sign; the caller handles overflow and NaN.  Exact: frexp and ldexp on
+ * doubles, nearbyint in the default rounding mode (ties to even). */
+static unsigned f8_round(double a, int mbits, int bias) {
+  int min_exp = 1 - bias; /* the smallest normal is 2^min_exp */
+  if (a < ldexp(1.0, min_exp)) return (unsigned)nearbyint(a / ldexp(1.0, min_exp - mbits)); /* subnormal (or the first normal) */
+  int e2;
+  double f = frexp(a, &e2); /* a = f * 2^e2, f in [0.5, 1) */
+  int e = e2 - 1;
+  double q = nearbyint((f * 2.0 - 1.0) * (double)(1 << mbits));
+  if (q == (double)(1 << mbits)) q = 0, e++;
+  return (unsigned)((e + bias) << mbits) | (unsigned)q;
+}
+
+/* PyTorch's float8_e4m3fn, as torch 2.15 converts on the CPU (checked
+ * against it, tests/f8_cases.h): nearest-even, saturating — everything at
+ * or beyond 448, infinities included, becomes ±448; NaN stays NaN 0x7f. */
+uint8_t dc_f32_to_f8e4m3(float f) {
+  uint8_t sign = (uint8_t)(dc_f32_bits(f) >> 24) & 0x80;
+  double a = fabs((double)f);
+  if (isnan(f)) return (uint8_t)(sign | 0x7f);
+  if (a >= 448.0) return (uint8_t)(sign | 0x7e);
+  unsigned c = f8_round(a, 3, 7);
+  if (c > 0x7e) c = 0x7e; /* [464, 448 next) rounds up to the NaN code: saturate */
+  return (uint8_t)(sign | c);
+}
+
+/* PyTorch's float8_e5m2: nearest-even, overflow to infinity, NaN 0x7f. */
+uint8_t dc_f32_to_f8e5m2(float f) {
+  uint8_t sign = (uint8_t)(dc_f32_bits(f) >> 24) & 0x80;
+  double a = fabs((double)f);
+  if (isnan(f)) return (uint8_t)(sign | 0x7f);
+  if (a >= 61440.0) return (uint8_t)(sign | 0x7c); /* past the midpoint above 57344: inf */
+  return (uint8_t)(sign | f8_round(a, 2, 15));
+}
+
 /* f32 below the f16 normal range: round |f| / 2^-24 to an integer, ties to even. */
 static uint16_t f16_subnormal(uint32_t ax) {
   int e = (int)(ax >> 23);

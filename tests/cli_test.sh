@@ -196,5 +196,22 @@ expect_fail "plan over --device-memory" "(--device-memory); nothing was run; the
 expect_fail "bad --device-memory" "--device-memory lots: expected a size such as 4GiB" "$outs" -- \
   "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory lots --outputs "$outs"
 "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory 1GB -q && ok "a plan within --device-memory runs" || bad "--device-memory 1GB"
+# Layerwise casting: weights stored in fp8 beside the plan, the plan runs, bad values are named.
+for opt in --storage-dtype --skip-cast; do "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"; done
+expect_fail "unknown storage dtype" "--storage-dtype int4: expected fp8_e4m3, fp8_e5m2, bf16, fp16 or fp32" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --storage-dtype int4
+expect_fail "skip-cast without a storage dtype" "--skip-cast needs --storage-dtype" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --skip-cast norm
+expect_fail "bad skip pattern" "--skip-cast \"(\": not a valid pattern" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --storage-dtype bf16 --skip-cast "("
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/f8.dplan" $tiny_shapes --storage-dtype fp8_e4m3 2>/dev/null &&
+   [ -f "$tmp/f8.dplan.weights.safetensors" ] &&
+   "$diffrun" "$tmp/f8.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" -q; then
+  ok "--storage-dtype fp8_e4m3 writes PLAN.weights.safetensors and runs"
+else
+  bad "--storage-dtype fp8_e4m3"
+fi
+grep -q "f8e4m3" "$tmp/f8.dplan.weights.safetensors" 2>/dev/null || grep -q "F8_E4M3" "$tmp/f8.dplan.weights.safetensors" &&
+  ok "the weights file holds F8_E4M3 tensors" || bad "no F8_E4M3 tensors in the weights file"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -59,6 +59,13 @@ static const char usage[] =
     "                           on the copy stream, so it overlaps compute\n"
     "  --offload-dir DIR        offloaded groups' weights live in DIR, one safetensors file per group\n"
     "                           named by a hash of its content (a stale or partial file is never used)\n"
+    "  --storage-dtype fp8_e4m3|fp8_e5m2|bf16|fp16\n"
+    "                           store conv/linear weights in this dtype (in host memory, over the copy\n"
+    "                           and on the device; written beside the plan as PLAN.weights.safetensors);\n"
+    "                           the kernels upcast as they load (diffusers enable_layerwise_casting)\n"
+    "  --skip-cast PATTERN      modules whose path (or an ancestor's) matches this regex keep their\n"
+    "                           dtype; repeatable; replaces the defaults pos_embed, patch_embed, norm,\n"
+    "                           ^proj_in$, ^proj_out$ (a UNet always adds norm)\n"
     "  --vae-slicing            AutoencoderKL: encode/decode one sample of the batch at a time\n"
     "  --vae-tiling             AutoencoderKL: diffusers' tiled encode/decode above the tile size\n"
     "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
@@ -91,6 +98,7 @@ typedef struct {
   int64_t tile_size;
   double tile_overlap;
   dc_memory_options memory;
+  const char *skip[32];
 } options;
 
 static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
@@ -137,8 +145,8 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
     DC_TRY(int_arg("--prefetch", a + 11, 1, 64, &v));
     return o->memory.prefetch = (int)v, NULL;
   }
-  static const char *const takes_value[] = {"--offload", "--group-level", "--blocks-per-group", "--offload-dir",
-                                            "--tile-size", "--tile-overlap"};
+  static const char *const takes_value[] = {"--offload",   "--group-level",  "--blocks-per-group", "--offload-dir",
+                                            "--tile-size", "--tile-overlap", "--storage-dtype",    "--skip-cast"};
   int k = -1;
   for (int j = 0; j < (int)(sizeof takes_value / sizeof takes_value[0]); j++)
     if (!strcmp(a, takes_value[j])) k = j;
@@ -161,6 +169,20 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
     case 4:
       DC_TRY(int_arg("--tile-size", s, 1, 1 << 20, &v));
       return o->tile_size = v, NULL;
+    case 6: {
+      static const struct {
+        const char *name;
+        dc_dtype d;
+      } st[] = {{"fp8_e4m3", DT_F8_E4M3}, {"fp8_e5m2", DT_F8_E5M2}, {"bf16", DT_BF16}, {"fp16", DT_F16}, {"fp32", DT_F32}};
+      for (size_t j = 0; j < sizeof st / sizeof st[0]; j++)
+        if (!strcmp(s, st[j].name)) return o->memory.storage = st[j].d, NULL;
+      return dc_error(DC_ERR_ARGUMENT, "--storage-dtype %s: expected fp8_e4m3, fp8_e5m2, bf16, fp16 or fp32", s);
+    }
+    case 7:
+      if (o->memory.nskip_cast == 32) return dc_error(DC_ERR_ARGUMENT, "--skip-cast: at most 32 patterns");
+      o->skip[o->memory.nskip_cast++] = s;
+      o->memory.skip_cast = o->skip;
+      return NULL;
     default: {
       char *end;
       double f = strtod(s, &end);

@@ -35,7 +35,7 @@
 
 typedef struct {
   int conv, wmma, geglu, act, has_bias, has_res;
-  dc_dtype wtype;
+  dc_dtype wtype, btype; /* stored dtypes of the weight and the bias */
   dc_cuda_compute compute;
   int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
   int64_t ci, hi, wi, kh, kw, ho, wo, stride, pt, pl; /* conv geometry */
@@ -53,14 +53,17 @@ static int weight_dtype_ok(dc_dtype t) {
   return t == DT_F32 || t == DT_BF16 || t == DT_F16 || t == DT_F8_E4M3 || t == DT_F8_E5M2;
 }
 
-/* x, bias and residual must be f32; the weight any storage dtype. */
+/* x and residual must be f32; the weight and bias any storage dtype
+ * (layerwise casting casts a module's bias with its weight). */
 static dc_status *check_dtypes(const dc_module *m, const dc_node *n) {
   char b[160];
+  int nparams = 1 + (int)dc_node_int(n, "bias");
   for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = input_type(m, n, i);
-    if (i == 1 ? !weight_dtype_ok(t->dtype) : t->dtype != DT_F32)
+    int param = i >= 1 && i <= nparams;
+    if (param ? !weight_dtype_ok(t->dtype) : t->dtype != DT_F32)
       return dc_error(DC_ERR_UNSUPPORTED, "input %d is %s; expected %s", i, dc_type_str(t, b, sizeof b),
-                      i == 1 ? "f32, bf16, f16, f8e4m3 or f8e5m2" : "f32");
+                      param ? "f32, bf16, f16, f8e4m3 or f8e5m2" : "f32");
   }
   if (n->type.dtype != DT_F32) return dc_error(DC_ERR_UNSUPPORTED, "output must be f32");
   return NULL;
@@ -171,6 +174,7 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
                   (long long)g->ci, (long long)g->hi, (long long)g->wi, (long long)g->kh, (long long)g->kw,
                   (long long)g->ho, (long long)g->wo, (long long)g->stride, (long long)g->pt, (long long)g->pl);
   dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
+  dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
   if (g->wmma) {
     int bf = g->compute == DC_CUDA_COMPUTE_BF16;
     dc_buf_printf(b,
@@ -250,7 +254,7 @@ static void emit_res_index(dc_buf *b, const gemm *g) {
 static void emit_epilogue(dc_buf *b, const gemm *g) {
   dc_buf_printf(b, "DC_DEVICE void g_epilogue(float *out, const float *cs, int m0, int by%s%s) {\n"
                    "  for (int e = threadIdx.x; e < G_BM * G_OBN; e += G_NT) {\n",
-                g->has_bias ? ", const float *__restrict__ bias" : "", g->has_res ? ", const float *res" : "");
+                g->has_bias ? ", const g_b_t *__restrict__ bias" : "", g->has_res ? ", const float *res" : "");
   if (g->conv)
     dc_buf_printf(b, "    const int ml = e %% G_BM, cl = e / G_BM;\n");
   else
@@ -258,9 +262,9 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
   dc_buf_printf(b, "    const int m = m0 + ml, j = by * G_OBN + cl;\n"
                    "    if (m >= G_M || j >= G_OUTC) continue;\n"
                    "    float v = cs[ml * G_LDC + cl]%s;\n",
-                g->has_bias ? " + bias[j]" : "");
+                g->has_bias ? " + G_BIAS(j)" : "");
   if (g->geglu)
-    dc_buf_printf(b, "    v = v * dc_gelu(cs[ml * G_LDC + cl + G_OBN]%s);\n", g->has_bias ? " + bias[G_OUTC + j]" : "");
+    dc_buf_printf(b, "    v = v * dc_gelu(cs[ml * G_LDC + cl + G_OBN]%s);\n", g->has_bias ? " + G_BIAS(G_OUTC + j)" : "");
   if (g->act == ACT_SILU) dc_buf_printf(b, "    v = dc_silu(v);\n");
   if (g->act == ACT_GELU) dc_buf_printf(b, "    v = dc_gelu(v);\n");
   if (g->conv)
@@ -312,7 +316,7 @@ static void emit_stage(dc_buf *b, const gemm *g) {
 
 static void emit_signature(dc_buf *b, const gemm *g, const char *name) {
   dc_buf_printf(b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const g_w_t *__restrict__ w", name);
-  if (g->has_bias) dc_buf_printf(b, ", const float *__restrict__ bias");
+  if (g->has_bias) dc_buf_printf(b, ", const g_b_t *__restrict__ bias");
   if (g->has_res) dc_buf_printf(b, ", const float *res");
   dc_buf_printf(b, ") {\n");
   /* WMMA needs 32-byte aligned tiles: the kernel has no static shared
@@ -435,6 +439,7 @@ dc_status *dc_cuda_gen_conv2d(const dc_module *m, const dc_node *n, const dc_cud
   memset(&g, 0, sizeof g);
   DC_TRY(check_dtypes(m, n));
   g.wtype = input_type(m, n, 1)->dtype;
+  g.btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
   read_epilogue(m, n, &g);
   if (g.geglu) return dc_error(DC_ERR_UNSUPPORTED, "act geglu is for linear only");
   read_conv(m, n, &g);
@@ -447,6 +452,7 @@ dc_status *dc_cuda_gen_linear(const dc_module *m, const dc_node *n, const dc_cud
   memset(&g, 0, sizeof g);
   DC_TRY(check_dtypes(m, n));
   g.wtype = input_type(m, n, 1)->dtype;
+  g.btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
   read_epilogue(m, n, &g);
   read_linear(m, n, &g);
   return generate(&g, o, "linear", name, out);

@@ -123,12 +123,13 @@ dc_status *dc_k_conv2d(dc_kgen *g) {
   gm.ncols = cv.ho * cv.wo;
   gm.groups = tx->dims[0];
   gm.act = (dc_act)dc_node_int(n, "act");
-  gm.a = kg_buf(g, 2);
+  gm.a_dtype = kg_type(g, 2)->dtype;
+  gm.a = kg_buf_typed(g, 2, gm.a_dtype);
   gm.lda = gm.k;
   gm.out = kg_buf(g, 0);
   gm.ldc = gm.ncols;
   gm.has_bias = dc_node_int(n, "bias") != 0;
-  if (gm.has_bias) gm.bias = kg_buf(g, 3);
+  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
   gm.has_res = dc_node_int(n, "residual") != 0;
   if (gm.has_res) {
     int64_t str[DC_MAX_DIMS];

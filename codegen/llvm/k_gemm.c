@@ -68,7 +68,7 @@ LLVMValueRef gk_lanes_below(dc_kgen *g, LLVMValueRef first, LLVMValueRef end) {
   return LLVMBuildICmp(g->b, LLVMIntSLT, lanes, gk_isplat(g, end), "lanes");
 }
 
-static LLVMValueRef call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args,
+LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args,
                               int nargs) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, tys, (size_t)ntys);
@@ -79,20 +79,20 @@ static LLVMValueRef call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, in
 LLVMValueRef gk_mload(dc_kgen *g, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef tys[2] = {g->vf32, g->pvf32};
   LLVMValueRef args[4] = {LLVMBuildBitCast(g->b, p, g->pvf32, ""), gk_i32(g, 4), mask, LLVMConstNull(g->vf32)};
-  return call_intr(g, "llvm.masked.load", tys, 2, args, 4);
+  return gk_call_intr(g, "llvm.masked.load", tys, 2, args, 4);
 }
 
 void gk_mstore(dc_kgen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef tys[2] = {g->vf32, g->pvf32};
   LLVMValueRef args[4] = {v, LLVMBuildBitCast(g->b, p, g->pvf32, ""), gk_i32(g, 4), mask};
-  call_intr(g, "llvm.masked.store", tys, 2, args, 4);
+  gk_call_intr(g, "llvm.masked.store", tys, 2, args, 4);
 }
 
 LLVMValueRef gk_gather(dc_kgen *g, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask) {
   LLVMValueRef ptrs = LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
   LLVMTypeRef tys[2] = {g->vf32, LLVMVectorType(g->pf32, (unsigned)g->vw)};
   LLVMValueRef args[4] = {ptrs, gk_i32(g, 4), mask, LLVMConstNull(g->vf32)};
-  return call_intr(g, "llvm.masked.gather", tys, 2, args, 4);
+  return gk_call_intr(g, "llvm.masked.gather", tys, 2, args, 4);
 }
 
 LLVMValueRef gk_min(dc_kgen *g, LLVMValueRef a, LLVMValueRef b) {
@@ -127,8 +127,9 @@ void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str) {
 }
 
 dc_status *gemm_need_f32(dc_kgen *g) {
+  int params = 1 + (int)dc_node_int(g->n, "bias"); /* weight and bias may be stored in any dtype */
   for (int i = 0; i <= g->n->ninputs; i++)
-    if (kg_type(g, i)->dtype != DT_F32)
+    if (kg_type(g, i)->dtype != DT_F32 && !(i >= 2 && i <= 1 + params))
       return dc_error(DC_ERR_UNSUPPORTED, "%s: the LLVM kernel takes f32 operands; operand %d is %s",
                       dc_op_get(g->n->op)->name, i, dc_dtype_name(kg_type(g, i)->dtype));
   return NULL;
@@ -199,7 +200,7 @@ static void kloop(dc_kgen *g, const gemm *gm, int mr, LLVMValueRef *arow, LLVMVa
     LLVMValueRef bk = kg_gep(g, bp, mul(g, kk, gm->nr));
     for (int v = 0; v < gm->nv; v++) bv[v] = kg_vload(g, kg_gep(g, bk, kg_i64(g, v * g->vw)));
     for (int i = 0; i < mr; i++) {
-      LLVMValueRef as = kg_splat(g, kg_load(g, kg_gep(g, arow[i], kk)));
+      LLVMValueRef as = kg_splat(g, kg_load_f32_from(g, gm->a_dtype, arow[i], kk));
       for (int v = 0; v < gm->nv; v++) cur[i * gm->nv + v] = kg_fma(g, as, bv[v], cur[i * gm->nv + v]);
     }
   }
@@ -253,7 +254,10 @@ static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValue
   }
   for (int v = 0; gm->has_bias && gm->bias_per_col && v < gm->nv; v++) {
     LLVMValueRef gcol = v < nvo ? col[v] : add(g, col[v - nvo], kg_i64(g, gm->geglu_h));
-    bv[v] = gk_mload(g, kg_gep(g, gm->bias, gcol), mask[v % nvo]);
+    bv[v] = gm->bias_dtype == DT_F32
+                ? gk_mload(g, kg_gep(g, gm->bias, gcol), mask[v % nvo])
+                : kg_gather_f32_from(g, gm->bias_dtype, kg_gep_t(g, kg_elem_type(g, gm->bias_dtype), gm->bias, gcol),
+                                     gk_iota(g), mask[v % nvo]);
   }
   for (int i = 0; i < mr; i++) {
     LLVMValueRef r = add(g, row0, kg_i64(g, i)), y[NV];
@@ -261,7 +265,7 @@ static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValue
     for (int v = 0; v < gm->nv; v++) {
       y[v] = acc[i * gm->nv + v];
       if (!gm->has_bias) continue;
-      LLVMValueRef bias = gm->bias_per_col ? bv[v] : kg_splat(g, kg_load(g, kg_gep(g, gm->bias, r)));
+      LLVMValueRef bias = gm->bias_per_col ? bv[v] : kg_splat(g, kg_load_f32_from(g, gm->bias_dtype, gm->bias, r));
       y[v] = LLVMBuildFAdd(g->b, y[v], bias, "");
     }
     for (int v = 0; v < nvo; v++) {
@@ -286,7 +290,7 @@ static void tile(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValueRef 
   LLVMValueRef first = gm->nkb > 1 ? LLVMBuildICmp(g->b, LLVMIntEQ, b->pc, kg_i64(g, 0), "") : NULL;
   for (int i = 0; i < mr; i++) {
     LLVMValueRef r = add(g, row0, kg_i64(g, i));
-    arow[i] = kg_gep(g, gm->a, add(g, mul(g, r, gm->lda), b->pc));
+    arow[i] = kg_gep_t(g, kg_elem_type(g, gm->a_dtype), gm->a, add(g, mul(g, r, gm->lda), b->pc));
     for (int v = 0; v < gm->nv; v++) {
       LLVMValueRef zero = LLVMConstNull(g->vf32);
       /* select, not a branch: the scratch load is harmless when unused */

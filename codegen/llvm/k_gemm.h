@@ -48,8 +48,10 @@ struct gemm {
   int bias_per_col;         /* linear: bias[j] (and bias[H + j]); conv: bias[r] */
   int has_bias, has_res;
   gemm_res res;
-  /* operands (set by the op's emitter) */
+  /* operands (set by the op's emitter); a and bias may be stored in another
+   * dtype (layerwise casting): read through kg_load_f32_from */
   LLVMValueRef a, out, bias, resp;
+  dc_dtype a_dtype, bias_dtype;
   int64_t lda, ldc;
   gemm_pack_fn pack;
   const void *op;           /* the packer's own description */
@@ -67,8 +69,18 @@ void gemm_emit(dc_kgen *g, gemm *gm);
 /* Residual strides of `res` broadcast onto `out` (numpy rules): per output
  * dim, the residual's element stride or 0. */
 void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
-/* Every operand of the node is f32, else DC_ERR_UNSUPPORTED. */
+/* Every operand of the node is f32 except the weight and bias, which may be
+ * stored in any dtype; else DC_ERR_UNSUPPORTED. */
 dc_status *gemm_need_f32(dc_kgen *g);
+
+/* ---- stored dtypes (k_stored.c): weights read as f32 where they are used ---- */
+LLVMTypeRef kg_elem_type(dc_kgen *g, dc_dtype t);          /* float, i16 (bf16, f16) or i8 (fp8) */
+LLVMValueRef kg_buf_typed(dc_kgen *g, int i, dc_dtype t); /* bufs[i] as a pointer to that */
+/* Element idx of p (kg_elem_type(t)*) as f32; the vector form gathers
+ * p[idx[lane]] for lanes in mask (idx: <W x i32>), zero elsewhere. */
+LLVMValueRef kg_load_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx);
+LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef mask);
+LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs);
 
 /* ---- vector helpers shared with the packers ---- */
 LLVMValueRef gk_i32(dc_kgen *g, int64_t v);

@@ -12,8 +12,9 @@
 #include "k_gemm.h"
 
 typedef struct {
-  LLVMValueRef w;
+  LLVMValueRef w; /* elements of wt */
   int64_t n, k;
+  dc_dtype wt;    /* the weight's stored dtype (layerwise casting) */
 } linear_op;
 
 static LLVMValueRef add(dc_kgen *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(g->b, a, b, ""); }
@@ -37,7 +38,8 @@ static void pack_linear(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueR
     LLVMValueRef idx = LLVMBuildMul(g->b, rowv, gk_isplat(g, gk_i32(g, lin->k)), "");
     LLVMValueRef d = kg_gep(g, dst, add(g, mul(g, jp.i, gm->k * gm->nr), kg_i64(g, v * g->vw)));
     kg_for(g, &k, kg_i64(g, 0), kg_i64(g, lin->k), 1, "kk");
-    kg_vstore(g, gk_gather(g, kg_gep(g, lin->w, k.i), idx, mask), kg_gep(g, d, mul(g, k.i, gm->nr)));
+    LLVMValueRef wk = kg_gep_t(g, kg_elem_type(g, lin->wt), lin->w, k.i);
+    kg_vstore(g, kg_gather_f32_from(g, lin->wt, wk, idx, mask), kg_gep(g, d, mul(g, k.i, gm->nr)));
     kg_end(g, &k);
   }
   kg_end(g, &jp);
@@ -47,7 +49,7 @@ dc_status *dc_k_linear(dc_kgen *g) {
   DC_TRY(gemm_need_f32(g));
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tw = kg_type(g, 2);
-  linear_op lin = {kg_buf(g, 2), tw->dims[0], tw->dims[1]};
+  linear_op lin = {kg_buf_typed(g, 2, tw->dtype), tw->dims[0], tw->dims[1], tw->dtype};
   if (lin.n * lin.k >= INT32_MAX)
     return dc_error(DC_ERR_UNSUPPORTED, "linear: a weight of %lld elements is too large for 32-bit gathers",
                     (long long)(lin.n * lin.k));
@@ -61,12 +63,13 @@ dc_status *dc_k_linear(dc_kgen *g) {
   gm.geglu = gm.act == ACT_GEGLU;
   gm.geglu_h = lin.n / 2;
   gm.a = kg_buf(g, 1);
+  gm.a_dtype = DT_F32;
   gm.lda = lin.k;
   gm.out = kg_buf(g, 0);
   gm.ldc = gm.ncols;
   gm.has_bias = dc_node_int(n, "bias") != 0;
   gm.bias_per_col = 1;
-  if (gm.has_bias) gm.bias = kg_buf(g, 3);
+  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
   gm.has_res = dc_node_int(n, "residual") != 0;
   if (gm.has_res) {
     int64_t str[DC_MAX_DIMS];
