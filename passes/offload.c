@@ -29,7 +29,11 @@
  *               stay resident, as diffusers' "unmatched group" is for the
  *               whole forward.
  * Unlike diffusers, a group's weights are freed one by one after their last
- * reader, not together at the group's end: never more memory, often less. */
+ * reader, not together at the group's end: never more memory, often less.
+ * A group that runs more than once (a tiled VAE's decoder, once per tile) is
+ * uploaded again for each run, as diffusers' hooks onload it at each call;
+ * its weights are not held between runs.  The "group" attribute numbers
+ * these group runs in order of first use. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,19 +133,27 @@ static int group_key(const dc_module *m, const dc_memory_options *o, const dc_no
   }
 }
 
+/* A group is a key (group_key); a group instance is one invocation of it:
+ * the k-th read of each of its weights.  A module that runs more than once
+ * (the decoder of every tile of a tiled VAE) uploads its weights again each
+ * time, as diffusers' hooks onload a module at every call, instead of
+ * holding them across every invocation. */
 typedef struct {
-  int32_t *group_of; /* per node: group of an offloaded weight, else -1 */
-  int32_t *first_use; /* per group: the first node that reads one of its weights */
-  int32_t *rank;      /* per group: position in order of first use */
-  int32_t *anchor;    /* per group: the node its uploads go right before */
-  int32_t ngroups;
+  int32_t *group_of;   /* per node: the group key of an offloaded weight, else -1 */
+  int32_t *slot_pair;  /* per (node, input slot): the upload pair it reads, else -1 */
+  int32_t *pair_w, *pair_inst, npairs; /* an upload: (weight node, group instance), first-use order */
+  int32_t *inst_key, *inst_occ, ninst; /* group instance: key and occurrence */
+  int32_t *first_use;  /* per instance: the first node that reads one of its weights */
+  int32_t *rank;       /* per instance: position in order of first use */
+  int32_t *anchor;     /* per instance: the node its uploads go right before */
+  int32_t ngroups;     /* keys */
 } grouping;
 
+#define SLOT(i, k) ((size_t)(i) * DC_MAX_INPUTS + (size_t)(k))
+
 static void grouping_free(grouping *g) {
-  dc_free(g->group_of);
-  dc_free(g->first_use);
-  dc_free(g->rank);
-  dc_free(g->anchor);
+  dc_free(g->group_of), dc_free(g->slot_pair), dc_free(g->pair_w), dc_free(g->pair_inst);
+  dc_free(g->inst_key), dc_free(g->inst_occ), dc_free(g->first_use), dc_free(g->rank), dc_free(g->anchor);
 }
 
 static int has_reader(const dc_module *m, int32_t id) {
@@ -151,12 +163,11 @@ static int has_reader(const dc_module *m, int32_t id) {
   return 0;
 }
 
-/* Assigns groups by key, in order of first appearance. */
+/* Assigns group keys to weights, in order of first appearance. */
 static dc_status *assign_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
   char **keys = dc_calloc((size_t)m->nnodes + 1, sizeof *keys);
   g->group_of = dc_calloc((size_t)m->nnodes + 1, sizeof *g->group_of);
-  g->first_use = dc_calloc((size_t)m->nnodes + 1, sizeof *g->first_use);
-  dc_status *st = keys && g->group_of && g->first_use ? NULL : dc_nomem("grouping weights for offload");
+  dc_status *st = keys && g->group_of ? NULL : dc_nomem("grouping weights for offload");
   for (int32_t i = 0; i < m->nnodes && !st; i++) {
     g->group_of[i] = -1;
     char key[512];
@@ -166,7 +177,6 @@ static dc_status *assign_groups(const dc_module *m, const dc_memory_options *o, 
     while (k < g->ngroups && strcmp(keys[k], key) != 0) k++;
     if (k == g->ngroups) {
       if (!(keys[k] = dc_strdup(key))) st = dc_nomem("grouping weights for offload");
-      g->first_use[k] = m->nnodes;
       g->ngroups++;
     }
     g->group_of[i] = k;
@@ -176,6 +186,45 @@ static dc_status *assign_groups(const dc_module *m, const dc_memory_options *o, 
   return st;
 }
 
+static int32_t find_or_add(int32_t *a, int32_t *b, int32_t *n, int32_t x, int32_t y) {
+  for (int32_t i = *n - 1; i >= 0; i--)
+    if (a[i] == x && b[i] == y) return i;
+  a[*n] = x, b[*n] = y;
+  return (*n)++;
+}
+
+/* Each read of an offloaded weight: its group instance and upload pair.
+ * Model offload has one instance (everything uploaded once, held). */
+static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
+  size_t nslots = (size_t)m->nnodes * DC_MAX_INPUTS + 1;
+  int32_t *reads = dc_calloc((size_t)m->nnodes + 1, sizeof *reads);
+  g->slot_pair = dc_malloc(nslots * sizeof *g->slot_pair);
+  g->pair_w = dc_calloc(nslots, sizeof *g->pair_w), g->pair_inst = dc_calloc(nslots, sizeof *g->pair_inst);
+  g->inst_key = dc_calloc(nslots, sizeof *g->inst_key), g->inst_occ = dc_calloc(nslots, sizeof *g->inst_occ);
+  g->first_use = dc_calloc(nslots, sizeof *g->first_use);
+  if (!reads || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ || !g->first_use) {
+    dc_free(reads);
+    return dc_nomem("grouping weights for offload");
+  }
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    for (int k = 0; k < DC_MAX_INPUTS; k++) g->slot_pair[SLOT(i, k)] = -1;
+    for (int k = 0; k < n->ninputs; k++) {
+      int32_t w = n->inputs[k], key = g->group_of[w];
+      if (key < 0) continue;
+      int same = 0; /* a node reading a weight twice reads one upload */
+      for (int j = 0; j < k; j++) same |= n->inputs[j] == w;
+      int32_t occ = model ? 0 : reads[w] - same;
+      if (!same) reads[w]++;
+      int32_t before = g->ninst, inst = find_or_add(g->inst_key, g->inst_occ, &g->ninst, key, occ);
+      if (inst == before) g->first_use[inst] = i;
+      g->slot_pair[SLOT(i, k)] = find_or_add(g->pair_w, g->pair_inst, &g->npairs, w, inst);
+    }
+  }
+  dc_free(reads);
+  return NULL;
+}
+
 static const grouping *sort_ctx;
 static int by_first_use(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -183,24 +232,19 @@ static int by_first_use(const void *a, const void *b) {
   return fx != fy ? (fx > fy) - (fx < fy) : (x > y) - (x < y);
 }
 
-/* first_use, rank and anchor of every group. */
-static dc_status *order_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
-  for (int32_t i = 0; i < m->nnodes; i++)
-    for (int k = 0; k < m->nodes[i].ninputs; k++) {
-      int32_t grp = g->group_of[m->nodes[i].inputs[k]];
-      if (grp >= 0 && i < g->first_use[grp]) g->first_use[grp] = i;
-    }
-  int32_t *order = dc_calloc((size_t)g->ngroups + 1, sizeof *order);
-  g->rank = dc_calloc((size_t)g->ngroups + 1, sizeof *g->rank);
-  g->anchor = dc_calloc((size_t)g->ngroups + 1, sizeof *g->anchor);
+/* rank and anchor of every group instance. */
+static dc_status *order_groups(const dc_memory_options *o, grouping *g) {
+  int32_t *order = dc_calloc((size_t)g->ninst + 1, sizeof *order);
+  g->rank = dc_calloc((size_t)g->ninst + 1, sizeof *g->rank);
+  g->anchor = dc_calloc((size_t)g->ninst + 1, sizeof *g->anchor);
   if (!order || !g->rank || !g->anchor) {
     dc_free(order);
     return dc_nomem("ordering offload groups");
   }
-  for (int32_t k = 0; k < g->ngroups; k++) order[k] = k;
+  for (int32_t k = 0; k < g->ninst; k++) order[k] = k;
   sort_ctx = g;
-  qsort(order, (size_t)g->ngroups, sizeof *order, by_first_use);
-  for (int32_t r = 0; r < g->ngroups; r++) {
+  qsort(order, (size_t)g->ninst, sizeof *order, by_first_use);
+  for (int32_t r = 0; r < g->ninst; r++) {
     g->rank[order[r]] = r;
     int32_t ahead = r - o->prefetch < 0 ? 0 : r - o->prefetch;
     g->anchor[order[r]] = g->first_use[order[ahead]];
@@ -216,23 +260,22 @@ static dc_status *add(dc_module *m, const dc_node *n, int32_t *id) {
   return *id < 0 ? dc_nomem("inserting uploads") : NULL;
 }
 
-/* The weight node (moved here) and its upload, before node `at`. */
-static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, int32_t nold, const grouping *g, int hold,
-                                      int32_t at, int32_t *map) {
-  for (int32_t w = 0; w < nold; w++) {
-    int32_t grp = g->group_of[w];
-    if (grp < 0 || g->anchor[grp] != at) continue;
-    int32_t wid, uid;
-    DC_TRY(add(m, &old[w], &wid));
-    dc_node u = dc_node_make(OP_UPLOAD, 1, &wid);
+/* The uploads anchored at node `at` (and their weight nodes, moved here
+ * the first time one is uploaded). */
+static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, const grouping *g, int hold, int32_t at,
+                                      int32_t *map, int32_t *upload_of_pair) {
+  for (int32_t p = 0; p < g->npairs; p++) {
+    int32_t w = g->pair_w[p], inst = g->pair_inst[p];
+    if (g->anchor[inst] != at) continue;
+    if (map[w] < 0) DC_TRY(add(m, &old[w], &map[w]));
+    dc_node u = dc_node_make(OP_UPLOAD, 1, &map[w]);
     u.type = old[w].type;
     u.layout = old[w].layout;
     u.device = old[w].device;
     u.scope = old[w].scope;
-    dc_node_set_int(&u, "group", g->rank[grp]);
+    dc_node_set_int(&u, "group", g->rank[inst]);
     dc_node_set_int(&u, "hold", hold);
-    DC_TRY(add(m, &u, &uid));
-    map[w] = uid; /* readers of the weight read its upload */
+    DC_TRY(add(m, &u, &upload_of_pair[p]));
   }
   return NULL;
 }
@@ -240,28 +283,30 @@ static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, int32_t 
 static dc_status *rewrite(dc_module *m, const grouping *g, int hold) {
   int32_t n = m->nnodes;
   dc_node *old = dc_malloc(sizeof *old * (size_t)n);
-  int32_t *map = dc_calloc((size_t)n + 1, sizeof *map);
-  if (!old || !map) {
-    dc_free(old);
-    dc_free(map);
+  int32_t *map = dc_calloc((size_t)n + 1, sizeof *map), *upload = dc_calloc((size_t)g->npairs + 1, sizeof *upload);
+  if (!old || !map || !upload) {
+    dc_free(old), dc_free(map), dc_free(upload);
     return dc_nomem("inserting uploads");
   }
   memcpy(old, m->nodes, sizeof *old * (size_t)n);
+  for (int32_t i = 0; i < n; i++) map[i] = -1;
   m->nnodes = 0;
   dc_status *st = NULL;
   for (int32_t i = 0; i < n && !st; i++) {
-    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its upload */
-    st = emit_uploads_before(m, old, n, g, hold, i, map);
+    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its first upload */
+    st = emit_uploads_before(m, old, g, hold, i, map, upload);
     dc_node node = old[i];
-    for (int k = 0; k < node.ninputs; k++) node.inputs[k] = map[node.inputs[k]];
+    for (int k = 0; k < node.ninputs; k++) {
+      int32_t p = g->slot_pair[SLOT(i, k)];
+      node.inputs[k] = p >= 0 ? upload[p] : map[node.inputs[k]];
+    }
     if (!st) st = add(m, &node, &map[i]);
   }
   if (!st) {
     for (int i = 0; i < m->ninputs; i++) m->inputs[i].node = map[m->inputs[i].node];
     for (int i = 0; i < m->noutputs; i++) m->outputs[i].node = map[m->outputs[i].node];
   }
-  dc_free(old);
-  dc_free(map);
+  dc_free(old), dc_free(map), dc_free(upload);
   return st;
 }
 
@@ -292,9 +337,10 @@ dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *o) {
                   "--offload group --group-level block: this %s has no block lists (a module list such as "
                   "down_blocks.N) to group; use --group-level leaf",
                   dc_module_get_meta(m, "class") ? dc_module_get_meta(m, "class") : "model");
-  if (!st) st = order_groups(m, o, &g);
+  if (!st) st = assign_instances(m, o->offload == DC_OFFLOAD_MODEL, &g);
+  if (!st) st = order_groups(o, &g);
   if (!st) st = rewrite(m, &g, o->offload == DC_OFFLOAD_MODEL);
-  if (!st) st = describe(m, o, g.ngroups);
+  if (!st) st = describe(m, o, g.ninst);
   grouping_free(&g);
   return st;
 }

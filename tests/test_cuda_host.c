@@ -72,7 +72,7 @@ static int32_t add_node(dc_module *m, dc_node n, const char *scope) {
 
 static int32_t add_weight(dc_module *m, const dc_st_file *f, int i) {
   const dc_st_tensor *t = dc_st_find(f, WEIGHT_NAMES[i]);
-  dc_weight w = {WEIGHT_NAMES[i], 0, t->offset, t->bytes, {t->dtype, t->rank, {0}}};
+  dc_weight w = {.name = WEIGHT_NAMES[i], .file = 0, .offset = t->offset, .bytes = t->bytes, .type = {t->dtype, t->rank, {0}}};
   memcpy(w.type.dims, t->dims, sizeof t->dims);
   dc_node n = dc_node_make(OP_WEIGHT, 0, NULL);
   n.ref = dc_module_add_weight(m, &w);

@@ -78,7 +78,7 @@ static int32_t add(graph *g, dc_node n) {
 
 static int32_t W(graph *g, const char *name) {
   const dc_st_tensor *t = dc_st_find(&g->f, name);
-  dc_weight w = {name, g->file, t->offset, t->bytes, {t->dtype, t->rank, {0}}};
+  dc_weight w = {.name = name, .file = g->file, .offset = t->offset, .bytes = t->bytes, .type = {t->dtype, t->rank, {0}}};
   memcpy(w.type.dims, t->dims, sizeof t->dims);
   dc_node n = dc_node_make(OP_WEIGHT, 0, NULL);
   n.ref = dc_module_add_weight(g->m, &w);

@@ -82,7 +82,7 @@ static void text_case(const char *what, dc_memory_options o, const char *want) {
 }
 
 static void test_text(void) {
-  dc_memory_options block = {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0};
+  dc_memory_options block = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 0};
   text_case("group block 1: each down block uploaded before use, out_proj resident", block,
             "%0 = input \"x\" : f32[2,4]\n"
             "%1 = weight @down_blocks.0.proj.weight : f32[4,4]\n"
@@ -112,7 +112,7 @@ static void test_text(void) {
             "%10 = linear(%9, %6, %8) {act=none, bias=1, residual=0} : f32[2,4]\n"
             "%11 = weight @out_proj.weight : f32[4,4]\n"
             "%12 = linear(%10, %11) {act=none, bias=0, residual=0} : f32[2,4]\n");
-  dc_memory_options model = {DC_OFFLOAD_MODEL, DC_GROUP_NONE, 0, 0};
+  dc_memory_options model = {.offload = DC_OFFLOAD_MODEL, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 0};
   text_case("model: everything uploaded at the start and held", model,
             "%0 = input \"x\" : f32[2,4]\n"
             "%1 = weight @down_blocks.0.proj.weight : f32[4,4]\n"
@@ -218,14 +218,14 @@ static void test_fixture(void) {
     dc_memory_options o;
   } cases[] = {
       {"none", {0}},
-      {"group leaf", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 0}},
-      {"group leaf + prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 1}},
-      {"group block 1", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0}},
-      {"group block 1 + prefetch", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 1}},
-      {"group block 3", {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 3, 0}},
-      {"sequential", {DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0, 0}},
-      {"model", {DC_OFFLOAD_MODEL, DC_GROUP_NONE, 0, 0}},
-      {"group leaf + prefetch 3", {DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 0, 3}},
+      {"group leaf", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_LEAF, .blocks_per_group = 0, .prefetch = 0}},
+      {"group leaf + prefetch", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_LEAF, .blocks_per_group = 0, .prefetch = 1}},
+      {"group block 1", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 0}},
+      {"group block 1 + prefetch", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 1}},
+      {"group block 3", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 3, .prefetch = 0}},
+      {"sequential", {.offload = DC_OFFLOAD_SEQUENTIAL, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 0}},
+      {"model", {.offload = DC_OFFLOAD_MODEL, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 0}},
+      {"group leaf + prefetch 3", {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_LEAF, .blocks_per_group = 0, .prefetch = 3}},
   };
   enum { N = sizeof cases / sizeof cases[0] };
   run_result r[N];
@@ -261,17 +261,17 @@ static void test_fixture(void) {
 }
 
 static void test_bad_options(void) {
-  dc_memory_options o = {DC_OFFLOAD_GROUP, DC_GROUP_NONE, 0, 0};
+  dc_memory_options o = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 0};
   CHECK_ERR(dc_memory_options_check(&o), "--offload group needs --group-level block|leaf");
-  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 0, 0};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 0, .prefetch = 0};
   CHECK_ERR(dc_memory_options_check(&o), "--group-level block needs --blocks-per-group N");
-  o = (dc_memory_options){DC_OFFLOAD_NONE, DC_GROUP_NONE, 0, 1};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_NONE, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 1};
   CHECK_ERR(dc_memory_options_check(&o), "--prefetch needs --offload group (nothing is offloaded)");
-  o = (dc_memory_options){DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0, 2};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_SEQUENTIAL, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 2};
   CHECK_ERR(dc_memory_options_check(&o), "--prefetch needs --offload group (sequential offload is synchronous");
-  o = (dc_memory_options){DC_OFFLOAD_MODEL, DC_GROUP_LEAF, 0, 0};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_MODEL, .group_level = DC_GROUP_LEAF, .blocks_per_group = 0, .prefetch = 0};
   CHECK_ERR(dc_memory_options_check(&o), "--group-level leaf needs --offload group (it is --offload model)");
-  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 2, 0};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_LEAF, .blocks_per_group = 2, .prefetch = 0};
   CHECK_ERR(dc_memory_options_check(&o), "--blocks-per-group applies to --group-level block only");
   /* Block level on a graph without block lists. */
   dc_module *m = parse("%0 = input \"x\" : f32[2,4]  # row, dev0, 32 B, live 0..2\n"
@@ -279,7 +279,7 @@ static void test_bad_options(void) {
                        "%1 = weight @proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 8\n"
                        "%2 = linear(%0, %1) {act=none, bias=0, residual=0} : f32[2,4]  # proj, row, dev0, 32 B, live 2..2\n"
                        "output y = %2\n");
-  o = (dc_memory_options){DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 0};
+  o = (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 0};
   if (m) CHECK_ERR(dc_pass_offload(m, &o), "has no block lists");
   dc_module_destroy(m);
   printf("bad offload options: 7 cases, one message each\n");

@@ -26,7 +26,7 @@ static void write_weights(const char *path) {
 
 static int32_t add_weight(dc_module *m, const dc_st_file *f, int32_t file, const char *name) {
   const dc_st_tensor *t = dc_st_find(f, name);
-  dc_weight w = {name, file, t->offset, t->bytes, {t->dtype, t->rank, {0}}};
+  dc_weight w = {.name = name, .file = file, .offset = t->offset, .bytes = t->bytes, .type = {t->dtype, t->rank, {0}}};
   memcpy(w.type.dims, t->dims, sizeof t->dims);
   int32_t wi = dc_module_add_weight(m, &w);
   dc_node n = dc_node_make(OP_WEIGHT, 0, NULL);
