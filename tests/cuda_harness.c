@@ -294,29 +294,6 @@ static void fill_random(const dc_type *t, void *data, uint64_t *s, double scale)
   }
 }
 
-/* ---- comparison (the rules of kernel_harness.c's compare_out) ------------ */
-static void compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
-  size_t numel = dc_type_numel(t);
-  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
-  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
-  if (t->dtype != DT_F32) return;
-  const float *got = got_, *want = want_;
-  double d2 = 0, r2 = 0, maxabs = 0, maxrel = 0;
-  for (size_t i = 0; i < numel; i++) {
-    if (isnan(got[i]) && isnan(want[i])) continue;
-    double d = (double)got[i] - want[i];
-    if (isnan(got[i]) || isnan(want[i]) || isinf(d)) d = INFINITY;
-    else if (isinf(want[i])) d = 0; /* equal infinities */
-    d2 += d * d;
-    if (isfinite(want[i])) r2 += (double)want[i] * want[i];
-    if (!(fabs(d) <= maxabs)) maxabs = fabs(d);
-    if (fabs(want[i]) >= 1e-30 && !(fabs(d) / fabs(want[i]) <= maxrel)) maxrel = fabs(d) / fabs(want[i]);
-  }
-  out->max_abs = maxabs;
-  out->max_rel = maxrel;
-  out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
-}
-
 /* ---- one node, emulated vs reference --------------------------------------- */
 typedef struct {
   const dc_module *m;
@@ -399,7 +376,7 @@ static dc_status *run_trial(trial *t, const dc_cuda_options *o, int alias, kh_re
   for (int i = 0; i < t->n->ninputs; i++) params[i + 1] = t->in[i].data;
   if (!st) st = ch_kernel_launch(k, ck.grid, ck.block, ck.smem_bytes, params);
   if (!st) st = check_buffers(t, alias);
-  if (!st) compare_out(&t->n->type, outbuf->data, t->want, out);
+  if (!st) kh_compare_out(&t->n->type, outbuf->data, t->want, out);
   ch_kernel_free(k);
   dc_cuda_kernel_deinit(&ck);
   return dc_status_annotate(st, "node %%%d (%s)", (int)t->id, dc_op_get(t->n->op)->name);

@@ -123,7 +123,7 @@ static void compiled_run(compiled *c, const dc_node *n, int32_t id, const void *
   free(l.scratch);
 }
 
-static void compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
+void kh_compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
   size_t numel = dc_type_numel(t);
   out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
   out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
@@ -165,7 +165,7 @@ static dc_status *compare(const dc_module *m, int32_t id, int nthreads, const vo
   if (!st) st = compiled_init(m, id, nthreads, &c);
   if (!st) {
     compiled_run(&c, n, id, kin, got);
-    compare_out(&n->type, got, want, out);
+    kh_compare_out(&n->type, got, want, out);
   }
   if (!st && same) {
     uint8_t *sep = malloc(bytes + 64);

@@ -40,6 +40,9 @@ dc_status *kh_compare_aliased(const dc_module *m, int32_t id, int nthreads, uint
  * threads, random inputs (compiled and linked once, not timed). */
 dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, double *seconds);
 
+/* got against want, both of type t, by kh_compare_with's rules. */
+void kh_compare_out(const dc_type *t, const void *got, const void *want, kh_result *out);
+
 /* Adds an f32 input node of the given dims to m; returns its id. */
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims);
 /* Adds node n (type inferred) to m; returns its id or -1 on a type error (printed). */

@@ -27,6 +27,13 @@ const char *dc_cuda_loader(dc_dtype t);
 /* Fills name/source from b (taking the buffer) and checks b for overflow. */
 dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out);
 
+/* Index arithmetic: 32-bit when count fits (cheaper on the GPU), else 64-bit;
+ * the literal suffix to match. */
+const char *dc_cuda_index_type(uint64_t count);
+const char *dc_cuda_count_suffix(uint64_t count);
+/* "for (i = this thread; i < count; i += all threads) {" (grid-stride, i). */
+void dc_cuda_emit_grid_loop(dc_buf *b, uint64_t count);
+
 /* 1-D launch helper: grid.x = ceil(total / per_block), capped so that a grid
  * stride loop covers the rest. */
 void dc_cuda_grid_1d(uint64_t total, uint32_t threads, dc_cuda_kernel *out);

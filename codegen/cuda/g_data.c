@@ -15,8 +15,6 @@
 
 enum { MOVE_THREADS = 256, TILE = 32, TILE_ROWS = 8 };
 
-static const char *index_type(uint64_t count) { return count < (1ull << 31) ? "unsigned" : "unsigned long long"; }
-static const char *count_suffix(uint64_t count) { return count < (1ull << 31) ? "u" : "ull"; }
 
 /* The unsigned type of a copy unit of `bytes` (1, 2, 4, 8 or 16). */
 static const char *unit_type(int bytes) {
@@ -48,12 +46,6 @@ static void emit_head(dc_buf *b, const char *what, int unit16, const char *name,
   dc_buf_printf(b, "DC_KERNEL void %s(%s) {\n", name, params);
 }
 
-static void emit_loop(dc_buf *b, uint64_t count) {
-  const char *it = index_type(count);
-  dc_buf_printf(b, "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %llu%s; i += (%s)gridDim.x * blockDim.x) {\n",
-                it, it, (unsigned long long)count, count_suffix(count), it);
-}
-
 /* "T *__restrict__ out, const T *__restrict__ in0[, const T *__restrict__ in1]"
  * with T the C type of the node's dtype. */
 static void params_of(const dc_node *n, char *buf, size_t cap) {
@@ -82,7 +74,7 @@ static dc_status *gen_copy(const dc_node *n, const char *what, const char *name,
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, what, u == 16, name, params);
-  emit_loop(&b, bytes / (uint64_t)u);
+  dc_cuda_emit_grid_loop(&b, bytes / (uint64_t)u);
   dc_buf_printf(&b, "    ((%s *)out)[i] = ((const %s *)in0)[i];\n  }\n}\n", unit_type(u), unit_type(u));
   dc_cuda_grid_1d(bytes / (uint64_t)u, MOVE_THREADS, out);
   return dc_cuda_finish(&b, name, out);
@@ -163,7 +155,7 @@ static dc_status *gen_transpose(const dc_node *n, const perm_plan *p, const int6
   int yo = p->rank - 1;
   uint64_t nx = (uint64_t)p->osize[xo], ny = (uint64_t)p->osize[yo], total = dc_type_numel(&n->type);
   uint64_t batch = total / (nx * ny), tx = (nx + TILE - 1) / TILE, ty = (ny + TILE - 1) / TILE;
-  const char *it = index_type(total), *t = bits_type(n->type.dtype);
+  const char *it = dc_cuda_index_type(total), *t = bits_type(n->type.dtype);
   char params[200];
   params_of(n, params, sizeof params);
   dc_buf b;
@@ -174,7 +166,7 @@ static dc_status *gen_transpose(const dc_node *n, const perm_plan *p, const int6
                 "  __shared__ %s tile[%d][%d];\n"
                 "  for (%s bz = blockIdx.z; bz < %llu%s; bz += gridDim.z) {\n"
                 "    %s ib = 0, ob = 0;\n",
-                t, TILE, TILE + 1, it, (unsigned long long)batch, count_suffix(batch), it);
+                t, TILE, TILE + 1, it, (unsigned long long)batch, dc_cuda_count_suffix(batch), it);
   emit_batch_offsets(&b, p, ostride, xo, yo, it, "bz");
   dc_buf_printf(&b,
                 "    for (%s by = blockIdx.y; by < %lluu; by += gridDim.y)\n"
@@ -209,13 +201,13 @@ static dc_status *gen_transpose(const dc_node *n, const perm_plan *p, const int6
 /* The output's innermost dim is the input's: each thread gathers one element. */
 static dc_status *gen_gather(const dc_node *n, const perm_plan *p, const char *name, dc_cuda_kernel *out) {
   uint64_t total = dc_type_numel(&n->type);
-  const char *it = index_type(total), *t = bits_type(n->type.dtype);
+  const char *it = dc_cuda_index_type(total), *t = bits_type(n->type.dtype);
   char params[200];
   params_of(n, params, sizeof params);
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, "permute as a gather", 0, name, params);
-  emit_loop(&b, total);
+  dc_cuda_emit_grid_loop(&b, total);
   dc_buf_printf(&b, "    %s r = i, ib = 0;\n", it);
   for (int k = p->rank - 1; k >= 0; k--) {
     long long sz = (long long)p->osize[k], st = (long long)p->istride[k];
@@ -253,13 +245,13 @@ dc_status *dc_cuda_gen_upsample(const dc_module *m, const dc_node *n, const dc_c
   if (t->rank < 2 || f < 1) return dc_error(DC_ERR_MISMATCH, "upsample_nearest: rank %d, factor %lld", t->rank, (long long)f);
   long long h = t->dims[t->rank - 2], w = t->dims[t->rank - 1], wo = w * f, ho = h * f;
   uint64_t total = dc_type_numel(&n->type);
-  const char *it = index_type(total), *bits = bits_type(n->type.dtype);
+  const char *it = dc_cuda_index_type(total), *bits = bits_type(n->type.dtype);
   char params[200];
   params_of(n, params, sizeof params);
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, "upsample_nearest", 0, name, params);
-  emit_loop(&b, total);
+  dc_cuda_emit_grid_loop(&b, total);
   dc_buf_printf(&b,
                 "    %s ox = i %% %lldu, r = i / %lldu, oy = r %% %lldu, plane = r / %lldu;\n"
                 "    ((%s *)out)[i] = ((const %s *)in0)[plane * %lldu + (oy / %lldu) * %lldu + ox / %lldu];\n"
@@ -291,13 +283,13 @@ dc_status *dc_cuda_gen_concat(const dc_module *m, const dc_node *n, const dc_cud
   uint64_t lens[2] = {ra * (uint64_t)es, rb * (uint64_t)es};
   int u = unit_for(lens, 2);
   uint64_t ua = lens[0] / (uint64_t)u, ub = lens[1] / (uint64_t)u, total = outer * (ua + ub);
-  const char *it = index_type(total), *ut = unit_type(u);
+  const char *it = dc_cuda_index_type(total), *ut = unit_type(u);
   char params[200];
   params_of(n, params, sizeof params);
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, "concat", u == 16, name, params);
-  emit_loop(&b, total);
+  dc_cuda_emit_grid_loop(&b, total);
   dc_buf_printf(&b,
                 "    %s o = i / %lluu, j = i - o * %lluu;\n"
                 "    ((%s *)out)[i] = j < %lluu ? ((const %s *)in0)[o * %lluu + j] : ((const %s *)in1)[o * %lluu + j - %lluu];\n"
@@ -328,13 +320,13 @@ dc_status *dc_cuda_gen_slice(const dc_module *m, const dc_node *n, const dc_cuda
                       (uint64_t)start * inner * (uint64_t)es};
   int u = unit_for(lens, 3);
   uint64_t orun = lens[0] / (uint64_t)u, irun = lens[1] / (uint64_t)u, off = lens[2] / (uint64_t)u, total = outer * orun;
-  const char *it = index_type(outer * irun > total ? outer * irun : total), *ut = unit_type(u);
+  const char *it = dc_cuda_index_type(outer * irun > total ? outer * irun : total), *ut = unit_type(u);
   char params[200];
   params_of(n, params, sizeof params);
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, "slice", u == 16, name, params);
-  emit_loop(&b, total);
+  dc_cuda_emit_grid_loop(&b, total);
   dc_buf_printf(&b,
                 "    %s o = i / %lluu, j = i - o * %lluu;\n"
                 "    ((%s *)out)[i] = ((const %s *)in0)[o * %lluu + %lluu + j];\n"
@@ -362,14 +354,14 @@ dc_status *dc_cuda_gen_time_embed(const dc_module *m, const dc_node *n, const dc
   memcpy(&nl, &neg_log, 4);
   memcpy(&de, &denom, 4);
   uint64_t total = dc_type_numel(&n->type);
-  const char *it = index_type(total);
+  const char *it = dc_cuda_index_type(total);
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, "timestep_embedding", 0, name, "float *__restrict__ out, const float *__restrict__ in0");
   dc_buf_printf(&b,
                 "  const float neg_log = __uint_as_float(0x%08xu), denom = __uint_as_float(0x%08xu); /* %.9g, %.9g */\n",
                 nl, de, (double)neg_log, (double)denom);
-  emit_loop(&b, total);
+  dc_cuda_emit_grid_loop(&b, total);
   dc_buf_printf(&b,
                 "    %s row = i / %lldu, k = i - row * %lldu;\n"
                 "    float v = 0.0f;\n"

@@ -82,6 +82,15 @@ dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out) {
   return NULL;
 }
 
+const char *dc_cuda_index_type(uint64_t count) { return count < (1ull << 31) ? "unsigned" : "unsigned long long"; }
+const char *dc_cuda_count_suffix(uint64_t count) { return count < (1ull << 31) ? "u" : "ull"; }
+
+void dc_cuda_emit_grid_loop(dc_buf *b, uint64_t count) {
+  const char *it = dc_cuda_index_type(count);
+  dc_buf_printf(b, "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %llu%s; i += (%s)gridDim.x * blockDim.x) {\n",
+                it, it, (unsigned long long)count, dc_cuda_count_suffix(count), it);
+}
+
 void dc_cuda_grid_1d(uint64_t total, uint32_t threads, dc_cuda_kernel *out) {
   uint64_t blocks = (total + threads - 1) / threads;
   if (blocks == 0) blocks = 1;
