@@ -36,20 +36,6 @@ static const char *str_or_null(const cJSON *run, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Every tensor of the io file not named out.* is an input. */
-static int collect_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
-  int n = 0;
-  for (int i = 0; i < io->ntensors && n < max; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    shapes[n].name = t->name;
-    shapes[n].rank = t->rank;
-    memcpy(shapes[n].dims, t->dims, sizeof t->dims);
-    n++;
-  }
-  return n;
-}
-
 static float *tensor_f32(const dc_st_file *f, const dc_st_tensor *t) {
   float *copy = malloc(t->bytes ? t->bytes : 1);
   memcpy(copy, f->file.data + t->offset, t->bytes);
@@ -254,7 +240,7 @@ static void check_run(const fc_options *fo, const cJSON *run) {
   dc_st_file io;
   CHECK_OK(dc_st_open(io_path, &io));
   dc_input_shape shapes[8];
-  int ns = collect_shapes(&io, shapes, 8);
+  int ns = tu_io_shapes(&io, shapes, 8);
   dc_compile_options co = {.model = model, .component = str_or_null(run, "component"),
                            .variant = str_or_null(run, "variant"), .entry = entry, .shapes = shapes, .nshapes = ns};
   char label[256];

@@ -180,12 +180,6 @@ static int run_plan(const char *plan, const char *backend, const dc_st_file *io,
   return ok;
 }
 
-static double rel_l2(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
-  return sqrt(num / den);
-}
-
 static void test_fixture(const char *model, const char *io_path) {
   static const struct {
     dc_dtype t;
@@ -204,7 +198,7 @@ static void test_fixture(const char *model, const char *io_path) {
     size_t na = 0, nb = 0;
     if (run_plan(plan, "llvm", &io, &a, &na) && run_plan(plan, "reference", &io, &b, &nb)) {
       const float *w = (const float *)(io.file.data + want->offset);
-      double e = rel_l2(a, w, na), agree = rel_l2(a, b, na);
+      double e = tu_rel_l2(a, w, na), agree = tu_rel_l2(a, b, na);
       CHECK(e <= cases[i].bound && agree <= 1e-5);
       printf("  %-7s weights %8llu B  rel L2 %.2e vs diffusers fp32; llvm vs reference %.1e\n",
              dc_dtype_name(cases[i].t), (unsigned long long)rep.weight_bytes, e, agree);

@@ -37,20 +37,6 @@ static const char *str_or_null(const cJSON *run, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Every tensor of the io file not named out.* is an input. */
-static int collect_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
-  int n = 0;
-  for (int i = 0; i < io->ntensors && n < max; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    shapes[n].name = t->name;
-    shapes[n].rank = t->rank;
-    memcpy(shapes[n].dims, t->dims, sizeof t->dims);
-    n++;
-  }
-  return n;
-}
-
 static void print_notes(const char *what, const dc_cuda_note *notes, int n) {
   for (int i = 0; i < n; i++)
     fprintf(stderr, "  %s: kernel %s (node %%%d)%s%s:\n%s\n", what, notes[i].kernel, (int)notes[i].node,
@@ -97,7 +83,7 @@ static void compile_run(const char *name, const char *dir, const cJSON *run, con
                              .variant = str_or_null(run, "variant"),
                              .entry = entry,
                              .shapes = shapes,
-                             .nshapes = collect_shapes(&io, shapes, 8)};
+                             .nshapes = tu_io_shapes(&io, shapes, 8)};
     dc_folder f;
     dc_module *m = NULL;
     double t0 = dc_now_seconds();

@@ -218,16 +218,6 @@ static float *random_f32(int64_t count, uint64_t seed) {
   return d;
 }
 
-static double rel_l2(const float *got, const float *want, int64_t count) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < count; i++) {
-    double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* Runs the generated kernel of node y (its weight, input 1, re-typed to wt)
  * on the given buffers in the emulator. */
 static dc_status *run_generated(dc_module *m, int32_t y, dc_cuda_compute c, void **bufs) {
@@ -271,7 +261,7 @@ static void check_weight_dtype(dc_module *m, int32_t y, dc_cuda_compute c, dc_dt
   } else {
     CHECK_OK(st);
     if (!st) {
-      double e = rel_l2(got, want, nout);
+      double e = tu_rel_l2(got, want, nout);
       CHECK(e <= tolerance(c));
       printf("%-5s %-70s rel L2 %.3g%s\n", dc_cuda_compute_name(c), what, e, e <= tolerance(c) ? "" : "  <-- FAIL");
     }

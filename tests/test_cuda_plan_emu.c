@@ -88,32 +88,6 @@ static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsi
   return DC_CUDA_ERROR_LAUNCH_FAILED;
 }
 
-/* ---- one fixture run ---- */
-static double rel_l2(const float *got, const float *want, size_t n) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)got[i] - want[i];
-    d2 += d * d;
-    r2 += (double)want[i] * want[i];
-  }
-  return isfinite(d2) ? sqrt(d2 / (r2 > 0 ? r2 : 1)) : INFINITY;
-}
-
-static drt_plan *load_with_inputs(const char *path, const char *backend, const dc_st_file *io) {
-  drt_plan *p = NULL;
-  drt_options o = {.backend = backend};
-  CHECK_OK(drt_load(path, &o, &p));
-  for (int i = 0; p && i < io->ntensors; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    float *d = malloc(t->bytes);
-    memcpy(d, io->file.data + t->offset, t->bytes);
-    CHECK_OK(drt_set_input(p, t->name, d, t->bytes / 4));
-    free(d);
-  }
-  return p;
-}
-
 /* Non-NULL: the plan was compiled with these memory techniques; fp8 storage
  * changes the arithmetic, so only the reference backend (same plan, same
  * stored weights) is held to 1e-4, and the error against diffusers is shown. */
@@ -130,7 +104,7 @@ static void compare_outputs(drt_plan *emu, drt_plan *ref, const dc_st_file *io, 
     float *want = malloc(w->bytes);
     memcpy(want, io->file.data + w->offset, w->bytes);
     const float *got = drt_output(emu, info->name, NULL);
-    double vs_diffusers = rel_l2(got, want, info->numel), vs_ref = rel_l2(got, drt_output(ref, info->name, NULL), info->numel);
+    double vs_diffusers = tu_rel_l2(got, want, info->numel), vs_ref = tu_rel_l2(got, drt_output(ref, info->name, NULL), info->numel);
     CHECK((memory || vs_diffusers <= 1e-4) && vs_ref <= 1e-4);
     printf("  %s %s: rel L2 %.3g vs diffusers, %.3g vs the reference backend (tolerance 1e-4)\n", label, name,
            vs_diffusers, vs_ref);
@@ -162,7 +136,7 @@ static dc_status *compile(const char *fixture, const char *entry, const dc_st_fi
 /* Runs the plan on the emulator and on the reference backend and compares. */
 static void run_plan(const char *path, const dc_st_file *io, const char *label, double compile_s, double build_s) {
   fk.execute = emulate;
-  drt_plan *emu = load_with_inputs(path, NULL, io), *ref = load_with_inputs(path, "reference", io);
+  drt_plan *emu = tu_load_with_inputs(path, NULL, io), *ref = tu_load_with_inputs(path, "reference", io);
   drt_stats s = {0};
   if (emu && ref) {
     dc_status *rs = drt_run(emu, &s);

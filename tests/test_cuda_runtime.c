@@ -111,32 +111,6 @@ static void too_big(void) {
   free(path);
 }
 
-static double rel_l2(const float *got, const float *want, size_t n) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)got[i] - want[i];
-    d2 += d * d;
-    r2 += (double)want[i] * want[i];
-  }
-  return isfinite(d2) ? sqrt(d2 / (r2 > 0 ? r2 : 1)) : INFINITY;
-}
-
-/* Loads with the recorded inputs of io (every tensor not named out.*). */
-static drt_plan *load_with_inputs(const char *plan, const char *backend, const dc_st_file *io) {
-  drt_plan *p = NULL;
-  drt_options o = {.backend = backend};
-  CHECK_OK(drt_load(plan, &o, &p));
-  for (int i = 0; p && i < io->ntensors; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    float *d = malloc(t->bytes);
-    memcpy(d, io->file.data + t->offset, t->bytes);
-    CHECK_OK(drt_set_input(p, t->name, d, t->bytes / 4));
-    free(d);
-  }
-  return p;
-}
-
 static void run_fixture(const char *compute, double tol) {
   char *dir = dc_path_join(tu_source_dir, "fixtures/unet_tiny"), *model = dc_path_join(dir, "model");
   char *io_path = dc_path_join(dir, "io_forward.safetensors"), *plan = tu_path("unet_tiny.dplan");
@@ -155,7 +129,7 @@ static void run_fixture(const char *compute, double tol) {
   dc_compile_report rep;
   dc_status *st = dc_compile(&co, plan, &rep);
   CHECK_OK(st);
-  drt_plan *gpu = st ? NULL : load_with_inputs(plan, NULL, &io), *ref = st ? NULL : load_with_inputs(plan, "reference", &io);
+  drt_plan *gpu = st ? NULL : tu_load_with_inputs(plan, NULL, &io), *ref = st ? NULL : tu_load_with_inputs(plan, "reference", &io);
   drt_stats gs = {0}, rs = {0};
   if (gpu && ref) {
     CHECK_OK(drt_set_profiling(gpu, 1));
@@ -176,8 +150,8 @@ static void run_fixture(const char *compute, double tol) {
       if (!w) continue;
       float *want = malloc(w->bytes);
       memcpy(want, io.file.data + w->offset, w->bytes);
-      double vs_diffusers = rel_l2(drt_output(gpu, info->name, NULL), want, info->numel);
-      double vs_ref = rel_l2(drt_output(gpu, info->name, NULL), drt_output(ref, info->name, NULL), info->numel);
+      double vs_diffusers = tu_rel_l2(drt_output(gpu, info->name, NULL), want, info->numel);
+      double vs_ref = tu_rel_l2(drt_output(gpu, info->name, NULL), drt_output(ref, info->name, NULL), info->numel);
       CHECK(vs_diffusers <= tol && vs_ref <= tol);
       printf("  %s: rel L2 %.3g vs diffusers, %.3g vs the reference backend (tolerance %.0e)\n", name, vs_diffusers,
              vs_ref, tol);

@@ -467,18 +467,6 @@ static void print_fused_counts(const dc_module *m) {
          count_op(m, OP_GEGLU));
 }
 
-/* The recorded inputs' shapes (every tensor not named out.*). */
-static int io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
-  int n = 0;
-  for (int i = 0; i < io->ntensors && n < max; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    shapes[n] = (dc_input_shape){t->name, t->rank, {0}};
-    memcpy(shapes[n++].dims, t->dims, sizeof t->dims);
-  }
-  return n;
-}
-
 static void fixture_case(const char *name, const char *entry, const char *io_name) {
   char *dir = dc_path_join(tu_source_dir, "fixtures"), *fx = dc_path_join(dir, name);
   char *model = dc_path_join(fx, "model"), *io_path = dc_path_join(fx, io_name);
@@ -488,7 +476,7 @@ static void fixture_case(const char *name, const char *entry, const char *io_nam
   memset(&f, 0, sizeof f);
   memset(&io, 0, sizeof io);
   CHECK_OK(dc_st_open(io_path, &io));
-  dc_build_options bo = {.entry = entry, .shapes = shapes, .nshapes = io_shapes(&io, shapes, 8)};
+  dc_build_options bo = {.entry = entry, .shapes = shapes, .nshapes = tu_io_shapes(&io, shapes, 8)};
   dc_module *plain = NULL, *fused = NULL;
   CHECK_OK(dc_folder_open(model, NULL, &f));
   CHECK_OK(dc_frontend_build(&f, &bo, &plain));

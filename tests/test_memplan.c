@@ -543,19 +543,6 @@ static void test_pipeline(void) {
   free(out);
 }
 
-/* ---- the diffusers fixtures ---- */
-static int collect_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
-  int n = 0;
-  for (int i = 0; i < io->ntensors && n < max; i++) {
-    const dc_st_tensor *t = &io->tensors[i];
-    if (strncmp(t->name, "out.", 4) == 0) continue;
-    shapes[n] = (dc_input_shape){.name = t->name, .rank = t->rank};
-    memcpy(shapes[n].dims, t->dims, sizeof t->dims);
-    n++;
-  }
-  return n;
-}
-
 /* Sum-of-live peak of the unplanned graph (what the dump said before
  * memplan) and the planned numbers. */
 static void report(const char *label, dc_module *m) {
@@ -594,7 +581,7 @@ static void fixture(const char *name, const char *io_name, const char *entry) {
   dc_st_file io;
   CHECK_OK(dc_st_open(io_path, &io));
   dc_input_shape shapes[8];
-  dc_compile_options co = {.model = model, .entry = entry, .shapes = shapes, .nshapes = collect_shapes(&io, shapes, 8)};
+  dc_compile_options co = {.model = model, .entry = entry, .shapes = shapes, .nshapes = tu_io_shapes(&io, shapes, 8)};
   CHECK_OK(dc_compile(&co, path, NULL));
   dc_plan plan;
   CHECK_OK(dc_plan_read(path, &plan));

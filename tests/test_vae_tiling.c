@@ -102,16 +102,6 @@ static int run_with(dc_module *m, const dc_memory_options *mem, const dc_st_file
 
 static int run(dc_module *m, const dc_st_file *io, run_result *r) { return run_with(m, NULL, io, r); }
 
-static double rel_l2(const float *got, const float *want, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* One fixture run: build with the options, run, compare with diffusers. */
 static void fixture_run(const char *io_name, const char *entry, int tiling, int slicing, int want_tiles) {
   char *dir = dc_path_join(tu_source_dir, "fixtures/vae_tiled"), *io_path = dc_path_join(dir, io_name);
@@ -141,7 +131,7 @@ static void fixture_run(const char *io_name, const char *entry, int tiling, int 
         const dc_st_tensor *w = dc_st_find(&io, key);
         CHECK(w && w->bytes == r.numel[i] * 4);
         if (!w || w->bytes != r.numel[i] * 4) continue;
-        double e = rel_l2(r.out[i], (const float *)(io.file.data + w->offset), r.numel[i]);
+        double e = tu_rel_l2(r.out[i], (const float *)(io.file.data + w->offset), r.numel[i]);
         CHECK(e <= 1e-4);
         printf("  %-36s %-7s %2d tile(s), %2d blends: rel L2 %.2e vs diffusers, arena %llu B\n", io_name, r.name[i],
                tiles, blends, e, (unsigned long long)r.arena);

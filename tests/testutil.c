@@ -1,4 +1,5 @@
 /* testutil.c — see testutil.h. */
+#include <math.h>
 #include "testutil.h"
 
 #include <stdarg.h>
@@ -90,4 +91,40 @@ void tu_params_add(tu_params *ps, int rank, const int64_t *dims, const char *fmt
   p->type.dtype = DT_F32;
   p->type.rank = rank;
   memcpy(p->type.dims, dims, sizeof(int64_t) * (size_t)rank);
+}
+
+double tu_rel_l2(const float *got, const float *want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)got[i] - want[i];
+    num += d * d;
+    den += (double)want[i] * want[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+int tu_io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
+  int n = 0;
+  for (int i = 0; i < io->ntensors && n < max; i++) {
+    const dc_st_tensor *t = &io->tensors[i];
+    if (strncmp(t->name, "out.", 4) == 0) continue;
+    shapes[n] = (dc_input_shape){.name = t->name, .rank = t->rank};
+    memcpy(shapes[n++].dims, t->dims, sizeof t->dims);
+  }
+  return n;
+}
+
+drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st_file *io) {
+  drt_plan *p = NULL;
+  drt_options o = {.backend = backend};
+  CHECK_OK(drt_load(plan, &o, &p));
+  for (int i = 0; p && i < io->ntensors; i++) {
+    const dc_st_tensor *t = &io->tensors[i];
+    if (strncmp(t->name, "out.", 4) == 0) continue;
+    float *d = malloc(t->bytes + 1); /* a copy: tensors in the file need not be float-aligned */
+    memcpy(d, io->file.data + t->offset, t->bytes);
+    CHECK_OK(drt_set_input(p, t->name, d, t->bytes / 4));
+    free(d);
+  }
+  return p;
 }

@@ -4,7 +4,9 @@
 #ifndef DC_TESTUTIL_H
 #define DC_TESTUTIL_H
 
+#include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "runtime/diffrun.h"
 #include "support/support.h"
 
 extern int tu_passed, tu_failed;
@@ -46,5 +48,16 @@ typedef struct {
 /* Appends an f32 parameter named by fmt... with the given shape. */
 void tu_params_add(tu_params *ps, int rank, const int64_t *dims, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Relative L2 error of got against want: sqrt(sum (got-want)^2 / sum want^2)
+ * (the plain root sum of squares when want is all zero); NaN or Inf in got
+ * makes it non-finite. */
+double tu_rel_l2(const float *got, const float *want, size_t n);
+/* The input shapes recorded in a fixture io file: every tensor not named
+ * out.*; returns how many (at most max). */
+int tu_io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max);
+/* drt_load(plan, backend) with the io file's recorded inputs set; NULL (and
+ * a failed CHECK) on error. */
+drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st_file *io);
 
 #endif
