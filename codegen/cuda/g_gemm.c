@@ -433,14 +433,21 @@ static dc_status *generate(gemm *g, const dc_cuda_options *o, const char *what, 
   return dc_cuda_finish(&b, name, out);
 }
 
+/* What conv2d and linear share: operand dtypes (the weight and bias in
+ * their stored dtypes) and the epilogue. */
+static dc_status *read_common(const dc_module *m, const dc_node *n, gemm *g) {
+  memset(g, 0, sizeof *g);
+  DC_TRY(check_dtypes(m, n));
+  g->wtype = input_type(m, n, 1)->dtype;
+  g->btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
+  read_epilogue(m, n, g);
+  return NULL;
+}
+
 dc_status *dc_cuda_gen_conv2d(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
                               dc_cuda_kernel *out) {
   gemm g;
-  memset(&g, 0, sizeof g);
-  DC_TRY(check_dtypes(m, n));
-  g.wtype = input_type(m, n, 1)->dtype;
-  g.btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
-  read_epilogue(m, n, &g);
+  DC_TRY(read_common(m, n, &g));
   if (g.geglu) return dc_error(DC_ERR_UNSUPPORTED, "act geglu is for linear only");
   read_conv(m, n, &g);
   return generate(&g, o, "conv2d", name, out);
@@ -449,11 +456,7 @@ dc_status *dc_cuda_gen_conv2d(const dc_module *m, const dc_node *n, const dc_cud
 dc_status *dc_cuda_gen_linear(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
                               dc_cuda_kernel *out) {
   gemm g;
-  memset(&g, 0, sizeof g);
-  DC_TRY(check_dtypes(m, n));
-  g.wtype = input_type(m, n, 1)->dtype;
-  g.btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
-  read_epilogue(m, n, &g);
+  DC_TRY(read_common(m, n, &g));
   read_linear(m, n, &g);
   return generate(&g, o, "linear", name, out);
 }
