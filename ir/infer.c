@@ -81,20 +81,35 @@ static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o)
   return NULL;
 }
 
+/* Where conv2d, group_norm and upsample find the channel and the two spatial
+ * dims of their input: NCHW [N,C,H,W] or NHWC [N,H,W,C] by the node's layout. */
+typedef struct {
+  int c, h, w;
+} axes4;
+static axes4 layout_axes(const dc_node *n) {
+  return n->layout == LAYOUT_NHWC ? (axes4){3, 1, 2} : (axes4){1, 2, 3};
+}
+
 static dc_status *infer_conv(const ctx *c, dc_type *o) {
   const dc_type *x = c->in[0], *w = c->in[1];
   char b1[160], b2[160];
   DC_TRY(want_rank(c, 0, 4, 4));
   DC_TRY(want_rank(c, 1, 4, 4));
-  if (w->dims[1] != x->dims[1])
-    return fail(c, "weight %s does not match input %s channels", ts(w, b1), ts(x, b2));
+  /* x and w in the same order: [N,C,H,W] with [O,C,kh,kw], or [N,H,W,C] with [O,kh,kw,C]. */
+  axes4 a = layout_axes(c->n);
+  if (w->dims[a.c] != x->dims[a.c])
+    return fail(c, "weight %s does not match input %s channels (%s)", ts(w, b1), ts(x, b2),
+                dc_layout_name(c->n->layout));
   int64_t s = dc_node_int(c->n, "stride");
   int64_t pt = dc_node_int(c->n, "pad_t"), pb = dc_node_int(c->n, "pad_b");
   int64_t pl = dc_node_int(c->n, "pad_l"), pr = dc_node_int(c->n, "pad_r");
   if (s < 1 || pt < 0 || pb < 0 || pl < 0 || pr < 0) return fail(c, "bad stride or padding");
-  int64_t h = x->dims[2] + pt + pb - w->dims[2], wd = x->dims[3] + pl + pr - w->dims[3];
+  int64_t h = x->dims[a.h] + pt + pb - w->dims[a.h], wd = x->dims[a.w] + pl + pr - w->dims[a.w];
   if (h < 0 || wd < 0) return fail(c, "kernel %s larger than padded input %s", ts(w, b1), ts(x, b2));
-  *o = (dc_type){DT_F32, 4, {x->dims[0], w->dims[0], h / s + 1, wd / s + 1}};
+  *o = (dc_type){DT_F32, 4, {x->dims[0], 0, 0, 0}};
+  o->dims[a.c] = w->dims[0];
+  o->dims[a.h] = h / s + 1;
+  o->dims[a.w] = wd / s + 1;
   return check_epilogue(c, w->dims[0], o);
 }
 
@@ -234,7 +249,9 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
   switch (n->op) {
     case OP_CONV2D: return infer_conv(&c, o);
     case OP_LINEAR: return infer_linear(&c, o);
-    case OP_GROUP_NORM: return infer_norm(&c, o, 1);
+    case OP_GROUP_NORM:
+      if (n->layout == LAYOUT_NHWC) DC_TRY(want_rank(&c, 0, 2, DC_MAX_DIMS)); /* [N, spatial..., C] */
+      return infer_norm(&c, o, n->layout == LAYOUT_NHWC ? -1 : 1);
     case OP_LAYER_NORM: return infer_norm(&c, o, -1);
     case OP_ADD:
     case OP_MUL: return infer_broadcast(&c, o);
@@ -250,11 +267,13 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     case OP_PERMUTE: return infer_permute(&c, o);
     case OP_UPSAMPLE: {
       int64_t f = dc_node_int(n, "factor");
-      DC_TRY(want_rank(&c, 0, 3, DC_MAX_DIMS));
+      /* NCHW: the last two dims; NHWC [N,H,W,C]: dims 1 and 2. */
+      int nhwc = n->layout == LAYOUT_NHWC;
+      DC_TRY(want_rank(&c, 0, nhwc ? 4 : 3, nhwc ? 4 : DC_MAX_DIMS));
       if (f < 1) return fail(&c, "factor must be >= 1");
       *o = *c.in[0];
-      o->dims[o->rank - 1] *= f;
-      o->dims[o->rank - 2] *= f;
+      o->dims[o->rank - 1 - nhwc] *= f;
+      o->dims[o->rank - 2 - nhwc] *= f;
       return NULL;
     }
     case OP_CONCAT: return infer_concat(&c, o);

@@ -141,6 +141,11 @@ const char *dc_act_name(dc_act a) {
   return (unsigned)a < ACT_COUNT ? names[a] : "?";
 }
 
+const char *dc_layout_name(dc_layout l) {
+  static const char *names[LAYOUT_COUNT] = {"row", "nchw", "nhwc"};
+  return (unsigned)l < LAYOUT_COUNT ? names[l] : "?";
+}
+
 static int has_epilogue(const dc_node *n) { return n->op == OP_CONV2D || n->op == OP_LINEAR; }
 
 int32_t dc_node_bias(const dc_node *n) {

@@ -89,7 +89,12 @@ dc_op dc_op_from_name(const char *name);
 int dc_op_attr_index(dc_op op, const char *attr);
 
 /* ---- nodes ------------------------------------------------------------ */
-typedef enum { LAYOUT_ROWMAJOR, LAYOUT_NCHW } dc_layout;
+/* A value's memory order.  dims are always the physical shape: an NHWC
+ * activation is [N,H,W,C], an NHWC conv weight [O,kh,kw,C] (passes/layout.c).
+ * conv2d, group_norm and upsample_nearest read their node's layout to know
+ * where the channels are (ops.def); every other op is layout-blind. */
+typedef enum { LAYOUT_ROWMAJOR, LAYOUT_NCHW, LAYOUT_NHWC, LAYOUT_COUNT } dc_layout;
+const char *dc_layout_name(dc_layout l); /* "row", "nchw", "nhwc" */
 
 typedef struct {
   int64_t i;

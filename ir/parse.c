@@ -223,9 +223,10 @@ static int field_is(const cursor *f, const char *s) {
 
 /* LAYOUT, devD — the two fields after the scope. */
 static void get_placement(parser *ps, cursor *layout, cursor *dev, dc_node *n) {
-  if (field_is(layout, "nchw")) n->layout = LAYOUT_NCHW;
-  else if (field_is(layout, "row")) n->layout = LAYOUT_ROWMAJOR;
-  else return fail(ps, "expected a layout (nchw or row) in the comment");
+  int known = 0;
+  for (int l = 0; l < LAYOUT_COUNT && !known; l++)
+    if (field_is(layout, dc_layout_name((dc_layout)l))) n->layout = (dc_layout)l, known = 1;
+  if (!known) return fail(ps, "expected a layout (row, nchw or nhwc) in the comment");
   if (!starts(dev, "dev")) return fail(ps, "expected devN in the comment");
   n->device = (int)get_int(ps, dev, "a device number");
 }

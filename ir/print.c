@@ -8,8 +8,6 @@
 
 #include "ir.h"
 
-static const char *layout_name(dc_layout l) { return l == LAYOUT_NCHW ? "nchw" : "row"; }
-
 static void print_attrs(const dc_node *n, dc_buf *b) {
   const dc_op_info *info = dc_op_get(n->op);
   if (info->nattrs == 0) return;
@@ -43,7 +41,7 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
   dc_buf_printf(b, " : %s  # ", dc_type_str(&n->type, tb, sizeof tb));
   if (n->absorbed) dc_buf_printf(b, "absorbed %s, ", n->absorbed);
   if (n->scope && n->op != OP_INPUT && n->op != OP_WEIGHT) dc_buf_printf(b, "%s, ", n->scope);
-  dc_buf_printf(b, "%s, dev%d, %s", layout_name(n->layout), n->device,
+  dc_buf_printf(b, "%s, dev%d, %s", dc_layout_name(n->layout), n->device,
                 dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
   if (n->op == OP_WEIGHT) {
     const dc_weight *w = &m->weights[n->ref];

@@ -131,7 +131,7 @@ static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   n->ref = (int32_t)dc_read_u32(r);
   get_type(r, &n->type);
   uint8_t layout = dc_read_u8(r);
-  if (!r->err && layout > LAYOUT_NCHW) return dc_reader_fail(r, "bad layout %u", layout);
+  if (!r->err && layout >= LAYOUT_COUNT) return dc_reader_fail(r, "bad layout %u", layout);
   n->layout = (dc_layout)layout;
   n->device = (int)dc_read_u32(r);
   char *scope = dc_read_str(r, m->arena, MAX_NAME);

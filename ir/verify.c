@@ -37,6 +37,14 @@ static dc_status *verify_node(const dc_module *m, int32_t id, const char *after)
   if (n->nlist < 0 || n->nlist > DC_MAX_DIMS) return bad(after, id, "bad list length");
   if (n->type.rank < 0 || n->type.rank > DC_MAX_DIMS || (unsigned)n->type.dtype >= DT_COUNT)
     return bad(after, id, "bad type");
+  if ((unsigned)n->layout >= LAYOUT_COUNT) return bad(after, id, "bad layout %d", (int)n->layout);
+  /* The ops that read their layout read input 0 (and conv2d its weight) in it. */
+  int reads_layout = n->op == OP_CONV2D || n->op == OP_GROUP_NORM || n->op == OP_UPSAMPLE;
+  if (reads_layout && n->layout == LAYOUT_NHWC)
+    for (int i = 0; i < (n->op == OP_CONV2D ? 2 : 1); i++)
+      if (m->nodes[n->inputs[i]].layout != LAYOUT_NHWC)
+        return bad(after, id, "%s in nhwc reads %%%d, which is %s", info->name, n->inputs[i],
+                   dc_layout_name(m->nodes[n->inputs[i]].layout));
   dc_type t;
   dc_status *st = dc_infer_type(m, n, &t);
   if (st) return dc_status_annotate(st, "IR verifier (after %s): %%%d", after, id);

@@ -25,6 +25,12 @@
  * that do not use them ignore them. */
 typedef enum { DC_OFFLOAD_NONE, DC_OFFLOAD_MODEL, DC_OFFLOAD_SEQUENTIAL, DC_OFFLOAD_GROUP } dc_offload_kind;
 typedef enum { DC_GROUP_NONE, DC_GROUP_BLOCK, DC_GROUP_LEAF } dc_group_level;
+/* --host-memory: how offloaded weights wait in host memory.  pinned: all of
+ * them read into page-locked memory at load (fast copies, host memory = the
+ * offloaded bytes; diffusers' default); on-demand: read from their file at
+ * each upload through a small pinned bounce buffer (diffusers'
+ * low_cpu_mem_usage).  DEFAULT: pinned, or on-demand with --offload-dir. */
+typedef enum { DC_HOST_DEFAULT, DC_HOST_PINNED, DC_HOST_ON_DEMAND } dc_host_memory;
 typedef struct {
   dc_offload_kind offload;
   dc_group_level group_level; /* --offload group */
@@ -35,6 +41,8 @@ typedef struct {
   dc_dtype storage;
   const char *const *skip_cast;
   int nskip_cast;
+  dc_host_memory host_memory; /* --host-memory pinned|on-demand (needs offload) */
+  dc_layout layout;           /* --layout nhwc: conv regions channels-last (passes/layout.c); 0 = as built */
 } dc_memory_options;
 
 /* Names for messages and the plan's options ("none", "model", ...). */

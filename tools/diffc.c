@@ -59,6 +59,12 @@ static const char usage[] =
     "                           on the copy stream, so it overlaps compute\n"
     "  --offload-dir DIR        offloaded groups' weights live in DIR, one safetensors file per group\n"
     "                           named by a hash of its content (a stale or partial file is never used)\n"
+    "  --host-memory pinned|on-demand\n"
+    "                           offloaded weights: pinned = read into page-locked host memory at load\n"
+    "                           (fastest copies; the default without --offload-dir); on-demand = read\n"
+    "                           from the plan's files at each upload through a small pinned bounce\n"
+    "                           buffer, so host memory stays small (diffusers low_cpu_mem_usage; the\n"
+    "                           default with --offload-dir)\n"
     "  --storage-dtype fp8_e4m3|fp8_e5m2|bf16|fp16\n"
     "                           store conv/linear weights in this dtype (in host memory, over the copy\n"
     "                           and on the device; written beside the plan as PLAN.weights.safetensors);\n"
@@ -66,6 +72,9 @@ static const char usage[] =
     "  --skip-cast PATTERN      modules whose path (or an ancestor's) matches this regex keep their\n"
     "                           dtype; repeatable; replaces the defaults pos_embed, patch_embed, norm,\n"
     "                           ^proj_in$, ^proj_out$ (a UNet always adds norm)\n"
+    "  --layout nhwc            channels_last: convolution regions run in NHWC with weights repacked at\n"
+    "                           compile time, transposes only at region edges (the dump shows every\n"
+    "                           value's layout)\n"
     "  --vae-slicing            AutoencoderKL: encode/decode one sample of the batch at a time\n"
     "  --vae-tiling             AutoencoderKL: diffusers' tiled encode/decode above the tile size\n"
     "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
@@ -146,7 +155,8 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
     return o->memory.prefetch = (int)v, NULL;
   }
   static const char *const takes_value[] = {"--offload",   "--group-level",  "--blocks-per-group", "--offload-dir",
-                                            "--tile-size", "--tile-overlap", "--storage-dtype",    "--skip-cast"};
+                                            "--tile-size", "--tile-overlap", "--storage-dtype",    "--skip-cast",
+                                            "--host-memory", "--layout"};
   int k = -1;
   for (int j = 0; j < (int)(sizeof takes_value / sizeof takes_value[0]); j++)
     if (!strcmp(a, takes_value[j])) k = j;
@@ -183,13 +193,22 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
       o->skip[o->memory.nskip_cast++] = s;
       o->memory.skip_cast = o->skip;
       return NULL;
-    default: {
+    case 8:
+      if (!strcmp(s, "pinned")) return o->memory.host_memory = DC_HOST_PINNED, NULL;
+      if (!strcmp(s, "on-demand")) return o->memory.host_memory = DC_HOST_ON_DEMAND, NULL;
+      return dc_error(DC_ERR_ARGUMENT, "--host-memory %s: expected pinned or on-demand", s);
+    case 9:
+      if (!strcmp(s, "nhwc")) return o->memory.layout = LAYOUT_NHWC, NULL;
+      if (!strcmp(s, "nchw")) return o->memory.layout = LAYOUT_NCHW, NULL;
+      return dc_error(DC_ERR_ARGUMENT, "--layout %s: expected nhwc (channels_last) or nchw", s);
+    case 5: {
       char *end;
       double f = strtod(s, &end);
       if (!*s || *end || !(f > 0 && f < 1))
         return dc_error(DC_ERR_ARGUMENT, "--tile-overlap %s: expected a factor between 0 and 1, e.g. 0.25", s);
       return o->tile_overlap = f, NULL;
     }
+    default: return *used = 0, NULL; /* not reached: k indexes takes_value */
   }
 }
 
