@@ -1,5 +1,6 @@
 /* g_data.c — CUDA kernels for the ops that move data: reshape, permute,
- * upsample_nearest, concat, slice, and the timestep embedding.
+ * upsample_nearest (NCHW/row-major and NHWC), concat, slice, and the
+ * timestep embedding.
  *
  * Data movement copies bits, never values (NaN payloads and any dtype go
  * through unchanged, as runtime/kernels_ref.c's memcpy does), in the widest
@@ -231,11 +232,39 @@ dc_status *dc_cuda_gen_permute(const dc_module *m, const dc_node *n, const dc_cu
 }
 
 /* ---- upsample_nearest: out (y, x) = in (y / f, x / f) over the last two dims --- */
+/* NHWC [N,H,W,C] -> [N,fH,fW,C]: each output pixel copies one input pixel's
+ * run of C values, in the widest unit that run allows. */
+static dc_status *gen_upsample_nhwc(const dc_node *n, const dc_type *t, int64_t f, const char *name,
+                                    dc_cuda_kernel *out) {
+  uint64_t run = (uint64_t)t->dims[3] * (uint64_t)dc_dtype_size(n->type.dtype);
+  int u = unit_for(&run, 1);
+  long long h = t->dims[1], w = t->dims[2], ho = h * f, wo = w * f, cu = (long long)(run / (uint64_t)u);
+  uint64_t total = dc_type_bytes(&n->type) / (uint64_t)u;
+  const char *it = dc_cuda_index_type(dc_type_bytes(t) > total ? dc_type_bytes(t) : total), *ut = unit_type(u);
+  dc_buf b;
+  emit_head(&b, n, "upsample_nearest (NHWC)", u == 16, name);
+  dc_cuda_emit_grid_loop(&b, total);
+  dc_buf_printf(&b,
+                "    %s j = i %% %lldu, r = i / %lldu, ox = r %% %lldu; r /= %lldu;\n"
+                "    %s oy = r %% %lldu, img = r / %lldu;\n"
+                "    ((%s *)out)[i] = ((const %s *)in0)[((img * %lldu + oy / %lldu) * %lldu + ox / %lldu) * %lldu + j];\n"
+                "  }\n}\n",
+                it, cu, cu, wo, wo, it, ho, ho, ut, ut, h, (long long)f, w, (long long)f, cu);
+  dc_cuda_grid_1d(total, MOVE_THREADS, out);
+  return dc_cuda_finish(&b, name, out);
+}
+
 dc_status *dc_cuda_gen_upsample(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
                                 dc_cuda_kernel *out) {
   const dc_type *t = &m->nodes[n->inputs[0]].type;
   int64_t f = dc_node_int(n, "factor");
   DC_TRY(same_dtype(m, n));
+  if (n->layout == LAYOUT_NHWC) {
+    if (t->rank != 4 || f < 1)
+      return dc_error(DC_ERR_MISMATCH, "upsample_nearest (NHWC): rank %d, factor %lld; expected [N,H,W,C], factor >= 1",
+                      t->rank, (long long)f);
+    return gen_upsample_nhwc(n, t, f, name, out);
+  }
   if (t->rank < 2 || f < 1) return dc_error(DC_ERR_MISMATCH, "upsample_nearest: rank %d, factor %lld", t->rank, (long long)f);
   long long h = t->dims[t->rank - 2], w = t->dims[t->rank - 1], wo = w * f, ho = h * f;
   uint64_t total = dc_type_numel(&n->type);

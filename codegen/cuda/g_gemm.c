@@ -4,9 +4,18 @@
  *   linear: A = x viewed as [M, K] (rows of the input), B[k][j] = w[j][k].
  *   conv2d: an implicit GEMM: M = N·Ho·Wo (rows = output pixels), N = O,
  *           K = C·kh·kw; A's element (m, k) is the input pixel tap (n, c,
- *           ho·s + r - pt, wo·s + q - pl), zero in the padding.  g_a() holds
- *           all of that address generation, so the NHWC variant (layout pass)
- *           only changes that helper and the order the loader walks it.
+ *           ho·s + r - pt, wo·s + q - pl), zero in the padding.  g_row() and
+ *           g_a() hold all of that address generation.
+ *     NCHW  k = (c, r, q): w[O][C][kh][kw] rows are B's columns as stored;
+ *           a thread stages one A row (consecutive threads: consecutive
+ *           pixels, adjacent in NCHW) and the output is written plane by
+ *           plane (rows fastest).
+ *     NHWC  (--layout nhwc, a node with layout nhwc) k = (r, q, c), c
+ *           fastest, matching w[O][kh][kw][C]: a tap is a run of C
+ *           contiguous floats, so a thread stages 4 consecutive k (one
+ *           16-byte load when C % 4 == 0, else 4 scalar ones) and
+ *           consecutive threads walk along k; the C tile is row-major
+ *           [pixel][O], the NHWC output itself (columns fastest, as linear).
  *
  * Two main loops, picked by dc_cuda_options.compute:
  *   F32        plain FMA (no TF32): 64x64 block tile, BK 16, 256 threads,
@@ -34,7 +43,7 @@
 #include <string.h>
 
 typedef struct {
-  int conv, wmma, geglu, act, has_bias, has_res;
+  int conv, nhwc, wmma, geglu, act, has_bias, has_res;
   dc_dtype wtype, btype; /* stored dtypes of the weight and the bias */
   dc_cuda_compute compute;
   int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
@@ -87,12 +96,21 @@ static void read_epilogue(const dc_module *m, const dc_node *n, gemm *g) {
   if (g->has_res) g->res = *input_type(m, n, 2 + g->has_bias);
 }
 
+/* dims are physical (ir/ir.h): NCHW x[N,C,H,W] w[O,C,kh,kw] out[N,O,Ho,Wo],
+ * NHWC x[N,H,W,C] w[O,kh,kw,C] out[N,Ho,Wo,O]. */
 static void read_conv(const dc_module *m, const dc_node *n, gemm *g) {
   const dc_type *x = input_type(m, n, 0), *w = input_type(m, n, 1);
   g->conv = 1;
-  g->ci = x->dims[1], g->hi = x->dims[2], g->wi = x->dims[3];
-  g->kh = w->dims[2], g->kw = w->dims[3];
-  g->ho = n->type.dims[2], g->wo = n->type.dims[3];
+  g->nhwc = n->layout == LAYOUT_NHWC;
+  if (g->nhwc) {
+    g->ci = x->dims[3], g->hi = x->dims[1], g->wi = x->dims[2];
+    g->kh = w->dims[1], g->kw = w->dims[2];
+    g->ho = n->type.dims[1], g->wo = n->type.dims[2];
+  } else {
+    g->ci = x->dims[1], g->hi = x->dims[2], g->wi = x->dims[3];
+    g->kh = w->dims[2], g->kw = w->dims[3];
+    g->ho = n->type.dims[2], g->wo = n->type.dims[3];
+  }
   g->stride = dc_node_int(n, "stride");
   g->pt = dc_node_int(n, "pad_t"), g->pl = dc_node_int(n, "pad_l");
   g->m = x->dims[0] * g->ho * g->wo;
@@ -189,15 +207,61 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
   }
 }
 
+/* NHWC: k = (r, q, c), c fastest.  g_a4 reads 4 consecutive k from a
+ * multiple of 4: with C % 4 == 0 they are one tap's channels c..c+3, one
+ * 16-byte load (x is 64-byte aligned, the offset a multiple of 4 floats),
+ * and K % 4 == 0, so one bounds check covers all four. */
+static void emit_a_nhwc(dc_buf *b, const gemm *g) {
+  dc_buf_printf(b,
+                "/* Implicit im2col of the NHWC input: row m = (n, ho, wo), column k = (r, q, c), c fastest. */\n"
+                "struct g_arow { const float *p; int hb, wb; bool ok; };\n"
+                "DC_DEVICE g_arow g_row(const float *__restrict__ x, int m) {\n"
+                "  const int wo = m %% G_WO, ho = (m / G_WO) %% G_HO, n = m / G_P;\n"
+                "  g_arow r = {x + (long long)n * G_HI * G_WI * G_CI, ho * G_STRIDE - G_PT, wo * G_STRIDE - G_PL, m < G_M};\n"
+                "  return r;\n"
+                "}\n"
+                "/* The offset of tap k's channel in the sample, or -1 in the padding / past K. */\n"
+                "DC_DEVICE long long g_tap(const g_arow &r, int k) {\n"
+                "  const int c = k %% G_CI, t = k / G_CI, hi = r.hb + t / G_KW, wi = r.wb + t %% G_KW;\n"
+                "  if (!r.ok || k >= G_K || (unsigned)hi >= (unsigned)G_HI || (unsigned)wi >= (unsigned)G_WI) return -1;\n"
+                "  return ((long long)hi * G_WI + wi) * G_CI + c;\n"
+                "}\n");
+  if (g->ci % 4 == 0)
+    dc_buf_printf(b,
+                  "struct __align__(16) g_f4 { float v[4]; };\n"
+                  "DC_DEVICE void g_a4(const g_arow &r, int k, float *v) {\n"
+                  "  const long long at = g_tap(r, k);\n"
+                  "  if (at < 0) {\n"
+                  "    v[0] = v[1] = v[2] = v[3] = 0.0f;\n"
+                  "    return;\n"
+                  "  }\n"
+                  "  const g_f4 f = *reinterpret_cast<const g_f4 *>(r.p + at);\n"
+                  "  v[0] = f.v[0], v[1] = f.v[1], v[2] = f.v[2], v[3] = f.v[3];\n"
+                  "}\n");
+  else
+    dc_buf_printf(b,
+                  "DC_DEVICE void g_a4(const g_arow &r, int k, float *v) { /* C %% 4 != 0: a tap edge may fall inside */\n"
+                  "  G_UNROLL for (int i = 0; i < 4; i++) {\n"
+                  "    const long long at = g_tap(r, k + i);\n"
+                  "    v[i] = at < 0 ? 0.0f : r.p[at];\n"
+                  "  }\n"
+                  "}\n");
+}
+
 /* A's element (m, k), zero outside the matrix and in the padding, in two
  * steps: g_row(x, m) does the row's part of the address once, g_a(row, k)
- * the rest.  This is the whole A address generation. */
+ * (NHWC: g_a4, 4 k at a time) the rest.  This is the whole A address
+ * generation. */
 static void emit_a(dc_buf *b, const gemm *g) {
   if (!g->conv) {
     dc_buf_printf(b, "struct g_arow { const float *p; bool ok; };\n"
                      "DC_DEVICE g_arow g_row(const float *__restrict__ x, int m) {\n"
                      "  g_arow r = {x + (long long)m * G_K, m < G_M};\n  return r;\n}\n"
                      "DC_DEVICE float g_a(const g_arow &r, int k) { return r.ok && k < G_K ? r.p[k] : 0.0f; }\n");
+    return;
+  }
+  if (g->nhwc) {
+    emit_a_nhwc(b, g);
     return;
   }
   dc_buf_printf(b,
@@ -249,13 +313,14 @@ static void emit_res_index(dc_buf *b, const gemm *g) {
 }
 
 /* Reads the C tile cs[BM][LDC], finishes and writes the block's outputs:
- * conv walks rows fastest (NCHW: consecutive pixels are adjacent), linear
- * columns fastest. */
+ * an NCHW conv walks rows fastest (consecutive pixels are adjacent), linear
+ * and an NHWC conv columns fastest (the output is row-major [M][OUTC]). */
 static void emit_epilogue(dc_buf *b, const gemm *g) {
   dc_buf_printf(b, "DC_DEVICE void g_epilogue(float *out, const float *cs, int m0, int by%s%s) {\n"
                    "  for (int e = threadIdx.x; e < G_BM * G_OBN; e += G_NT) {\n",
                 g->has_bias ? ", const g_b_t *__restrict__ bias" : "", g->has_res ? ", const float *res" : "");
-  if (g->conv)
+  int planes = g->conv && !g->nhwc;
+  if (planes)
     dc_buf_printf(b, "    const int ml = e %% G_BM, cl = e / G_BM;\n");
   else
     dc_buf_printf(b, "    const int cl = e %% G_OBN, ml = e / G_OBN;\n");
@@ -267,7 +332,7 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
     dc_buf_printf(b, "    v = v * dc_gelu(cs[ml * G_LDC + cl + G_OBN]%s);\n", g->has_bias ? " + G_BIAS(G_OUTC + j)" : "");
   if (g->act == ACT_SILU) dc_buf_printf(b, "    v = dc_silu(v);\n");
   if (g->act == ACT_GELU) dc_buf_printf(b, "    v = dc_gelu(v);\n");
-  if (g->conv)
+  if (planes)
     dc_buf_printf(b, "    const long long oi = ((long long)(m / G_P) * G_OUTC + j) * G_P + m %% G_P;\n");
   else
     dc_buf_printf(b, "    const long long oi = (long long)m * G_OUTC + j;\n");
@@ -280,13 +345,20 @@ static void emit_epilogue_call(dc_buf *b, const gemm *g) {
 }
 
 /* Global -> registers for one K tile, and registers -> shared in the
- * compute type.  Thread t stages A elements (G_A_ML(i), G_A_KL(i)): for conv
- * a fixed row and every (NT/BM)-th k (consecutive threads read consecutive
- * pixels, adjacent in NCHW), for linear a fixed k and every (NT/BK)-th row
- * (consecutive threads read a row).  B elements: fixed k, every (NT/BK)-th
- * column (weight rows are K-contiguous). */
+ * compute type.  Thread t stages A elements (G_A_ML(i), G_A_KL(i)): for an
+ * NCHW conv a fixed row and every (NT/BM)-th k (consecutive threads read
+ * consecutive pixels, adjacent in NCHW), for an NHWC conv groups of 4
+ * consecutive k, group t + NT·j of the tile in row-major order (consecutive
+ * threads read along a tap's channels), for linear a fixed k and every
+ * (NT/BK)-th row (consecutive threads read a row).  B elements: fixed k,
+ * every (NT/BK)-th column (weight rows are K-contiguous in both layouts). */
 static void emit_stage(dc_buf *b, const gemm *g) {
-  if (g->conv)
+  if (g->nhwc)
+    dc_buf_printf(b, "#define G_AV (G_BK / 4) /* 4-k groups per staged A row */\n"
+                     "#define G_A_ML(i) ((threadIdx.x + (i) / 4 * G_NT) / G_AV)\n"
+                     "#define G_A_KL(i) ((threadIdx.x + (i) / 4 * G_NT) %% G_AV * 4 + (i) %% 4)\n"
+                     "static_assert(G_BK %% 4 == 0 && G_APT %% 4 == 0 && G_NT %% G_AV == 0, \"a thread stages 4-k groups\");\n");
+  else if (g->conv)
     dc_buf_printf(b, "#define G_A_ML(i) (threadIdx.x %% G_BM)\n#define G_A_KL(i) (threadIdx.x / G_BM + (i) * (G_NT / G_BM))\n"
                      "static_assert(G_NT %% G_BM == 0, \"a thread stages one A row\");\n");
   else
@@ -295,7 +367,9 @@ static void emit_stage(dc_buf *b, const gemm *g) {
                    "static_assert(G_NT %% G_BK == 0 && (G_BM * G_BK) %% G_NT == 0 && (G_BN * G_BK) %% G_NT == 0, \"tile\");\n"
                    "DC_DEVICE void g_load(const float *__restrict__ x, const g_w_t *__restrict__ w, int m0, int by, int k0,\n"
                    "                       float *ra, float *rb) {\n");
-  if (g->conv)
+  if (g->nhwc)
+    dc_buf_printf(b, "  G_UNROLL for (int i = 0; i < G_APT; i += 4) g_a4(g_row(x, m0 + G_A_ML(i)), k0 + G_A_KL(i), ra + i);\n");
+  else if (g->conv)
     dc_buf_printf(b, "  const g_arow row = g_row(x, m0 + G_A_ML(0));\n"
                      "  G_UNROLL for (int i = 0; i < G_APT; i++) ra[i] = g_a(row, k0 + G_A_KL(i));\n");
   else
@@ -450,7 +524,7 @@ dc_status *dc_cuda_gen_conv2d(const dc_module *m, const dc_node *n, const dc_cud
   DC_TRY(read_common(m, n, &g));
   if (g.geglu) return dc_error(DC_ERR_UNSUPPORTED, "act geglu is for linear only");
   read_conv(m, n, &g);
-  return generate(&g, o, "conv2d", name, out);
+  return generate(&g, o, g.nhwc ? "conv2d (NHWC)" : "conv2d", name, out);
 }
 
 dc_status *dc_cuda_gen_linear(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
