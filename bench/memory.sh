@@ -4,7 +4,9 @@
 # each technique and the useful combinations: the device bytes the plan
 # predicts and diffrun measures (resident weights + the arena, on the CPU
 # backend whose "device" is a budgeted arena), weights kept in host memory,
-# bytes copied host->device per forward, time per forward, and peak RSS.
+# the host memory held for them (--host-memory pinned: all of them, read at
+# load; on-demand: a bounce buffer, each upload reads the file), bytes
+# copied host->device per forward, time per forward, and peak RSS.
 # Weights are seeded random (tools/make_model from bench/configs); nothing
 # is downloaded.  Writes bench/memory.md and prints it.  Not part of CTest.
 #
@@ -44,22 +46,23 @@ case_() {
   rm -rf "$work/od"
   # shellcheck disable=SC2086
   if ! "$bin/diffc" "$work/$name" -o "$plan" $inputs $opts --dump-ir "$work/p.ir" 2>"$work/compile.txt"; then
-    rows+=("| $label | \`$opts\` | compile failed: $(tail -1 "$work/compile.txt") | | | | | |")
+    rows+=("| $label | \`$opts\` | compile failed: $(tail -1 "$work/compile.txt") | | | | | | |")
     return
   fi
   if ! "$bin/diffrun" "$plan" --random-inputs --repeat 2 >"$log" 2>&1; then
-    rows+=("| $label | \`$opts\` | run failed: $(tail -1 "$log") | | | | | |")
+    rows+=("| $label | \`$opts\` | run failed: $(tail -1 "$log") | | | | | | |")
     return
   fi
-  local predicted measured resident host copied secs rss
+  local predicted measured resident host held copied secs rss
   predicted=$(grep -o 'peak device memory: [^=]*' "$work/p.ir" | sed 's/peak device memory: //; s/ *$//')
   measured=$(sed -n 's/^device arena peak: \(.*\) measured.*/\1/p' "$log")
   resident=$(sed -n 's/^weights: \(.*\) resident.*/\1/p' "$log")
   rss=$(sed -n 's/.*host peak RSS: \(.*\)$/\1/p' "$log")
   host=$(sed -n 's/^offloaded: \(.*\) of weights.*/\1/p' "$log")
+  held=$(sed -n 's/^host memory: \([a-z-]*\), \(.*\) held for the offloaded weights.*/\2 (\1)/p' "$log")
   copied=$(sed -n 's/.*; \(.*\) copied to the device per run/\1/p' "$log")
   secs=$(sed -n 's/^run 2: \([0-9.]*\) s.*/\1/p' "$log")
-  rows+=("| $label | \`${opts:-none}\` | $predicted | $resident + $measured | ${host:-0} | ${copied:-0} | $secs | $rss |")
+  rows+=("| $label | \`${opts:-none}\` | $predicted | $resident + $measured | ${host:-0} | ${held:-0} | ${copied:-0} | $secs | $rss |")
   echo "  $label ${opts:-none}: device $predicted, ${secs} s"
 }
 
@@ -70,8 +73,11 @@ case_ sd15_unet "UNet 64²" "$unet" ""
 case_ sd15_unet "UNet 64²" "$unet" "--offload model"
 case_ sd15_unet "UNet 64²" "$unet" "--offload sequential"
 case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level leaf --prefetch"
+case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level leaf --prefetch --host-memory on-demand"
 case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1"
+case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1 --host-memory on-demand"
 case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1 --prefetch"
+case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1 --prefetch --host-memory on-demand"
 case_ sd15_unet "UNet 64²" "$unet" "--storage-dtype fp8_e4m3"
 case_ sd15_unet "UNet 64²" "$unet" "--storage-dtype fp8_e4m3 --offload group --group-level block --blocks-per-group 1 --prefetch"
 if [ "$quick" = 0 ]; then
@@ -104,9 +110,12 @@ out="$repo/bench/memory.md"
   echo "whose uploads copy every weight into the arena, holds the weights twice there; on a GPU it would not."
   echo "A tiled decode with offload uploads each tile's weights again (as diffusers' hooks onload a module"
   echo "at every call): more bytes copied, none held between tiles."
+  echo "\"host held\" is the host memory kept for offloaded weights: --host-memory pinned (the default) reads"
+  echo "them all at load (on the CPU an ordinary block stands for page-locked memory); on-demand (the default"
+  echo "with --offload-dir) keeps a bounce buffer and reads each weight from its file at every upload."
   echo
-  echo "| case | diffc options | predicted device peak | measured (weights + arena) | weights in host memory | copied per forward | s per forward | peak RSS |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| case | diffc options | predicted device peak | measured (weights + arena) | weights in host memory | host held | copied per forward | s per forward | peak RSS |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
 } >"$out"
 cat "$out"

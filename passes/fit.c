@@ -56,7 +56,10 @@ dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base
   for (size_t i = 0; i < sizeof alternatives / sizeof alternatives[0]; i++) {
     dc_module *m = NULL;
     DC_TRY(clone(frontend, &m));
-    dc_memory_options o = alternatives[i].o; /* the offload alternative, the user's storage dtype */
+    /* the offload alternative, the user's storage dtype; not the user's
+     * --host-memory (it would be an error without offload, and where the
+     * weights wait in host memory does not change device bytes) */
+    dc_memory_options o = alternatives[i].o;
     if (base) o.storage = base->storage, o.skip_cast = base->skip_cast, o.nskip_cast = base->nskip_cast;
     dc_pipeline_options po = {.memory = &o};
     uint64_t peak = 0;

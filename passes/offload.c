@@ -11,7 +11,10 @@
  *   the copy stream; a copy waits for the compute before it in the
  *   schedule, a kernel waits only for the uploads it reads).  An upload is
  *   freed after its last reader (hold=1 for --offload model: kept to the end).
- *   Module metadata "offload" says what was done.
+ *   Module metadata "offload" says what was done, and "host_memory" where
+ *   offloaded weights wait between uploads (pinned | on-demand; --host-memory,
+ *   DEFAULT = pinned here: the driver resolves it to on-demand for
+ *   --offload-dir before the pipeline runs); the runtime reads it.
  * Invalidates: node ids (inputs and outputs remapped here).
  *
  * Groups, following diffusers (../shared/notes/diffusers-semantics.md §1–2):
@@ -59,6 +62,10 @@ const char *dc_group_level_name(dc_group_level g) {
   return "?";
 }
 
+static const char *host_memory_name(dc_host_memory h) {
+  return h == DC_HOST_ON_DEMAND ? "on-demand" : "pinned";
+}
+
 dc_status *dc_memory_options_check(const dc_memory_options *o) {
   if (o->offload == DC_OFFLOAD_GROUP && o->group_level == DC_GROUP_NONE)
     return dc_error(DC_ERR_ARGUMENT, "--offload group needs --group-level block|leaf");
@@ -72,6 +79,11 @@ dc_status *dc_memory_options_check(const dc_memory_options *o) {
   if (o->prefetch < 0) return dc_error(DC_ERR_ARGUMENT, "--prefetch depth must be >= 1");
   if (o->nskip_cast && o->storage == DT_F32)
     return dc_error(DC_ERR_ARGUMENT, "--skip-cast needs --storage-dtype (nothing is cast)");
+  if (o->host_memory != DC_HOST_DEFAULT && o->offload == DC_OFFLOAD_NONE)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "--host-memory %s needs --offload model|sequential|group (nothing is offloaded, so no weight waits "
+                    "in host memory)",
+                    host_memory_name(o->host_memory));
   if (o->prefetch > 0 && o->offload != DC_OFFLOAD_GROUP)
     return dc_error(DC_ERR_ARGUMENT, "--prefetch needs --offload group (%s)",
                     o->offload == DC_OFFLOAD_NONE ? "nothing is offloaded"
@@ -322,7 +334,8 @@ static dc_status *describe(dc_module *m, const dc_memory_options *o, int32_t ngr
              uploads);
   else
     snprintf(what, sizeof what, "%s: %d groups, %d uploads", dc_offload_name(o->offload), (int)ngroups, uploads);
-  return dc_module_set_meta(m, "offload", what);
+  DC_TRY(dc_module_set_meta(m, "offload", what));
+  return uploads ? dc_module_set_meta(m, "host_memory", host_memory_name(o->host_memory)) : NULL;
 }
 
 dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *o) {

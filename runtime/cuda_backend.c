@@ -2,14 +2,17 @@
  * cuda_driver.h.  The device side of runtime.c's model (DESIGN.md): one
  * arena at the planned size, resident weights in one block, a copy stream
  * and a compute stream ordered by events.  Offloaded weights (passes/
- * offload.c) stay in one pinned host block; each OP_UPLOAD step copies one
- * into its arena place on the copy stream once the compute before it in
- * the schedule is done (the place may have held a value until then), and
- * the kernels that read it wait for that copy alone, so prefetched uploads
- * overlap the compute in between.  Every driver call is checked and a
- * failure names what was being done: the step, the kernel, the buffer. */
+ * offload.c) stay in one pinned host block, or with host_memory on-demand
+ * in their files (read through two pinned bounce chunks at each upload);
+ * each OP_UPLOAD step copies one into its arena place on the copy stream
+ * once the compute before it in the schedule is done (the place may have
+ * held a value until then), and the kernels that read it wait for that
+ * copy alone, so prefetched uploads overlap the compute in between.
+ * Every driver call is checked and a failure names what was being done:
+ * the step, the kernel, the buffer. */
 #include "cuda_backend.h"
 #include "fit_advice.h"
+#include "host_weights.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #define WEIGHT_ALIGN 256u                    /* what cuMemAlloc guarantees; vector loads need 16 */
 #define NOT_HERE UINT64_MAX                  /* a weight's offset in the block that does not hold it */
 #define DEFAULT_STAGING ((uint64_t)64 << 20) /* two chunks of this: big enough for full copy speed */
+#define DEFAULT_BOUNCE ((uint64_t)8 << 20)   /* on-demand: two chunks of this; reads overlap copies */
 #define SMEM_DEFAULT_LIMIT (48u * 1024u)     /* above it a kernel must opt in */
 #define NPARAMS (DC_MAX_INPUTS + 1)
 
@@ -45,7 +49,14 @@ struct dc_cuda_backend {
   dc_cu_deviceptr arena, weights;
   uint64_t *weight_offset;       /* per weight, in the weight block, or NOT_HERE when offloaded */
   uint64_t *host_offset;         /* per weight, in host_weights, or NOT_HERE when resident */
-  uint8_t *host_weights;         /* pinned: the offloaded weights */
+  uint8_t *host_weights;         /* pinned: the offloaded weights (host_memory pinned) */
+  uint64_t largest_upload;       /* the largest offloaded weight */
+  /* host_memory on-demand: uploads read their weight's file chunk by chunk
+   * into these, alternating; a chunk is refilled only after the event
+   * recorded behind its last copy has completed. */
+  void *bounce[2];
+  dc_cu_event bounce_copied[2];
+  int bounce_used[2], next_bounce;
   dc_cu_deviceptr *value;        /* per node: where its value lives on the device */
   dc_cu_deviceptr *args;         /* per node, NPARAMS: out, then the inputs */
   void **params;                 /* per node, NPARAMS: &args[...] as cuLaunchKernel wants */
@@ -212,6 +223,11 @@ static dc_status *lay_out_weights(dc_cuda_backend *b) {
   if (!resident) return dc_nomem("laying out weights");
   for (int32_t s = 0; s < m->nnodes; s++)
     if (m->nodes[s].op == OP_WEIGHT && !dc_weight_offloaded(m, s)) resident[m->nodes[s].ref] = 1;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (n->op == OP_WEIGHT && !resident[n->ref] && m->weights[n->ref].bytes > b->largest_upload)
+      b->largest_upload = m->weights[n->ref].bytes;
+  }
   uint64_t dev_top = 0, host_top = 0;
   dc_status *st = NULL;
   for (int w = 0; w < m->nweights && !st; w++) {
@@ -402,10 +418,24 @@ static dc_status *upload_weights(dc_cuda_backend *b, const void *const *data) {
   return st;
 }
 
-/* Offloaded weights into their pinned block, for the uploads of each run. */
+/* on-demand: two pinned chunks and their events; no copy of the weights. */
+static dc_status *allocate_bounce(dc_cuda_backend *b) {
+  uint64_t chunk = b->opt.bounce_bytes ? b->opt.bounce_bytes : DEFAULT_BOUNCE;
+  if (chunk > b->largest_upload) chunk = b->largest_upload;
+  b->info.bounce_bytes = chunk;
+  for (int k = 0; k < 2; k++) {
+    DC_TRY(alloc_pinned(b, chunk, &b->bounce[k], "the on-demand weights' bounce chunk"));
+    DC_TRY(CU(b, EventCreate, &b->bounce_copied[k], DC_CU_EVENT_DISABLE_TIMING));
+  }
+  return NULL;
+}
+
+/* Offloaded weights into their pinned block, for the uploads of each run
+ * (on-demand: only the bounce chunks they will be read through). */
 static dc_status *stage_host_weights(dc_cuda_backend *b, const void *const *data) {
   const dc_module *m = b->m;
-  if (!b->info.host_weight_bytes) return NULL;
+  if (!b->info.host_weight_bytes || !b->largest_upload) return NULL;
+  if (b->info.on_demand) return allocate_bounce(b);
   DC_TRY(alloc_pinned(b, b->info.host_weight_bytes, (void **)&b->host_weights, "the offloaded weights"));
   for (int w = 0; w < m->nweights; w++)
     if (b->host_offset[w] != NOT_HERE) memcpy(b->host_weights + b->host_offset[w], data[w], m->weights[w].bytes);
@@ -452,9 +482,19 @@ static dc_status *create_streams(dc_cuda_backend *b) {
   return NULL;
 }
 
+/* The plan's host_memory; on-demand needs a way to read the files. */
+static dc_status *host_memory_mode(dc_cuda_backend *b) {
+  DC_TRY(dc_host_memory_mode(b->m, b->path, &b->info.on_demand));
+  if (b->info.on_demand && b->largest_upload && !b->opt.read_weight)
+    return dc_error(DC_ERR_ARGUMENT, "%s: the plan reads offloaded weights on demand (host_memory on-demand), and the "
+                    "backend was given no weight reader", b->path);
+  return NULL;
+}
+
 static dc_status *create(dc_cuda_backend *b, const void *const *weight_data) {
   DC_TRY(check_kernels(b));
   DC_TRY(lay_out(b));
+  DC_TRY(host_memory_mode(b));
   DC_TRY(open_device(b));
   DC_TRY(check_free_memory(b));
   DC_TRY(create_streams(b));
@@ -503,6 +543,10 @@ void dc_cuda_backend_destroy(dc_cuda_backend *b) {
     if (b->host_out[i]) a->MemFreeHost(b->host_out[i]);
   if (b->check_buf) a->MemFreeHost(b->check_buf);
   if (b->host_weights) a->MemFreeHost(b->host_weights);
+  for (int k = 0; k < 2; k++) {
+    if (b->bounce[k]) a->MemFreeHost(b->bounce[k]);
+    if (b->bounce_copied[k]) a->EventDestroy(b->bounce_copied[k]);
+  }
   for (int32_t s = 0; s < b->m->nnodes; s++) {
     if (b->step_done && b->step_done[s]) a->EventDestroy(b->step_done[s]);
     if (b->copy_may_start && b->copy_may_start[s]) a->EventDestroy(b->copy_may_start[s]);
@@ -552,6 +596,26 @@ static dc_status *check_step(dc_cuda_backend *b, int32_t s) {
   return b->opt.check_step(b->opt.check_ctx, s, b->check_buf);
 }
 
+/* on-demand: weight w read from its file a chunk at a time into the next
+ * bounce chunk and copied to dst on the copy stream.  The host waits for a
+ * chunk's previous copy before refilling it; that copy was enqueued behind
+ * compute already enqueued, so the wait always ends. */
+static dc_status *upload_through_bounce(dc_cuda_backend *b, int w, dc_cu_deviceptr dst, uint64_t bytes) {
+  uint64_t chunk = b->info.bounce_bytes;
+  for (uint64_t at = 0; at < bytes; at += chunk) {
+    int k = b->next_bounce;
+    uint64_t len = bytes - at < chunk ? bytes - at : chunk;
+    b->next_bounce ^= 1;
+    if (b->bounce_used[k]) DC_TRY(CU(b, EventSynchronize, b->bounce_copied[k]));
+    b->bounce_used[k] = 0;
+    DC_TRY(b->opt.read_weight(b->opt.read_ctx, w, at, b->bounce[k], len));
+    DC_TRY(CU(b, MemcpyHtoDAsync, dst + at, b->bounce[k], len, b->copy));
+    DC_TRY(CU(b, EventRecord, b->bounce_copied[k], b->copy));
+    b->bounce_used[k] = 1;
+  }
+  return NULL;
+}
+
 /* An offloaded weight into its arena place: on the copy stream, after the
  * compute scheduled before it (the bytes may belong to a value until then). */
 static dc_status *upload_step(dc_cuda_backend *b, int32_t s) {
@@ -559,7 +623,9 @@ static dc_status *upload_step(dc_cuda_backend *b, int32_t s) {
   int w = b->m->nodes[n->inputs[0]].ref;
   DC_TRY(CU(b, EventRecord, b->copy_may_start[s], b->compute));
   DC_TRY(CU(b, StreamWaitEvent, b->copy, b->copy_may_start[s], 0));
-  DC_TRY(CU(b, MemcpyHtoDAsync, b->value[s], b->host_weights + b->host_offset[w], dc_type_bytes(&n->type), b->copy));
+  uint64_t bytes = dc_type_bytes(&n->type);
+  if (b->info.on_demand) DC_TRY(upload_through_bounce(b, w, b->value[s], bytes));
+  else DC_TRY(CU(b, MemcpyHtoDAsync, b->value[s], b->host_weights + b->host_offset[w], bytes, b->copy));
   return CU(b, EventRecord, b->copied[s], b->copy);
 }
 
@@ -634,6 +700,8 @@ dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double 
   DC_TRY(CU(b, CtxSetCurrent, b->ctx)); /* the caller's thread may not be the one that loaded */
   if (step_seconds) DC_TRY(create_step_events(b));
   dc_status *st = enqueue(b, step_seconds != NULL);
+  /* the run ends with both streams synchronised: both chunks free */
+  b->bounce_used[0] = b->bounce_used[1] = b->next_bounce = 0;
   if (st) { /* nothing may still write the host buffers after we return */
     b->api.StreamSynchronize(b->compute);
     b->api.StreamSynchronize(b->copy);

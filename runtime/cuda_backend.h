@@ -9,8 +9,12 @@
  *     arena + node offset, as on the CPU) and ONE block holding the resident
  *     weights (each at a 256-byte aligned offset of its own), both allocated
  *     once at load, after checking the device has that much free;
- *   - offloaded weights (read only by OP_UPLOAD steps) in one pinned host
- *     block, copied into the arena by their upload steps on the copy stream;
+ *   - offloaded weights (read only by OP_UPLOAD steps), copied into the
+ *     arena by their upload steps on the copy stream, from one pinned host
+ *     block filled at load (module meta host_memory "pinned", the default)
+ *     or, "on-demand", read from their files at each upload one chunk at a
+ *     time into two small pinned bounce chunks (a chunk is refilled only
+ *     after the event behind its previous copy);
  *   - two non-blocking streams: copy (inputs in, weights at load, outputs
  *     out) and compute (the launches), ordered by events;
  *   - pinned host buffers for inputs and outputs; weights go up through two
@@ -31,6 +35,13 @@ typedef struct {
   dc_status *(*check_step)(void *ctx, int32_t step, const float *values);
   void *check_ctx;
   const char *options_json; /* the plan's OPTS: the out-of-memory message names the diffc options that fit */
+  /* host_memory on-demand: reads len bytes of weight w (m->weights order)
+   * from byte `at` of it into dst (runtime.c: pread from the weight file);
+   * required then.  bounce_bytes: each of the two pinned chunks (0 = 8 MiB;
+   * at most the largest offloaded weight). */
+  dc_status *(*read_weight)(void *ctx, int w, uint64_t at, void *dst, uint64_t len);
+  void *read_ctx;
+  uint64_t bounce_bytes;
 } dc_cuda_backend_options;
 
 typedef struct {
@@ -41,10 +52,13 @@ typedef struct {
   uint64_t arena_bytes;         /* the activation arena (the memory plan's size) */
   uint64_t arena_peak_bytes;    /* the highest arena byte any value occupies */
   uint64_t weight_block_bytes;  /* the resident weights, aligned, in one allocation */
-  uint64_t host_weight_bytes;   /* offloaded weights (read only by uploads): pinned host block */
+  uint64_t host_weight_bytes;   /* offloaded weights (read only by uploads): the pinned host block,
+                                 * or on-demand their bytes in the files */
+  int on_demand;                /* host_memory on-demand: uploads read the files */
+  uint64_t bounce_bytes;        /* on-demand: each of the two pinned bounce chunks */
   uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arena + weight block */
-  uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights (+ the
-                                 * check buffer) */
+  uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights or
+                                 * the two bounce chunks (+ the check buffer) */
   uint64_t staging_bytes;       /* pinned staging used while the weights were uploaded */
   size_t device_free_bytes, device_total_bytes; /* cuMemGetInfo before allocating */
 } dc_cuda_backend_info;

@@ -50,6 +50,10 @@ typedef struct {
    * drt_ir_text and the signature: no arena, no kernels, no GPU needed;
    * drt_run then fails. */
   int inspect;
+  /* Plans compiled with --host-memory on-demand: the bounce buffer that
+   * offloaded weights are read through, in bytes (0: 4 MiB on the CPU, two
+   * chunks of 8 MiB on CUDA; never more than the largest offloaded weight). */
+  uint64_t bounce_bytes;
 } drt_options;
 
 typedef struct {
@@ -73,8 +77,12 @@ typedef struct {
   uint64_t device_total_bytes; /* device memory held: cuda: the arena + the weight block (all
                                 * cuMemAlloc; pinned host buffers are not device memory and are in
                                 * pinned_bytes); cpu: the arena (weights stay mapped from their files) */
-  uint64_t pinned_bytes;       /* cuda: pinned host memory held (inputs, outputs); the weight
-                                * upload's staging is freed after loading; cpu: 0 */
+  uint64_t pinned_bytes;       /* host memory pinned for the run.  cuda: inputs, outputs, and the
+                                * offloaded weights (--host-memory pinned) or the two bounce chunks
+                                * (on-demand); the resident weights' staging is freed after loading.
+                                * cpu (which models pinned memory with ordinary memory): the block
+                                * of offloaded weights (pinned) or the bounce buffer (on-demand) */
+  const char *host_memory;     /* offloaded weights: "pinned", "on-demand"; "" when none */
   int steps;                   /* kernels executed */
   const char *backend;         /* "cuda", "llvm" or "reference" */
   int threads;                 /* cpu worker threads; 0 on cuda */

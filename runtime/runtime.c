@@ -22,6 +22,7 @@
 #include "cuda_backend.h"
 #include "diffrun.h"
 #include "fit_advice.h"
+#include "host_weights.h"
 #include "kernels.h"
 #include "plan_format.h"
 #include "threadpool.h"
@@ -38,6 +39,7 @@ struct drt_plan {
   drt_tensor_info *in_info, *out_info;
   float **host_in, **host_out; /* user-facing copies */
   void **value;                /* per node: its data in the arena (or the mapped weight) */
+  dc_host_weights host;        /* offloaded weights: pinned block or on-demand reads (--host-memory) */
   void *arena_block;           /* dc_malloc'd; the arena is it rounded up to 64 bytes */
   uint8_t *arena;
   uint64_t arena_top;          /* highest arena byte a value of this run occupied */
@@ -169,6 +171,36 @@ static dc_status *check_device_budget(const drt_plan *p, uint64_t budget) {
                   dc_format_bytes(budget, b4, sizeof b4), advice);
 }
 
+/* An upload copies its weight's bytes into its own arena slot: the two
+ * sizes must agree, or a damaged plan would write past the slot. */
+static dc_status *check_upload_sizes(const drt_plan *p) {
+  const dc_module *m = p->plan.module;
+  for (int32_t s = 0; s < m->nnodes; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (n->op != OP_UPLOAD) continue;
+    const dc_node *w = n->ninputs == 1 ? &m->nodes[n->inputs[0]] : NULL;
+    if (!w || w->op != OP_WEIGHT || m->weights[w->ref].bytes != dc_type_bytes(&n->type))
+      return dc_error(DC_ERR_FORMAT, "%s: upload step %%%d does not read one weight of its own size", p->path, (int)s);
+  }
+  return NULL;
+}
+
+/* Offloaded weights wait in host memory as the plan's host_memory says
+ * (host_weights.h); a weight file that holds none a kernel reads is
+ * unmapped then (resident weights are read in place from the mapping). */
+static dc_status *bind_host_weights(drt_plan *p, const drt_options *opt) {
+  const dc_module *m = p->plan.module;
+  DC_TRY(check_upload_sizes(p));
+  DC_TRY(dc_host_weights_init(&p->host, p->path, m));
+  DC_TRY(dc_host_weights_stage(&p->host, opt ? opt->bounce_bytes : 0));
+  for (int f = 0; f < m->nfiles; f++) {
+    int needed = 0;
+    for (int w = 0; w < m->nweights && !needed; w++) needed = m->weights[w].file == f && !p->host.offloaded[w];
+    if (!needed) dc_file_unmap(&p->files[f].map);
+  }
+  return NULL;
+}
+
 static dc_status *setup_cpu(drt_plan *p, const drt_options *opt, const char *b) {
   int cpu_plan = p->plan.target == DC_TARGET_CPU, has_kernels = cpu_plan && p->plan.kernels.nobjects > 0;
   DC_TRY(check_device_budget(p, opt ? opt->device_memory : 0));
@@ -176,6 +208,7 @@ static dc_status *setup_cpu(drt_plan *p, const drt_options *opt, const char *b) 
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan holds no compiled kernels; run it with --backend reference", p->path);
   DC_TRY(check_reference_kernels(p));
   DC_TRY(allocate_cpu(p));
+  DC_TRY(bind_host_weights(p, opt));
   p->use_llvm = has_kernels && !(b && !strcmp(b, "reference"));
   p->info.backend = p->use_llvm ? "llvm" : "reference";
   return p->use_llvm ? load_kernels(p, opt ? opt->threads : 0) : NULL;
@@ -183,6 +216,10 @@ static dc_status *setup_cpu(drt_plan *p, const drt_options *opt, const char *b) 
 
 /* ---- the cuda backend ---- */
 static dc_status *check_step_finite(void *ctx, int32_t step, const float *values);
+
+static dc_status *read_weight(void *ctx, int w, uint64_t at, void *dst, uint64_t len) {
+  return dc_host_weights_read(ctx, w, at, dst, len);
+}
 
 static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   const dc_module *m = p->plan.module;
@@ -197,10 +234,15 @@ static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   if (!data) return dc_nomem("binding weights");
   for (int w = 0; w < m->nweights; w++) data[w] = p->files[m->weights[w].file].map.data + m->weights[w].offset;
   dc_cuda_backend_options o = {opt ? opt->device : 0, 0, p->check_finite ? check_step_finite : NULL, p,
-                               p->plan.options_json};
-  st = dc_cuda_backend_create(p->path, m, &p->plan.cuda, data, &p->cu_api, &o, &p->cuda);
+                               p->plan.options_json, read_weight, &p->host, opt ? opt->bounce_bytes : 0};
+  st = check_upload_sizes(p);
+  if (!st) st = dc_host_weights_init(&p->host, p->path, m);
+  if (!st) st = dc_cuda_backend_create(p->path, m, &p->plan.cuda, data, &p->cu_api, &o, &p->cuda);
   dc_free(data);
   if (st) return st;
+  /* pinned: the backend copied the offloaded weights into its pinned block;
+   * on-demand: its uploads read them from the files kept open here. */
+  if (!p->host.on_demand) dc_host_weights_deinit(&p->host);
   /* The weights live on the device now; their pages need not stay mapped. */
   for (int i = 0; i < m->nfiles; i++) dc_file_unmap(&p->files[i].map);
   for (int i = 0; i < m->ninputs; i++) p->host_in[i] = dc_cuda_backend_input(p->cuda, i);
@@ -294,6 +336,7 @@ void drt_destroy(drt_plan *p) {
     for (int i = 0; !p->cuda && p->host_out && i < m->noutputs; i++) dc_free(p->host_out[i]);
   }
   dc_cuda_backend_destroy(p->cuda);
+  dc_host_weights_deinit(&p->host);
   dc_cu_api_unload(&p->cu_api);
   dc_free(p->step_seconds);
   dc_pool_destroy(p->pool);
@@ -437,7 +480,10 @@ static dc_status *run_node(drt_plan *p, int32_t s) {
  * every step before it in the schedule (so the arena bytes it overwrites
  * are free: liveness placed it there), and a kernel waits only for the
  * uploads it reads.  Prefetch is then real overlap: the pass moved uploads
- * earlier, and their copies run while the steps in between compute. */
+ * earlier, and their copies run while the steps in between compute.
+ * A copy reads its weight from the host block (pinned) or from the file
+ * through the bounce buffer (on-demand); a failed read stops both
+ * streams and is the run's error. */
 typedef struct {
   drt_plan *p;
   pthread_mutex_t mu;
@@ -446,6 +492,7 @@ typedef struct {
   int32_t copied;      /* every upload < copied is in the arena */
   uint64_t top;        /* highest arena byte the uploads occupied */
   int stop;            /* the compute stream failed: stop copying */
+  dc_status *err;      /* the copy stream failed (a weight read): the compute stream stops */
 } copy_stream;
 
 static void *copy_stream_main(void *arg) {
@@ -460,16 +507,18 @@ static void *copy_stream_main(void *arg) {
     pthread_mutex_unlock(&c->mu);
     if (stop) break;
     double t0 = c->p->step_seconds ? dc_now_seconds() : 0;
-    const dc_node *w = &m->nodes[n->inputs[0]];
-    const dc_weight *wt = &m->weights[w->ref];
-    uint64_t bytes = dc_type_bytes(&n->type), end = (uint64_t)n->offset + bytes;
-    memcpy(c->p->arena + n->offset, c->p->files[wt->file].map.data + wt->offset, bytes);
+    uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
+    dc_status *st = dc_host_weights_upload(&c->p->host, m->nodes[n->inputs[0]].ref, c->p->arena + n->offset);
     if (c->p->step_seconds) c->p->step_seconds[s] += dc_now_seconds() - t0;
     pthread_mutex_lock(&c->mu);
     if (end > c->top) c->top = end;
-    c->copied = s + 1;
+    if (st)
+      c->err = dc_status_annotate(st, "%s: upload step %%%d%s%s%s", c->p->path, (int)s, n->scope ? " (" : "",
+                                  n->scope ? n->scope : "", n->scope ? ")" : "");
+    else c->copied = s + 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    if (st) break;
   }
   return NULL;
 }
@@ -481,15 +530,18 @@ static void copy_stream_advance(copy_stream *c, int32_t computed) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Blocks until every upload step s reads has been copied. */
-static void copy_stream_wait_inputs(copy_stream *c, const dc_module *m, const dc_node *n) {
+/* Blocks until every upload step s reads has been copied; 0 when the copy
+ * stream failed instead (its error is the run's). */
+static int copy_stream_wait_inputs(copy_stream *c, const dc_module *m, const dc_node *n) {
   int32_t need = -1;
   for (int k = 0; k < n->ninputs; k++)
     if (m->nodes[n->inputs[k]].op == OP_UPLOAD && n->inputs[k] > need) need = n->inputs[k];
-  if (need < 0) return;
+  if (need < 0) return 1;
   pthread_mutex_lock(&c->mu);
-  while (c->copied <= need) pthread_cond_wait(&c->cv, &c->mu);
+  while (c->copied <= need && !c->err) pthread_cond_wait(&c->cv, &c->mu);
+  int ok = c->copied > need;
   pthread_mutex_unlock(&c->mu);
+  return ok;
 }
 
 static int has_uploads(const dc_module *m) {
@@ -503,13 +555,13 @@ static dc_status *compute_steps(drt_plan *p, copy_stream *c) {
   const dc_module *m = p->plan.module;
   for (int32_t s = 0; s < m->nnodes; s++) {
     const dc_node *n = &m->nodes[s];
-    if (n->op == OP_WEIGHT) {
+    if (n->op == OP_WEIGHT) { /* resident: in place in its mapping; offloaded: read by uploads only */
       const dc_weight *w = &m->weights[n->ref];
-      p->value[s] = (void *)(p->files[w->file].map.data + w->offset);
+      p->value[s] = p->host.offloaded[n->ref] ? NULL : (void *)(p->files[w->file].map.data + w->offset);
     } else if (n->op == OP_UPLOAD && c) {
       p->value[s] = p->arena + n->offset; /* the copy stream fills it */
     } else if (n->op != OP_INPUT) {
-      if (c) copy_stream_wait_inputs(c, m, n);
+      if (c && !copy_stream_wait_inputs(c, m, n)) return NULL; /* the copy stream's error is the run's */
       double t0 = p->step_seconds ? dc_now_seconds() : 0;
       DC_TRY(run_node(p, s));
       if (p->step_seconds) p->step_seconds[s] += dc_now_seconds() - t0;
@@ -544,6 +596,8 @@ static dc_status *run_steps(drt_plan *p) {
       pthread_mutex_unlock(&c.mu);
       pthread_join(th, NULL);
       if (c.top > p->arena_top) p->arena_top = c.top;
+      if (c.err && st) dc_status_free(c.err);
+      else if (c.err) st = c.err;
     }
     pthread_cond_destroy(&c.cv);
     pthread_mutex_destroy(&c.mu);
@@ -568,6 +622,7 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
   stats->device_predicted_bytes = p->plan.module->arena_bytes;
   stats->weight_bytes = p->live.weight_bytes;
   stats->host_weight_bytes = p->live.host_weight_bytes;
+  stats->host_memory = p->host.on_demand ? "on-demand" : stats->host_weight_bytes ? "pinned" : "";
   for (int32_t i = 0; i < p->plan.module->nnodes; i++)
     if (p->plan.module->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&p->plan.module->nodes[i].type);
   stats->steps = p->plan.module->nnodes;
@@ -581,6 +636,7 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
   }
   stats->device_peak_bytes = p->arena_top;
   stats->device_total_bytes = p->plan.module->arena_bytes;
+  stats->pinned_bytes = dc_host_weights_held(&p->host);
   stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
   stats->reference_steps = p->use_llvm ? p->nreference : 0;
 }

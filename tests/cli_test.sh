@@ -155,7 +155,7 @@ expect_fail "--backend cuda on a CPU plan" "--backend cuda needs a plan compiled
   "$diffrun" "$tmp/d.dplan" --random-inputs --backend cuda --outputs "$outs"
 
 # ---- memory options ----
-for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir --vae-slicing --vae-tiling --tile-size --tile-overlap; do
+for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir --host-memory --vae-slicing --vae-tiling --tile-size --tile-overlap; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 expect_fail "unknown --offload value" "--offload disk: expected none, model, sequential or group" "$out" -- \
@@ -170,17 +170,39 @@ expect_fail "--tile-size without --vae-tiling" "--tile-size and --tile-overlap n
 touch "$tmp/notadir"
 expect_fail "offload dir that is a file" "--offload-dir $tmp/notadir" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" --offload sequential --offload-dir "$tmp/notadir"
-expect_fail "offload dir without offload" "nothing is offloaded" "$out" -- \
+expect_fail "offload dir without offload" "--offload-dir $tmp/od0: nothing is offloaded" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" --offload-dir "$tmp/od0"
+expect_fail "unknown --host-memory value" "--host-memory mapped: expected pinned or on-demand" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload sequential --host-memory mapped
+expect_fail "host memory without offload" "--host-memory on-demand needs --offload model|sequential|group" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --host-memory on-demand
+expect_fail "pinned host memory with an offload dir" "--host-memory pinned contradicts --offload-dir $tmp/od1" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload sequential --offload-dir "$tmp/od1" --host-memory pinned
+[ ! -e "$tmp/od1" ] && ok "nothing written to the offload dir after that" || bad "--host-memory pinned --offload-dir wrote $tmp/od1"
 # Disk offload: group files named by content; a damaged one is detected and rewritten, never used.
 od=$tmp/od
 tiny_shapes="--input sample=4x4x16x16 --input timestep=4 --input encoder_hidden_states=4x4x8"
 "$diffc" "$fx/unet_tiny/model" -o "$tmp/off.dplan" $tiny_shapes --offload group --group-level block --blocks-per-group 1 --prefetch \
-  --offload-dir "$od" 2>/dev/null && ok "group offload to disk compiles" || bad "group offload to disk failed"
-"$diffrun" "$tmp/off.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/off.safetensors" >/dev/null 2>&1 &&
+  --offload-dir "$od" --dump-ir "$tmp/off.ir" 2>/dev/null && ok "group offload to disk compiles" || bad "group offload to disk failed"
+grep -q "^# host_memory = on-demand$" "$tmp/off.ir" && ok "dump: --offload-dir reads weights on demand" ||
+  bad "dump of a disk offload lacks '# host_memory = on-demand'"
+"$diffrun" "$tmp/off.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/off.safetensors" >"$tmp/off.txt" 2>&1 &&
   "$diffrun" "$tmp/u.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/plain.safetensors" >/dev/null 2>&1 &&
   cmp -s "$tmp/off.safetensors" "$tmp/plain.safetensors" && ok "disk offload: outputs bit-identical to no offload" ||
   bad "disk offload changed the outputs"
+grep -q "^host memory: on-demand, .* held for the offloaded weights (a bounce buffer" "$tmp/off.txt" &&
+  ok "diffrun: disk offload runs on demand through a bounce buffer" || bad "diffrun on a disk offload: $(grep host "$tmp/off.txt")"
+# --host-memory without a dir: the dump says which; both run to the same bits as no offload.
+for hm in pinned on-demand; do
+  "$diffc" "$fx/unet_tiny/model" -o "$tmp/hm.dplan" $tiny_shapes --offload sequential --host-memory $hm \
+    --dump-ir "$tmp/hm.ir" 2>/dev/null && grep -q "^# host_memory = $hm$" "$tmp/hm.ir" &&
+    "$diffrun" "$tmp/hm.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/hm.safetensors" >"$tmp/hm.txt" &&
+    grep -q "^host memory: $hm, " "$tmp/hm.txt" && cmp -s "$tmp/hm.safetensors" "$tmp/plain.safetensors" &&
+    ok "--host-memory $hm: in the dump, in diffrun's report, outputs bit-identical" || bad "--host-memory $hm"
+done
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/hm.dplan" $tiny_shapes --offload sequential --dump-ir "$tmp/hm.ir" 2>/dev/null &&
+  grep -q "^# host_memory = pinned$" "$tmp/hm.ir" && ok "dump: offload without --offload-dir defaults to pinned" ||
+  bad "default --host-memory is not pinned in the dump"
 first=$(ls "$od"/group_*.safetensors | head -1)
 printf 'X' | dd of="$first" bs=1 seek=200 conv=notrunc 2>/dev/null
 "$diffc" "$fx/unet_tiny/model" -o "$tmp/off2.dplan" $tiny_shapes --offload group --group-level block --blocks-per-group 1 --prefetch \

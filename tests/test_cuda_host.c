@@ -4,15 +4,19 @@
  * and a launch runs the reference kernel of the node its kernel stands for,
  * so a hand-built plan (conv2d on a bf16 weight, a broadcast add, two silus
  * sharing one kernel, in-place steps, two outputs; and a variant whose scale
- * weight is offloaded behind an OP_UPLOAD) runs through the real backend and
- * must give the plain evaluation's outputs bit for bit.
+ * weight is offloaded behind an OP_UPLOAD, in pinned host memory or read on
+ * demand through two 12-byte bounce chunks) runs through the real backend
+ * and must give the plain evaluation's outputs bit for bit.
  *
  * Checked: which image runs on which compute capability (cubin same major
  * with minor >=, arch-specific 'a' only on its own, PTX JIT on newer
  * devices, a clear error naming the archs otherwise); launch parameters are
  * the arena offsets of the memory plan and the weights' places in the
  * weight block (out, then the inputs); grid/block/smem from the plan; the
- * stream and event order of a run, uploads included; the opt-in shared
+ * stream and event order of a run, uploads included (on demand: chunk by
+ * chunk, a chunk refilled only after its last copy's event, no pinned
+ * block for the weights, a failed read reported with its step and the
+ * backend usable after it); the opt-in shared
  * memory attribute; the weight upload through two pinned staging buffers;
  * errors that name the failing step, kernel or JIT log; the out-of-memory
  * message before any allocation; profiling and --check-finite; no leaked
@@ -45,6 +49,7 @@ typedef struct {
   char *wpath;
   dc_plan plan;
   int offload; /* the scale weight goes through an OP_UPLOAD */
+  int on_demand; /* ... read from "its file" (read_weight below) at each upload: module meta host_memory */
   int32_t x, shift, conv, add, silu1, upload, mul, silu2;
   char images[8][3][64]; /* per kernel: cubin sm_80, cubin sm_90, PTX compute_90 */
 } fixture;
@@ -154,14 +159,16 @@ static void build_kernels(fixture *fx) {
   }
 }
 
-static void fixture_init(fixture *fx, int offload) {
+static void fixture_init(fixture *fx, int offload, int on_demand) {
   memset(fx, 0, sizeof *fx);
   fx->offload = offload;
+  fx->on_demand = on_demand;
   fx->upload = -1;
   fx->wpath = tu_path("w.safetensors");
   write_weights(fx->wpath);
   fx->plan.target = DC_TARGET_CUDA;
   fx->plan.module = build_module(fx->wpath, fx);
+  if (on_demand) CHECK_OK(dc_module_set_meta(fx->plan.module, "host_memory", "on-demand"));
   fx->plan.options_json = dc_strdup("{}");
   fx->plan.ir_text = dc_strdup("(test plan)\n");
   build_kernels(fx);
@@ -194,10 +201,29 @@ static void free_values(const dc_module *m, float **v) {
   free(v);
 }
 
+/* The on-demand weight reader: WEIGHT_DATA stands for the file; read
+ * number fail_read_at (1-based, 0 = none) fails. */
+static int reads, fail_read_at;
+static dc_status *read_weight(void *ctx, int w, uint64_t at, void *dst, uint64_t len) {
+  if (ctx != &reads || w < 0 || w >= NW) return dc_error(DC_ERR_INTERNAL, "read_weight: bad arguments");
+  if (++reads == fail_read_at)
+    return dc_error(DC_ERR_IO, "weight file w.safetensors: tensor \"%s\": reading %llu bytes at file offset %llu got "
+                    "only 0 (test)", WEIGHT_NAMES[w], (unsigned long long)len, (unsigned long long)at);
+  memcpy(dst, (const uint8_t *)WEIGHT_DATA[w] + at, len);
+  return NULL;
+}
+#define BOUNCE 12 /* the scale weight (32 B) goes up in chunks of 12, 12, 8 */
+
+/* An on-demand fixture gets the reader unless the options say otherwise. */
 static dc_status *create(fixture *fx, const dc_cuda_backend_options *o, dc_cuda_backend **b) {
   dc_cu_api api = fake_api();
+  dc_cuda_backend_options with_reader = {0};
+  if (o) with_reader = *o;
+  if (fx->on_demand && !o) with_reader.read_weight = read_weight, with_reader.read_ctx = &reads;
+  if (fx->on_demand && !with_reader.bounce_bytes) with_reader.bounce_bytes = BOUNCE;
   fake_bind(fx->plan.module, &fx->plan.cuda);
-  return dc_cuda_backend_create("test.dplan", fx->plan.module, &fx->plan.cuda, WEIGHT_DATA, &api, o, b);
+  return dc_cuda_backend_create("test.dplan", fx->plan.module, &fx->plan.cuda, WEIGHT_DATA, &api,
+                                o || fx->on_demand ? &with_reader : NULL, b);
 }
 
 static int count_calls(int kind) {
@@ -351,15 +377,45 @@ static void check_launch(const fixture *fx, const device_blocks *d, int32_t s, i
   order_ok &= ok;
 }
 
+/* on-demand: per bounce chunk, the event of its last copy in this run
+ * (0: not used yet) and its address. */
+static int chunk_event[2], next_chunk;
+static uint64_t chunk_src[2];
+
+/* on-demand: the weight in chunks of BOUNCE through alternating pinned
+ * chunks; refilling a chunk first waits (cuEventSynchronize) for the event
+ * recorded behind its previous copy. */
+static void check_chunks(const dc_node *n, const device_blocks *d, int copy) {
+  uint64_t bytes = dc_type_bytes(&n->type);
+  for (uint64_t at = 0; at < bytes; at += BOUNCE) {
+    int k = next_chunk;
+    next_chunk ^= 1;
+    if (chunk_event[k]) order_ok &= next_call(C_EVSYNC)->event == chunk_event[k];
+    const fake_call *h = next_call(C_HTOD), *rec = next_call(C_RECORD);
+    if (!chunk_src[k]) chunk_src[k] = h->src;
+    uint64_t len = bytes - at < BOUNCE ? bytes - at : BOUNCE;
+    order_ok &= h->stream == copy && h->host_pinned && h->src == chunk_src[k] && chunk_src[0] != chunk_src[1] &&
+                h->dst == d->arena + (uint64_t)n->offset + at && h->bytes == len && rec->stream == copy;
+    chunk_event[k] = rec->event;
+  }
+}
+
 /* An upload: the copy stream waits for the compute so far, copies from the
- * pinned host block, and records the event its readers wait for. */
+ * pinned host block (or on demand through the bounce chunks), and records
+ * the event its readers wait for. */
 static int check_upload(const fixture *fx, const device_blocks *d, int32_t s, int copy, int compute) {
   const dc_node *n = &fx->plan.module->nodes[s];
-  const fake_call *rec = next_call(C_RECORD), *wait = next_call(C_WAIT), *h = next_call(C_HTOD);
+  const fake_call *rec = next_call(C_RECORD), *wait = next_call(C_WAIT);
+  order_ok &= rec->stream == compute && wait->stream == copy && wait->event == rec->event;
+  if (fx->on_demand) {
+    check_chunks(n, d, copy);
+  } else {
+    const fake_call *h = next_call(C_HTOD);
+    order_ok &= h->stream == copy && h->host_pinned && h->dst == d->arena + (uint64_t)n->offset &&
+                h->bytes == dc_type_bytes(&n->type);
+  }
   const fake_call *done = next_call(C_RECORD);
-  order_ok &= rec->stream == compute && wait->stream == copy && wait->event == rec->event && h->stream == copy &&
-              h->host_pinned && h->dst == d->arena + (uint64_t)n->offset && h->bytes == dc_type_bytes(&n->type) &&
-              done->stream == copy;
+  order_ok &= done->stream == copy;
   return done->event;
 }
 
@@ -370,6 +426,8 @@ static int check_upload(const fixture *fx, const device_blocks *d, int32_t s, in
 static int check_run_order(const fixture *fx, int from, const device_blocks *d) {
   const dc_module *m = fx->plan.module;
   cur = from, order_ok = 1;
+  chunk_event[0] = chunk_event[1] = next_chunk = 0; /* each run starts with both chunks free, */
+  chunk_src[0] = chunk_src[1] = 0;                   /* learnt from its first two copies */
   int copy = 0, upload_event[64] = {0};
   for (int i = 0; i < m->ninputs; i++) {
     const fake_call *c = next_call(C_HTOD);
@@ -457,7 +515,11 @@ static void test_run(fixture *fx) {
       top = (uint64_t)m->nodes[s].offset + dc_type_bytes(&m->nodes[s].type);
   for (int i = 0; i < m->ninputs; i++) io += dc_type_bytes(&m->nodes[m->inputs[i].node].type);
   for (int i = 0; i < m->noutputs; i++) io += dc_type_bytes(&m->nodes[m->outputs[i].node].type);
-  CHECK(in->arena_peak_bytes == top && in->pinned_bytes == io + in->host_weight_bytes);
+  /* pinned memory: inputs, outputs and the offloaded weights, or on demand
+   * two bounce chunks instead of the weights */
+  CHECK(in->on_demand == fx->on_demand && in->bounce_bytes == (fx->on_demand ? BOUNCE : 0u));
+  CHECK(in->arena_peak_bytes == top && in->pinned_bytes == io + (fx->on_demand ? 2 * BOUNCE : in->host_weight_bytes));
+  CHECK(live_blocks(1) == m->ninputs + m->noutputs + (fx->on_demand ? 2 : fx->offload));
   int meminfo_first = 0;
   for (int i = 0; i < fk.ncalls && !meminfo_first; i++)
     if (fk.calls[i].kind == C_MEMINFO || fk.calls[i].kind == C_ALLOC) meminfo_first = fk.calls[i].kind == C_MEMINFO;
@@ -472,13 +534,15 @@ static void test_run(fixture *fx) {
     int order = check_run_order(fx, from, &d), same = outputs_match(fx, b, inputs);
     CHECK(order && same && kernel_s > 0);
     printf("%srun %d: %d calls in order (inputs, event, %d launches%s, event, outputs, sync), outputs %s\n",
-           fx->offload ? "offload: " : "", r + 1, fk.ncalls - from, fk.launches / (r + 1),
-           fx->offload ? ", an upload" : "", same ? "bit-exact" : "DIFFER");
+           fx->on_demand ? "on-demand: " : fx->offload ? "offload: " : "", r + 1, fk.ncalls - from,
+           fk.launches / (r + 1), fx->on_demand ? ", an upload in 3 chunks" : fx->offload ? ", an upload" : "",
+           same ? "bit-exact" : "DIFFER");
   }
   free_arrays(m, inputs);
-  printf("%sarena %llu B at the plan's offsets, weight block %llu B, %llu B offloaded to pinned host memory\n",
-         fx->offload ? "offload: " : "", (unsigned long long)in->arena_bytes,
-         (unsigned long long)in->weight_block_bytes, (unsigned long long)in->host_weight_bytes);
+  printf("%sarena %llu B at the plan's offsets, weight block %llu B, %llu B offloaded, %s\n",
+         fx->on_demand ? "on-demand: " : fx->offload ? "offload: " : "", (unsigned long long)in->arena_bytes,
+         (unsigned long long)in->weight_block_bytes, (unsigned long long)in->host_weight_bytes,
+         fx->on_demand ? "read at each upload through 2 pinned chunks of 12 B" : "in pinned host memory");
   dc_cuda_backend_destroy(b);
   check_no_leaks("run");
 }
@@ -896,13 +960,91 @@ static void test_diffrun_api(fixture *fx) {
   free(cpu_path);
 }
 
+/* ==== on demand: a failed read, no reader ========================================== */
+/* The second chunk's read fails: the run's error names the step and the
+ * reader's message, the streams are synchronised, and the next run (reads
+ * working again) is in order and bit-exact.  A backend without a reader
+ * refuses an on-demand plan before any driver call. */
+static void test_on_demand_errors(fixture *fx) {
+  const dc_module *m = fx->plan.module;
+  fake_reset(9, 0);
+  dc_cuda_backend *b = NULL;
+  CHECK_OK(create(fx, NULL, &b));
+  if (!b) return;
+  device_blocks d = blocks_of(fx);
+  float **inputs = input_arrays(m);
+  set_random_inputs(fx, b, inputs);
+  reads = 0, fail_read_at = 2;
+  char want[300];
+  snprintf(want, sizeof want,
+           "test.dplan: step %d (upload in up.scale): weight file w.safetensors: tensor \"scale\": reading 12 bytes at "
+           "file offset 12 got only 0 (test)",
+           (int)fx->upload);
+  int from = fk.ncalls;
+  CHECK_ERR(dc_cuda_backend_run(b, NULL, NULL), want);
+  int synced = 0, before = 0;
+  for (int i = from; i < fk.ncalls; i++) synced += fk.calls[i].kind == C_STREAMSYNC;
+  for (int32_t s = 0; s < fx->upload; s++) before += fx->plan.cuda.kernel_of_node[s] >= 0;
+  CHECK(synced == 2 && fk.launches == before); /* the steps before the upload were launched; none after it */
+  fail_read_at = 0;
+  from = fk.ncalls;
+  CHECK_OK(dc_cuda_backend_run(b, NULL, NULL));
+  CHECK(check_run_order(fx, from, &d) && outputs_match(fx, b, inputs));
+  free_arrays(m, inputs);
+  dc_cuda_backend_destroy(b);
+  check_no_leaks("on-demand read failure");
+  fake_reset(9, 0);
+  dc_cuda_backend_options no_reader = {0};
+  CHECK_ERR(create(fx, &no_reader, &b),
+            "test.dplan: the plan reads offloaded weights on demand (host_memory on-demand), and the backend was "
+            "given no weight reader");
+  CHECK(!b && fk.ncalls == 0);
+  check_no_leaks("on-demand without a reader");
+  printf("on-demand: a failed chunk read is the run's error (step and file named), the next run is bit-exact; no "
+         "reader, no driver call\n");
+}
+
+/* drt on an on-demand CUDA plan: the runtime reads the real weight file
+ * (pread) for the backend; outputs equal the reference backend's. */
+static void test_diffrun_on_demand(fixture *fx) {
+  char *path = tu_path("demand.dplan");
+  CHECK_OK(dc_plan_write(path, &fx->plan));
+  dc_cu_api api = fake_api();
+  dc_cu_api_set_override(&api);
+  fake_reset(9, 0);
+  fake_bind(fx->plan.module, &fx->plan.cuda);
+  float *cuda_out[2] = {NULL, NULL}, *ref_out[2] = {NULL, NULL};
+  drt_stats cs = {0}, rs = {0};
+  run_outputs(path, NULL, 0, cuda_out, &cs);
+  check_no_leaks("drt on-demand");
+  run_outputs(path, "reference", 0, ref_out, &rs);
+  const dc_module *m = fx->plan.module;
+  uint64_t io = 0;
+  for (int i = 0; i < m->ninputs; i++) io += dc_type_bytes(&m->nodes[m->inputs[i].node].type);
+  for (int i = 0; i < m->noutputs; i++) io += dc_type_bytes(&m->nodes[m->outputs[i].node].type);
+  /* default chunks: 8 MiB, cut to the largest offloaded weight (32 B); the
+   * reference backend's bounce buffer: one of 32 B */
+  CHECK(!strcmp(cs.host_memory, "on-demand") && cs.pinned_bytes == io + 2 * 32 && cs.host_weight_bytes == 32);
+  CHECK(!strcmp(rs.host_memory, "on-demand") && rs.pinned_bytes == 32);
+  for (int i = 0; i < 2; i++) {
+    size_t bytes = dc_type_bytes(&m->nodes[m->outputs[i].node].type);
+    CHECK(cuda_out[i] && ref_out[i] && !memcmp(cuda_out[i], ref_out[i], bytes));
+    free(cuda_out[i]), free(ref_out[i]);
+  }
+  dc_cu_api_set_override(NULL);
+  printf("drt on an on-demand CUDA plan: weights read from %s at each upload, %llu B pinned (inputs, outputs, 2 "
+         "chunks); outputs equal the reference backend's\n",
+         fx->wpath, (unsigned long long)cs.pinned_bytes);
+  free(path);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_pick_image();
   test_driver_messages();
   test_constants();
   fixture fx;
-  fixture_init(&fx, 0);
+  fixture_init(&fx, 0, 0);
   test_images_on_device(&fx);
   test_run(&fx);
   test_weight_upload(&fx);
@@ -915,8 +1057,13 @@ int main(int argc, char **argv) {
   test_check_step(&fx);
   test_diffrun_api(&fx);
   fixture_deinit(&fx);
-  fixture_init(&fx, 1);
+  fixture_init(&fx, 1, 0);
   test_run(&fx);
+  fixture_deinit(&fx);
+  fixture_init(&fx, 1, 1);
+  test_run(&fx);
+  test_on_demand_errors(&fx);
+  test_diffrun_on_demand(&fx);
   fixture_deinit(&fx);
   return tu_finish();
 }

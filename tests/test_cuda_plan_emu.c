@@ -144,6 +144,8 @@ static void run_plan(const char *path, const dc_st_file *io, const char *label, 
     CHECK_OK(rs);
     CHECK_OK(drt_run(ref, NULL));
     CHECK(!strcmp(s.backend, "cuda") && s.device_peak_bytes == s.device_predicted_bytes);
+    const char *host = !memory ? "" : memory->host_memory == DC_HOST_ON_DEMAND ? "on-demand" : "pinned";
+    CHECK(!strcmp(s.host_memory, host));
     printf("%s: %d kernels, %d launches; compile %.1f s, emulator builds %.1f s, emulated run %.1f s\n", label,
            plan.cuda.nkernels, fk.launches, compile_s, build_s, s.seconds);
     compare_outputs(emu, ref, io, label);
@@ -165,8 +167,9 @@ static int missing_tool(dc_status *st, const char *tool, const char *label) {
 static void run_fixture(const char *fixture, const char *entry, const char *io_name) {
   char *dir = dc_path_join(tu_source_dir, fixture), *io_path = dc_path_join(dir, io_name);
   char *path = tu_path("emu.dplan"), label[128];
-  snprintf(label, sizeof label, "%s %s%s", fixture + strlen("fixtures/"), entry,
-           memory ? " (fp8 e4m3 storage, block offload + prefetch)" : "");
+  snprintf(label, sizeof label, "%s %s%s%s", fixture + strlen("fixtures/"), entry,
+           memory ? " (fp8 e4m3 storage, block offload + prefetch" : "",
+           !memory ? "" : memory->host_memory == DC_HOST_ON_DEMAND ? ", weights read on demand)" : ")");
   dc_st_file io;
   CHECK_OK(dc_st_open(io_path, &io));
   double t0 = dc_now_seconds();
@@ -203,6 +206,10 @@ int main(int argc, char **argv) {
   dc_memory_options mo = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1,
                           .prefetch = 1, .storage = DT_F8_E4M3};
   memory = &mo;
+  if (!skip) run_fixture("fixtures/unet_tiny", "forward", "io_forward.safetensors");
+  /* The same kernels (built already), the uploads read from the weight
+   * file through two pinned bounce chunks at each run (--host-memory on-demand). */
+  mo.host_memory = DC_HOST_ON_DEMAND;
   if (!skip) run_fixture("fixtures/unet_tiny", "forward", "io_forward.safetensors");
   memory = NULL;
   dc_cu_api_set_override(NULL);

@@ -278,6 +278,11 @@ static dc_status *run(const options *o) {
       if (s.host_weight_bytes)
         printf("offloaded: %s of weights in host memory or on disk; %s copied to the device per run\n",
                dc_format_bytes(s.host_weight_bytes, b1, sizeof b1), dc_format_bytes(s.uploaded_bytes, b2, sizeof b2));
+      if (s.host_weight_bytes && strcmp(s.backend, "cuda") != 0) /* cuda's pinned line is above */
+        printf("host memory: %s, %s held for the offloaded weights (%s)\n", s.host_memory,
+               dc_format_bytes(s.pinned_bytes, b1, sizeof b1),
+               !strcmp(s.host_memory, "on-demand") ? "a bounce buffer; each upload reads its weight's file"
+                                                  : "all of them, read at load");
       if (s.device_peak_bytes != s.device_predicted_bytes)
         st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }
