@@ -395,20 +395,25 @@ static dc_status *ref_permute(const dc_module *m, const dc_node *n, const void *
 }
 
 /* Nearest: output (y, x) reads input (y / f, x / f), like
- * F.interpolate(scale_factor=f, mode="nearest") for an integer f. */
+ * F.interpolate(scale_factor=f, mode="nearest") for an integer f.  NCHW
+ * (any rank >= 3): the last two dims of every plane; NHWC [N,H,W,C]: dims 1
+ * and 2, each pixel's C channels moving together. */
 static dc_status *ref_upsample(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const dc_type *t = in_type(m, n, 0);
   const float *x = in[0];
   float *y = out;
-  int64_t f = dc_node_int(n, "factor"), h = t->dims[t->rank - 2], w = t->dims[t->rank - 1];
-  int64_t planes = h * w != 0 ? (int64_t)dc_type_numel(t) / (h * w) : 0, wo = w * f;
+  int nhwc = n->layout == LAYOUT_NHWC;
+  int64_t f = dc_node_int(n, "factor"), ch = nhwc ? t->dims[3] : 1;
+  int64_t h = t->dims[t->rank - 2 - nhwc], w = t->dims[t->rank - 1 - nhwc];
+  int64_t planes = h * w * ch != 0 ? (int64_t)dc_type_numel(t) / (h * w * ch) : 0, wo = w * f;
   DC_TRY(need_f32(m, n));
   for (int64_t p = 0; p < planes; p++) {
-    const float *xp = x + p * h * w;
-    float *yp = y + p * h * f * wo;
+    const float *xp = x + p * h * w * ch;
+    float *yp = y + p * h * f * wo * ch;
     for (int64_t oy = 0; oy < h * f; oy++) {
-      const float *row = xp + (oy / f) * w;
-      for (int64_t ox = 0; ox < wo; ox++) yp[oy * wo + ox] = row[ox / f];
+      const float *row = xp + (oy / f) * w * ch;
+      for (int64_t ox = 0; ox < wo; ox++)
+        for (int64_t c = 0; c < ch; c++) yp[(oy * wo + ox) * ch + c] = row[(ox / f) * ch + c];
     }
   }
   return NULL;
@@ -519,6 +524,7 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_TIME_EMBED] = dc_ref_time_embed,
   [OP_CAST] = ref_cast,
   [OP_UPLOAD] = ref_upload,
+  [OP_TRANSFER] = ref_upload, /* a copy between two arenas, like an upload */
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

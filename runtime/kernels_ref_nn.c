@@ -8,6 +8,13 @@
  * statistics and softmax denominators are long sums and use double.  Loops
  * are ordered so the innermost one walks contiguous memory.
  *
+ * Layouts: conv2d and group_norm also run channels last (a node with
+ * layout nhwc, passes/layout.c).  Their NHWC branches sum the very same
+ * terms in the very same order as the NCHW ones (conv: (c, ky, kx) per
+ * output element; group norm: channel-major double sums), deliberately, so
+ * a layout change is bit-exact on the reference backend and a test can
+ * compare the two layouts bit for bit (tests/test_layout_kernels.c).
+ *
  * Epilogues (ops.def): conv2d and linear finish each output plane or row
  * with the bias, then apply act and add the residual with the very functions
  * the SILU, GELU, GEGLU and ADD kernels use, in the order the unfused ops
@@ -98,13 +105,14 @@ static void conv_plane(const conv_geom *g, const float *x, const float *wo_, flo
 /* One output plane at a time; with a residual the plane is computed in
  * scratch first (see epilogue_rows). */
 static dc_status *conv2d_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out);
+static dc_status *conv2d_nhwc_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out);
 
 /* Weights stored in another dtype (layerwise casting) are decoded first. */
 REF_KERNEL(dc_ref_conv2d) {
   const void *p[DC_MAX_INPUTS];
   float *owned;
   DC_TRY(dc_ref_params_f32(m, n, in, p, &owned));
-  dc_status *st = conv2d_f32(m, n, p, out);
+  dc_status *st = n->layout == LAYOUT_NHWC ? conv2d_nhwc_f32(m, n, p, out) : conv2d_f32(m, n, p, out);
   dc_free(owned);
   return st;
 }
@@ -131,6 +139,63 @@ static dc_status *conv2d_f32(const dc_module *m, const dc_node *n, const void *c
       epilogue_rows(&e, &n->type, acc, row0, row0 + g.ho, y + at);
     }
   dc_free(scratch);
+  return NULL;
+}
+
+/* NHWC: x [N,H,W,C], w [O,kh,kw,C], out [N,H',W',O].  acc holds one output
+ * row oy, [W'][O]; for each tap the weight column wt[(c, ky, kx)][0..O) is
+ * contiguous (the weight is transposed once into scratch), so the inner
+ * loop walks memory.  Every output element gets its products in conv_plane's
+ * order, (c, ky, kx) with the padding taps skipped: bit-exact with NCHW. */
+static void conv_row_nhwc(const conv_geom *g, int64_t oc, const float *x, const float *wt, int64_t oy, float *acc) {
+  memset(acc, 0, (size_t)(g->wo * oc) * sizeof *acc);
+  for (int64_t c = 0; c < g->c; c++)
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+      int64_t iy = oy * g->stride + ky - g->pt;
+      if (iy < 0 || iy >= g->h) continue;
+      const float *xrow = x + iy * g->w * g->c + c;
+      for (int64_t kx = 0; kx < g->kw; kx++) {
+        const float *wc = wt + ((c * g->kh + ky) * g->kw + kx) * oc;
+        int64_t x0, x1;
+        valid_range(g->w, g->wo, g->stride, kx - g->pl, &x0, &x1);
+        for (int64_t ox = x0; ox < x1; ox++) {
+          float xv = xrow[(ox * g->stride + kx - g->pl) * g->c], *a = acc + ox * oc;
+          for (int64_t o = 0; o < oc; o++) a[o] += wc[o] * xv;
+        }
+      }
+    }
+}
+
+static dc_status *conv2d_nhwc_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
+  const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
+  float *y = out, *wt, *scratch = NULL;
+  conv_geom g = {tx->dims[3], tx->dims[1], tx->dims[2], tw->dims[1], tw->dims[2],
+                 n->type.dims[1], n->type.dims[2], dc_node_int(n, "stride"),
+                 dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
+  int64_t batch = tx->dims[0], oc = tw->dims[0], wn = oc * g.c * g.kh * g.kw, row = g.wo * oc;
+  epilogue e;
+  DC_TRY(epilogue_init(m, n, in, &e));
+  if (!(wt = dc_malloc((size_t)(wn ? wn : 1) * sizeof *wt))) return dc_nomem("transposing a conv2d weight");
+  if (e.r && !(scratch = dc_malloc((size_t)(row ? row : 1) * sizeof *scratch))) {
+    dc_free(wt);
+    return dc_nomem("allocating a conv2d output row");
+  }
+  /* wt[(c, ky, kx)][o] = w[o][ky][kx][c] */
+  for (int64_t o = 0; o < oc; o++)
+    for (int64_t t = 0; t < g.kh * g.kw; t++)
+      for (int64_t c = 0; c < g.c; c++) wt[(c * g.kh * g.kw + t) * oc + o] = w[(o * g.kh * g.kw + t) * g.c + c];
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t oy = 0; oy < g.ho; oy++) {
+      int64_t row0 = (b * g.ho + oy) * g.wo; /* epilogue rows: the output's last dim is O */
+      float *acc = scratch ? scratch : y + row0 * oc;
+      conv_row_nhwc(&g, oc, x + b * g.h * g.w * g.c, wt, oy, acc);
+      for (int64_t ox = 0; bias && ox < g.wo; ox++)
+        for (int64_t o = 0; o < oc; o++) acc[ox * oc + o] += bias[o];
+      epilogue_rows(&e, &n->type, acc, row0, row0 + g.wo, y + row0 * oc);
+    }
+  dc_free(scratch);
+  dc_free(wt);
   return NULL;
 }
 
@@ -180,41 +245,50 @@ static dc_status *linear_f32(const dc_module *m, const dc_node *n, const void *c
 }
 
 /* ---- GROUP_NORM, LAYER_NORM -------------------------------------------- */
-/* Biased mean and variance of len floats, two passes in double. */
-static void moments(const float *x, int64_t len, double *mean, double *var) {
+/* Biased mean and variance, two passes in double, of the nc × np floats
+ * x[c·cs + p·ps], summed channel-major (c outer, p inner) in both layouts:
+ * contiguous for NCHW and layer norm (cs = np, ps = 1), strided for NHWC
+ * (cs = 1, ps = C) — the same additions in the same order either way. */
+static void moments(const float *x, int64_t nc, int64_t np, int64_t cs, int64_t ps, double *mean, double *var) {
   double s = 0.0, q = 0.0;
-  for (int64_t i = 0; i < len; i++) s += x[i];
-  s /= (double)len;
-  for (int64_t i = 0; i < len; i++) q += (x[i] - s) * (x[i] - s);
+  for (int64_t c = 0; c < nc; c++)
+    for (int64_t p = 0; p < np; p++) s += x[c * cs + p * ps];
+  s /= (double)(nc * np);
+  for (int64_t c = 0; c < nc; c++)
+    for (int64_t p = 0; p < np; p++) q += (x[c * cs + p * ps] - s) * (x[c * cs + p * ps] - s);
   *mean = s;
-  *var = q / (double)len;
+  *var = q / (double)(nc * np);
 }
 
-/* (x - mean) / sqrt(var + eps) * gamma + beta, in double, rounded once. */
-static void normalize(const float *x, int64_t len, double mean, double rstd, float gamma, float beta,
+/* (x - mean) / sqrt(var + eps) * gamma + beta, in double, rounded once, for
+ * len floats stride apart. */
+static void normalize(const float *x, int64_t len, int64_t stride, double mean, double rstd, float gamma, float beta,
                       float *y) {
-  for (int64_t i = 0; i < len; i++) y[i] = (float)((x[i] - mean) * rstd * gamma + beta);
+  for (int64_t i = 0; i < len; i++) y[i * stride] = (float)((x[i * stride] - mean) * rstd * gamma + beta);
 }
 
-/* x [N, C, rest...]; group g of sample n is one contiguous run of
- * (C/G)·rest elements.  act (silu, gelu) follows the affine. */
+/* NCHW x [N, C, rest...]: group g of sample n is one contiguous run of
+ * (C/G)·rest elements.  NHWC x [N, rest..., C]: channel c of position p is
+ * at p·C + c.  act (silu, gelu) follows the affine. */
 REF_KERNEL(dc_ref_group_norm) {
   const dc_type *tx = in_type(m, n, 0);
   const float *x = in[0], *gamma = in[1], *beta = in[2];
   float *y = out;
-  int64_t batch = tx->dims[0], ch = tx->dims[1], groups = dc_node_int(n, "groups");
+  int nhwc = n->layout == LAYOUT_NHWC;
+  int64_t batch = tx->dims[0], ch = tx->dims[nhwc ? tx->rank - 1 : 1], groups = dc_node_int(n, "groups");
   int64_t rest = batch * ch != 0 ? (int64_t)dc_type_numel(tx) / (batch * ch) : 0, cpg = ch / groups;
+  int64_t cs = nhwc ? 1 : rest, ps = nhwc ? ch : 1; /* element strides of a channel and a position */
   double eps = dc_node_float(n, "eps");
   DC_TRY(need_f32(m, n));
   for (int64_t b = 0; b < batch; b++)
     for (int64_t g = 0; g < groups; g++) {
-      int64_t base = (b * ch + g * cpg) * rest;
+      int64_t base = b * ch * rest + g * cpg * cs;
       double mean, var, rstd;
-      moments(x + base, cpg * rest, &mean, &var);
+      moments(x + base, cpg, rest, cs, ps, &mean, &var);
       rstd = 1.0 / sqrt(var + eps);
       for (int64_t c = g * cpg; c < (g + 1) * cpg; c++) {
-        int64_t at = (b * ch + c) * rest;
-        normalize(x + at, rest, mean, rstd, gamma[c], beta[c], y + at);
+        int64_t at = b * ch * rest + c * cs;
+        normalize(x + at, rest, ps, mean, rstd, gamma[c], beta[c], y + at);
       }
     }
   act_apply((dc_act)dc_node_int(n, "act"), y, (int64_t)dc_type_numel(&n->type), y);
@@ -231,7 +305,7 @@ REF_KERNEL(dc_ref_layer_norm) {
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * c;
     double mean, var, rstd;
-    moments(xr, c, &mean, &var);
+    moments(xr, 1, c, c, 1, &mean, &var);
     rstd = 1.0 / sqrt(var + eps);
     for (int64_t i = 0; i < c; i++)
       y[r * c + i] = (float)((xr[i] - mean) * rstd * gamma[i] + beta[i]);

@@ -26,7 +26,7 @@ int32_t kh_node(dc_module *m, dc_node n) {
     dc_status_free(st);
     return -1;
   }
-  n.layout = n.type.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  if (n.layout != LAYOUT_NHWC) n.layout = n.type.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
   return dc_module_add_node(m, &n);
 }
 

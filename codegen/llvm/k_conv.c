@@ -8,7 +8,17 @@
  *   rows       stride 1 and W' a multiple of W: a vector of pixels lies in
  *              one output row, so its taps are one masked contiguous load;
  *   gather     anything else (stride 2, odd widths): a masked gather of
- *              the taps, bounds checked per lane. */
+ *              the taps, bounds checked per lane.
+ *
+ * NHWC (channels last, a node with layout nhwc) is the transposed GEMM:
+ *     out[(n, p)][o] = sum_k patch[(n, p)][k] · w[o][k],  k = (ky, kx, c)
+ * rows are output pixels, vectors run along O (contiguous in the NHWC
+ * output), B = wᵀ is packed like linear's (the [O, kh, kw, C] weight is
+ * [O, K]), and A is read in place: a 1×1 stride-1 conv is linear over
+ * x [N·H·W, C]; any other conv addresses each pixel row per tap (k blocks
+ * kept inside one tap's C channels), so row (n, oy, ox) at tap (ky, kx) is
+ * the channel run of input pixel (oy·s + ky - pt, ox·s + kx - pl), or
+ * zeros in the padding: no im2col copy. */
 #include "k_gemm.h"
 
 typedef enum { PACK_POINTWISE, PACK_ROWS, PACK_GATHER } conv_pack;
@@ -103,8 +113,81 @@ static void pack_conv(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef
   kg_end(g, &jp);
 }
 
+/* ---- NHWC ---- */
+typedef struct {
+  int64_t c, h, w, kw, ho, wo, stride, pt, pl;
+  LLVMValueRef x;
+} nhwc_op;
+
+/* Row R = (n, oy, ox) of the implicit patch matrix at k = pc, pc in tap
+ * pc / C: the input pixel's channels from pc % C on, or the zeros. */
+static LLVMValueRef nhwc_arow(dc_kgen *g, const gemm *gm, LLVMValueRef row, LLVMValueRef pc) {
+  const nhwc_op *cv = gm->a_op;
+  LLVMValueRef tap = LLVMBuildSDiv(g->b, pc, i64v(g, cv->c), "tap");
+  LLVMValueRef c0 = LLVMBuildNSWSub(g->b, pc, mul(g, tap, cv->c), "c0");
+  LLVMValueRef ky = LLVMBuildSDiv(g->b, tap, i64v(g, cv->kw), "ky");
+  LLVMValueRef kx = LLVMBuildSRem(g->b, tap, i64v(g, cv->kw), "kx");
+  LLVMValueRef img = LLVMBuildSDiv(g->b, row, i64v(g, cv->ho * cv->wo), "img");
+  LLVMValueRef pix = LLVMBuildSRem(g->b, row, i64v(g, cv->ho * cv->wo), "");
+  LLVMValueRef oy = LLVMBuildSDiv(g->b, pix, i64v(g, cv->wo), "oy");
+  LLVMValueRef ox = LLVMBuildSRem(g->b, pix, i64v(g, cv->wo), "ox");
+  LLVMValueRef iy = add(g, mul(g, oy, cv->stride), LLVMBuildNSWSub(g->b, ky, i64v(g, cv->pt), ""));
+  LLVMValueRef ix = add(g, mul(g, ox, cv->stride), LLVMBuildNSWSub(g->b, kx, i64v(g, cv->pl), ""));
+  LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, iy, i64v(g, cv->h), ""),
+                                 LLVMBuildICmp(g->b, LLVMIntULT, ix, i64v(g, cv->w), ""), "inside");
+  LLVMValueRef off = add(g, mul(g, add(g, mul(g, add(g, mul(g, img, cv->h), iy), cv->w), ix), cv->c), c0);
+  /* a plain GEP: off the image it is computed, never used */
+  LLVMValueRef p = LLVMBuildGEP2(g->b, g->f32, cv->x, &off, 1, "");
+  return LLVMBuildSelect(g->b, ok, p, gm->azero, "arow");
+}
+
+/* Rows: the output pixels (n, oy, ox); columns: the O output channels. */
+static dc_status *conv2d_nhwc(dc_kgen *g) {
+  const dc_node *n = g->n;
+  const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
+  nhwc_op cv = {tx->dims[3], tx->dims[1], tx->dims[2], tw->dims[2], to->dims[1], to->dims[2],
+                dc_node_int(n, "stride"), dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l"), kg_buf(g, 1)};
+  gemm_wt wt = {kg_buf_typed(g, 2, tw->dtype), tw->dims[0], cv.c * tw->dims[1] * tw->dims[2], tw->dtype};
+  if (wt.n * wt.k >= INT32_MAX)
+    return dc_error(DC_ERR_UNSUPPORTED, "conv2d: a weight of %lld elements is too large for 32-bit gathers",
+                    (long long)(wt.n * wt.k));
+  gemm gm = {0};
+  gm.m = to->dims[0] * cv.ho * cv.wo;
+  gm.k = wt.k;
+  gm.ncols = wt.n;
+  gm.groups = 1;
+  gm.act = (dc_act)dc_node_int(n, "act");
+  gm.a_dtype = DT_F32;
+  if (wt.k == cv.c && cv.stride == 1 && cv.pt == 0 && cv.pl == 0 && cv.ho == cv.h && cv.wo == cv.w) {
+    gm.a = cv.x; /* 1×1: x [N·H·W, C] is A itself */
+    gm.lda = cv.c;
+  } else {
+    gm.arow = nhwc_arow;
+    gm.a_op = &cv;
+    gm.kseg = cv.c;
+  }
+  gm.out = kg_buf(g, 0);
+  gm.ldc = gm.ncols;
+  gm.has_bias = dc_node_int(n, "bias") != 0;
+  gm.bias_per_col = 1;
+  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
+  gm.has_res = dc_node_int(n, "residual") != 0;
+  if (gm.has_res) {
+    int64_t str[DC_MAX_DIMS];
+    gemm_bcast_strides(to, kg_type(g, 3 + gm.has_bias), str);
+    gm.resp = kg_buf(g, 3 + gm.has_bias);
+    gm.res = (gemm_res){3, {to->dims[0], to->dims[1], to->dims[2]}, {str[0], str[1], str[2]}, gm.ncols, 0, str[3]};
+  }
+  gm.pack = gemm_pack_wt;
+  gm.op = &wt;
+  gemm_plan(g, &gm);
+  gemm_emit(g, &gm);
+  return NULL;
+}
+
 dc_status *dc_k_conv2d(dc_kgen *g) {
   DC_TRY(gemm_need_f32(g));
+  if (g->n->layout == LAYOUT_NHWC) return conv2d_nhwc(g);
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
   conv_op cv = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3], to->dims[2], to->dims[3],

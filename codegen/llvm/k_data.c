@@ -1,7 +1,7 @@
-/* k_data.c — kernels that move data: reshape, permute, upsample (nearest),
- * concat, slice, and cast between dtypes.  All bit-exact: elements move as
- * integers of their size (never through float registers), and casts
- * rebuild the reference's conversions with integer vector ops.
+/* k_data.c — kernels that move data: reshape, permute, upsample (nearest,
+ * NCHW or NHWC), concat, slice, and cast between dtypes.  All bit-exact:
+ * elements move as integers of their size (never through float registers),
+ * and casts rebuild the reference's conversions with integer vector ops.
  *
  * Copies of contiguous runs (reshape, concat, slice, permutes that keep the
  * last dim) are cut into chunks of at most 64 KiB, and the chunks are the
@@ -345,6 +345,29 @@ static void up_scalar(dc_kgen *g, const up_row *u) {
   kg_end(g, &r);
 }
 
+/* NHWC [N,H,W,C]: input row item (n, iy) makes output row (n, iy·f): each
+ * pixel's C channels copied f times side by side; then that row, W·f·C
+ * elements, copied to the f - 1 rows below it. */
+static void upsample_nhwc(dc_kgen *g, const dc_type *t, int64_t f) {
+  int64_t h = t->dims[1], w = t->dims[2], run = t->dims[3] * dc_dtype_size(t->dtype), orow = w * f * run;
+  LLVMValueRef lo, hi, x = kg_buf_as(g, 1, g->i8), y = kg_buf_as(g, 0, g->i8);
+  kg_split(g, kg_i64(g, t->dims[0] * h), &lo, &hi);
+  kg_loop it, ix, r;
+  kg_for(g, &it, lo, hi, 1, "irow");
+  LLVMValueRef src = kg_gep_t(g, g->i8, x, mul(g, it.i, w * run));
+  LLVMValueRef dst = kg_gep_t(g, g->i8, y, mul(g, it.i, f * orow)); /* rows n·H·f + iy·f = item·f */
+  kg_for(g, &ix, kg_i64(g, 0), kg_i64(g, w), 1, "ix");
+  LLVMValueRef from = kg_gep_t(g, g->i8, src, mul(g, ix.i, run));
+  for (int64_t k = 0; k < f; k++)
+    LLVMBuildMemCpy(g->b, kg_gep_t(g, g->i8, dst, add(g, mul(g, ix.i, f * run), kg_i64(g, k * run))), 1, from, 1,
+                    kg_i64(g, run));
+  kg_end(g, &ix);
+  kg_for(g, &r, kg_i64(g, 1), kg_i64(g, f), 1, "urow");
+  LLVMBuildMemCpy(g->b, kg_gep_t(g, g->i8, dst, mul(g, r.i, orow)), 1, dst, 1, kg_i64(g, orow));
+  kg_end(g, &r);
+  kg_end(g, &it);
+}
+
 dc_status *dc_k_upsample(dc_kgen *g) {
   const dc_type *t = kg_type(g, 1);
   int64_t f = dc_node_int(g->n, "factor"), w = t->dims[t->rank - 1];
@@ -355,6 +378,10 @@ dc_status *dc_k_upsample(dc_kgen *g) {
     return NULL;
   }
   if (numel == 0) return NULL;
+  if (g->n->layout == LAYOUT_NHWC) {
+    upsample_nhwc(g, t, f);
+    return NULL;
+  }
   up_row u = {int_of_size(g, es), NULL, NULL, NULL, f, w};
   u.vt = LLVMVectorType(u.et, (unsigned)W);
   LLVMValueRef lo, hi;

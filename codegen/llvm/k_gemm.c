@@ -13,6 +13,8 @@
  *     for pc in k, step kc                  (nkb blocks)
  *       for jr in panels                    B micro-panel kc × nr stays in L1
  *         for ir in ic..ic+mc, step mr: tile
+ * With kseg (an arow-addressed A, NHWC conv) the pc loop runs over blocks
+ * that each lie inside one segment of kseg (a tap's channels).
  * Partial sums of a tile between k blocks live in a per-thread mc × ppc·nr
  * scratch block (L2), never in the output: the output is written once, by
  * the epilogue, so a residual that aliases the output (in place) is read
@@ -135,14 +137,31 @@ dc_status *gemm_need_f32(dc_kgen *g) {
   return NULL;
 }
 
+/* The thread's scratch: packed B, then the partial sums of a row block
+ * (several k blocks), then kc zeros (arow-addressed A). */
+static int64_t bfloats(const gemm *gm) { return gm->k * gm->ppc * gm->nr; }
+static int64_t cfloats(const gemm *gm) { return gm->nkb > 1 ? gm->mc * gm->ppc * gm->nr : 0; }
+static int64_t zfloats(const dc_kgen *g, const gemm *gm) { return gm->arow ? rup(gm->kc, g->vw) : 0; }
+
 void gemm_plan(dc_kgen *g, gemm *gm) {
   gm->mr = MR;
   gm->nv = NV;
   gm->nr = gm->nv * g->vw;
   gm->nro = gm->geglu ? gm->nr / 2 : gm->nr;
   gm->u = UNROLL;
-  gm->nkb = gm->k > KC_MAX ? cdiv(gm->k, KC_MAX) : 1;
-  gm->kc = rup(gm->k > 0 ? cdiv(gm->k, gm->nkb) : 1, gm->u);
+  if (gm->kseg > 0 && gm->kseg < gm->k) {
+    /* bps blocks per segment, the last one shorter; kc rounded up to the
+     * unroll only while the segment's last block keeps some k */
+    gm->bps = cdiv(gm->kseg, KC_MAX);
+    gm->kc = cdiv(gm->kseg, gm->bps);
+    if ((gm->bps - 1) * rup(gm->kc, gm->u) < gm->kseg) gm->kc = rup(gm->kc, gm->u);
+    gm->nkb = gm->k / gm->kseg * gm->bps;
+  } else {
+    gm->kseg = 0;
+    gm->nkb = gm->k > KC_MAX ? cdiv(gm->k, KC_MAX) : 1;
+    gm->kc = rup(gm->k > 0 ? cdiv(gm->k, gm->nkb) : 1, gm->u);
+    gm->bps = gm->nkb;
+  }
   gm->mc = rup(MC_ROWS, gm->mr);
   gm->nt = cdiv(gm->m, gm->mr);
   int64_t panels = cdiv(gm->ncols, gm->nro), pmax;
@@ -165,8 +184,7 @@ void gemm_plan(dc_kgen *g, gemm *gm) {
   }
   gm->ppc = min64(gm->ppc, panels);
   gm->nbg = cdiv(panels, gm->ppc);
-  int64_t bfloats = gm->k * gm->ppc * gm->nr, cfloats = gm->nkb > 1 ? gm->mc * gm->ppc * gm->nr : 0;
-  g->scratch_bytes = (uint64_t)(bfloats + cfloats) * 4;
+  g->scratch_bytes = (uint64_t)(bfloats(gm) + cfloats(gm) + zfloats(g, gm)) * 4;
 }
 
 /* ---- emission ---- */
@@ -290,7 +308,8 @@ static void tile(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValueRef 
   LLVMValueRef first = gm->nkb > 1 ? LLVMBuildICmp(g->b, LLVMIntEQ, b->pc, kg_i64(g, 0), "") : NULL;
   for (int i = 0; i < mr; i++) {
     LLVMValueRef r = add(g, row0, kg_i64(g, i));
-    arow[i] = kg_gep_t(g, kg_elem_type(g, gm->a_dtype), gm->a, add(g, mul(g, r, gm->lda), b->pc));
+    arow[i] = gm->arow ? gm->arow(g, gm, r, b->pc)
+                       : kg_gep_t(g, kg_elem_type(g, gm->a_dtype), gm->a, add(g, mul(g, r, gm->lda), b->pc));
     for (int v = 0; v < gm->nv; v++) {
       LLVMValueRef zero = LLVMConstNull(g->vf32);
       /* select, not a branch: the scratch load is harmless when unused */
@@ -328,13 +347,20 @@ static void rows(dc_kgen *g, const gemm *gm, blk *b, LLVMValueRef rlo, LLVMValue
   LLVMValueRef ie = gk_min(g, add(g, ic.i, kg_i64(g, gm->mc)), rhi);
   LLVMValueRef nfull = LLVMBuildSDiv(g->b, LLVMBuildNSWSub(g->b, ie, ic.i, ""), kg_i64(g, gm->mr), "");
   LLVMValueRef ifull = add(g, ic.i, mul(g, nfull, gm->mr));
-  if (gm->nkb > 1) {
-    kg_for(g, &pc, kg_i64(g, 0), kg_i64(g, gm->k), gm->kc, "pc");
-    b->pc = pc.i;
+  if (gm->kseg) { /* block kb: segment kb / bps, its (kb % bps)-th block */
+    kg_for(g, &pc, kg_i64(g, 0), kg_i64(g, gm->nkb), 1, "kb");
+    LLVMValueRef in_seg = mul(g, LLVMBuildSRem(g->b, pc.i, kg_i64(g, gm->bps), ""), gm->kc);
+    b->pc = add(g, mul(g, LLVMBuildSDiv(g->b, pc.i, kg_i64(g, gm->bps), ""), gm->kseg), in_seg);
+    b->kcur = gk_min(g, kg_i64(g, gm->kc), LLVMBuildNSWSub(g->b, kg_i64(g, gm->kseg), in_seg, ""));
   } else {
-    b->pc = kg_i64(g, 0);
+    if (gm->nkb > 1) {
+      kg_for(g, &pc, kg_i64(g, 0), kg_i64(g, gm->k), gm->kc, "pc");
+      b->pc = pc.i;
+    } else {
+      b->pc = kg_i64(g, 0);
+    }
+    b->kcur = gk_min(g, kg_i64(g, gm->kc), LLVMBuildNSWSub(g->b, kg_i64(g, gm->k), b->pc, ""));
   }
-  b->kcur = gk_min(g, kg_i64(g, gm->kc), LLVMBuildNSWSub(g->b, kg_i64(g, gm->k), b->pc, ""));
   kg_for(g, &jr, kg_i64(g, 0), npanels, 1, "jr");
   b->jr = jr.i;
   kg_for(g, &ir, ic.i, ifull, gm->mr, "ir");
@@ -356,7 +382,12 @@ void gemm_emit(dc_kgen *g, gemm *gm) {
   if (items == 0) return;
   blk b;
   b.bfull = kg_scratch(g);
-  b.cp = kg_gep(g, b.bfull, kg_i64(g, gm->k * gm->ppc * gm->nr));
+  b.cp = kg_gep(g, b.bfull, kg_i64(g, bfloats(gm)));
+  if (gm->arow) { /* scratch is not zeroed for us */
+    gm->azero = kg_gep(g, b.cp, kg_i64(g, cfloats(gm)));
+    for (int64_t i = 0; i < zfloats(g, gm); i += g->vw)
+      kg_vstore(g, LLVMConstNull(g->vf32), kg_gep(g, gm->azero, kg_i64(g, i)));
+  }
   LLVMValueRef lo, hi;
   kg_split(g, kg_i64(g, items), &lo, &hi);
   /* the column chunks [lo, hi) touches, and its row tiles in each */

@@ -14,13 +14,23 @@
  * Packed B layout: panels of nr = nv·W GEMM columns, each [k][nr]
  * contiguous, so the micro-kernel reads nr floats per k from one stream.
  * For geglu a panel holds W·nv/2 "value" columns j and the matching "gate"
- * columns H + j, and produces nro = nr/2 output columns. */
+ * columns H + j, and produces nro = nr/2 output columns.
+ *
+ * A that is no single matrix (NHWC conv: row r = output pixel, k = (ky, kx,
+ * c), so a row is the taps' channel runs of different input pixels) gives
+ * an arow callback and kseg = C: k blocks then never straddle a tap, and a
+ * row's kc values at block pc are one contiguous run of x (or zeros, for a
+ * padding tap): an implicit im2col, nothing packed. */
 #ifndef DC_K_GEMM_H
 #define DC_K_GEMM_H
 
 #include "kgen.h"
 
 typedef struct gemm gemm;
+
+/* Where row R of A has its element k = pc (an f32 pointer; the block's
+ * kcur values follow contiguously), for arow-addressed A (see above). */
+typedef LLVMValueRef (*gemm_arow_fn)(dc_kgen *g, const gemm *gm, LLVMValueRef row, LLVMValueRef pc);
 
 /* Fills dst with the packed panels of output columns [col0, col0 + ncols)
  * of group `grp`, for all k: dst[(p·k + kk)·nr + lane]; lanes past ncols
@@ -55,11 +65,18 @@ struct gemm {
   int64_t lda, ldc;
   gemm_pack_fn pack;
   const void *op;           /* the packer's own description */
+  /* A addressed row by row (a_dtype f32; a and lda unused): k blocks never
+   * straddle a multiple of kseg; azero (set by gemm_emit) points at kc zeros
+   * in the thread's scratch for rows with nothing to read */
+  gemm_arow_fn arow;
+  const void *a_op;         /* arow's own description */
+  int64_t kseg;
+  LLVMValueRef azero;
   /* tiling (gemm_plan): tile mr × nr (nro output columns), k unrolled u;
-   * k blocks of kc (nkb of them), row blocks of mc; column chunks of ppc
-   * panels, nbg per group; nt row tiles */
+   * k blocks of kc (nkb of them, bps per kseg segment), row blocks of mc;
+   * column chunks of ppc panels, nbg per group; nt row tiles */
   int mr, nv, nr, nro, u;
-  int64_t kc, nkb, mc, ppc, nbg, nt;
+  int64_t kc, nkb, bps, mc, ppc, nbg, nt;
 };
 
 /* Chooses tiles, blocks and the thread split; sets g->scratch_bytes. */
@@ -73,6 +90,17 @@ void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
  * stored in any dtype; else DC_ERR_UNSUPPORTED. */
 dc_status *gemm_need_f32(dc_kgen *g);
 
+/* The packer of B = wᵀ for a weight w [n, k] stored in dtype wt (linear;
+ * NHWC conv, whose [O, kh, kw, C] weight is [O, K] with k = (ky, kx, c)):
+ * one masked gather per k and vector.  gm->op points at a gemm_wt. */
+typedef struct {
+  LLVMValueRef w; /* elements of wt */
+  int64_t n, k;
+  dc_dtype wt;
+} gemm_wt;
+void gemm_pack_wt(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef grp, LLVMValueRef col0,
+                  LLVMValueRef ncols);
+
 /* ---- stored dtypes (k_stored.c): weights read as f32 where they are used ---- */
 LLVMTypeRef kg_elem_type(dc_kgen *g, dc_dtype t);          /* float, i16 (bf16, f16) or i8 (fp8) */
 LLVMValueRef kg_buf_typed(dc_kgen *g, int i, dc_dtype t); /* bufs[i] as a pointer to that */
@@ -80,17 +108,6 @@ LLVMValueRef kg_buf_typed(dc_kgen *g, int i, dc_dtype t); /* bufs[i] as a pointe
  * p[idx[lane]] for lanes in mask (idx: <W x i32>), zero elsewhere. */
 LLVMValueRef kg_load_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx);
 LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef mask);
-LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs);
-
-/* ---- vector helpers shared with the packers ---- */
-LLVMValueRef gk_i32(dc_kgen *g, int64_t v);
-LLVMValueRef gk_iota(dc_kgen *g);                    /* <W x i32> 0..W-1 */
-LLVMValueRef gk_isplat(dc_kgen *g, LLVMValueRef v);  /* i32 or i64 scalar -> <W x i32> */
-LLVMValueRef gk_lanes_below(dc_kgen *g, LLVMValueRef first, LLVMValueRef end); /* first+lane < end */
-LLVMValueRef gk_mload(dc_kgen *g, LLVMValueRef pf32, LLVMValueRef mask);       /* zero where masked off */
-void gk_mstore(dc_kgen *g, LLVMValueRef v, LLVMValueRef pf32, LLVMValueRef mask);
-LLVMValueRef gk_gather(dc_kgen *g, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask);
-LLVMValueRef gk_min(dc_kgen *g, LLVMValueRef a, LLVMValueRef b);               /* i64 */
 
 dc_status *dc_k_conv2d(dc_kgen *g);
 dc_status *dc_k_linear(dc_kgen *g);

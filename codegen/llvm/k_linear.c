@@ -11,19 +11,13 @@
  * intermediate never exists. */
 #include "k_gemm.h"
 
-typedef struct {
-  LLVMValueRef w; /* elements of wt */
-  int64_t n, k;
-  dc_dtype wt;    /* the weight's stored dtype (layerwise casting) */
-} linear_op;
-
 static LLVMValueRef add(dc_kgen *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(g->b, a, b, ""); }
 static LLVMValueRef mul(dc_kgen *g, LLVMValueRef a, int64_t c) { return LLVMBuildNSWMul(g->b, a, kg_i64(g, c), ""); }
 
-/* Panels of wᵀ for output columns [col0, col0 + ncols). */
-static void pack_linear(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef grp, LLVMValueRef col0,
-                        LLVMValueRef ncols) {
-  const linear_op *lin = gm->op;
+/* Panels of wᵀ for output columns [col0, col0 + ncols) (k_gemm.h). */
+void gemm_pack_wt(dc_kgen *g, const gemm *gm, LLVMValueRef dst, LLVMValueRef grp, LLVMValueRef col0,
+                  LLVMValueRef ncols) {
+  const gemm_wt *lin = gm->op;
   int nvo = gm->geglu ? gm->nv / 2 : gm->nv;
   LLVMValueRef end = add(g, col0, ncols);
   LLVMValueRef npanels = LLVMBuildSDiv(g->b, add(g, ncols, kg_i64(g, gm->nro - 1)), kg_i64(g, gm->nro), "");
@@ -49,7 +43,7 @@ dc_status *dc_k_linear(dc_kgen *g) {
   DC_TRY(gemm_need_f32(g));
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tw = kg_type(g, 2);
-  linear_op lin = {kg_buf_typed(g, 2, tw->dtype), tw->dims[0], tw->dims[1], tw->dtype};
+  gemm_wt lin = {kg_buf_typed(g, 2, tw->dtype), tw->dims[0], tw->dims[1], tw->dtype};
   if (lin.n * lin.k >= INT32_MAX)
     return dc_error(DC_ERR_UNSUPPORTED, "linear: a weight of %lld elements is too large for 32-bit gathers",
                     (long long)(lin.n * lin.k));
@@ -83,7 +77,7 @@ dc_status *dc_k_linear(dc_kgen *g) {
     gm.res.cw = gm.ncols;
     gm.res.cs_lo = str[r - 1];
   }
-  gm.pack = pack_linear;
+  gm.pack = gemm_pack_wt;
   gm.op = &lin;
   gemm_plan(g, &gm);
   gemm_emit(g, &gm);

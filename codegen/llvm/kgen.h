@@ -95,6 +95,19 @@ typedef struct {
 void kg_if(dc_kgen *g, kg_cond *c, LLVMValueRef cond);
 void kg_endif(dc_kgen *g, kg_cond *c);
 
+/* Masked and gathered <W x float> access, i32 lane vectors (defined in
+ * k_gemm.c, whose packers use them most). */
+LLVMValueRef gk_i32(dc_kgen *g, int64_t v);
+LLVMValueRef gk_iota(dc_kgen *g);                    /* <W x i32> 0..W-1 */
+LLVMValueRef gk_isplat(dc_kgen *g, LLVMValueRef v);  /* i32 or i64 scalar -> <W x i32> */
+LLVMValueRef gk_lanes_below(dc_kgen *g, LLVMValueRef first, LLVMValueRef end); /* first+lane < end */
+LLVMValueRef gk_mload(dc_kgen *g, LLVMValueRef pf32, LLVMValueRef mask);       /* zero where masked off */
+void gk_mstore(dc_kgen *g, LLVMValueRef v, LLVMValueRef pf32, LLVMValueRef mask);
+LLVMValueRef gk_gather(dc_kgen *g, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask);
+LLVMValueRef gk_min(dc_kgen *g, LLVMValueRef a, LLVMValueRef b);               /* i64 */
+/* A call to intrinsic name overloaded on tys[0..ntys). */
+LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs);
+
 /* Math on f32 scalars or vectors, for any kernel's epilogue (defined in
  * k_elementwise.c):
  *   kg_expf: e^x within about 1 ulp, subnormal results included, inf above
