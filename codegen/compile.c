@@ -79,24 +79,30 @@ static void close_target(target_ctx *t) { dc_nvrtc_unload(t->nv); }
 
 /* Provenance stored in the plan's OPTS section. */
 /* The memory options as diffc flags, for the plan's OPTS and --info. */
-static void memory_flags(const dc_compile_options *o, char *buf, size_t cap) {
+/* (A dc_buf: --skip-cast patterns have no length limit.) */
+static void memory_flags(const dc_compile_options *o, dc_buf *b) {
   const dc_memory_options *mo = &o->memory;
-  int n = snprintf(buf, cap, "--offload %s", dc_offload_name(mo->offload));
-  if (mo->group_level) n += snprintf(buf + n, cap - (size_t)n, " --group-level %s", dc_group_level_name(mo->group_level));
-  if (mo->blocks_per_group) n += snprintf(buf + n, cap - (size_t)n, " --blocks-per-group %d", mo->blocks_per_group);
-  if (mo->prefetch) n += snprintf(buf + n, cap - (size_t)n, " --prefetch=%d", mo->prefetch);
-  if (o->vae_slicing) n += snprintf(buf + n, cap - (size_t)n, " --vae-slicing");
-  if (o->vae_tiling) n += snprintf(buf + n, cap - (size_t)n, " --vae-tiling");
-  if (mo->storage != DT_F32) n += snprintf(buf + n, cap - (size_t)n, " --storage-dtype %s", dc_dtype_name(mo->storage));
-  for (int i = 0; i < mo->nskip_cast; i++) n += snprintf(buf + n, cap - (size_t)n, " --skip-cast %s", mo->skip_cast[i]);
+  dc_buf_printf(b, "--offload %s", dc_offload_name(mo->offload));
+  if (mo->group_level) dc_buf_printf(b, " --group-level %s", dc_group_level_name(mo->group_level));
+  if (mo->blocks_per_group) dc_buf_printf(b, " --blocks-per-group %d", mo->blocks_per_group);
+  if (mo->prefetch) dc_buf_printf(b, " --prefetch=%d", mo->prefetch);
+  if (mo->host_memory)
+    dc_buf_printf(b, " --host-memory %s", mo->host_memory == DC_HOST_PINNED ? "pinned" : "on-demand");
+  if (o->vae_slicing) dc_buf_printf(b, " --vae-slicing");
+  if (o->vae_tiling) dc_buf_printf(b, " --vae-tiling");
+  if (mo->storage != DT_F32) dc_buf_printf(b, " --storage-dtype %s", dc_dtype_name(mo->storage));
+  for (int i = 0; i < mo->nskip_cast; i++) dc_buf_printf(b, " --skip-cast %s", mo->skip_cast[i]);
+  dc_buf_u8(b, 0);
 }
 
 static char *options_json(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, const dc_buf *fit) {
-  cJSON *j = cJSON_CreateObject();
+  dc_buf mem;
+  dc_buf_init(&mem);
+  memory_flags(o, &mem);
+  cJSON *j = mem.failed ? NULL : cJSON_CreateObject();
+  if (j) cJSON_AddStringToObject(j, "memory", (const char *)mem.data);
+  dc_buf_deinit(&mem);
   if (!j) return NULL;
-  char mem[256];
-  memory_flags(o, mem, sizeof mem);
-  cJSON_AddStringToObject(j, "memory", mem);
   if (o->offload_dir) cJSON_AddStringToObject(j, "offload_dir", o->offload_dir);
   if (fit && fit->len) cJSON_AddRawToObject(j, "fit", (const char *)fit->data);
   cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
@@ -143,11 +149,11 @@ static dc_status *debug_on(const char *list, const char *name, int *on) {
 /* Runs the pipeline, with memplan's trace on stderr when asked, then checks
  * the memory plan: a pass that ran after memplan and moved nodes is caught
  * here rather than by diffrun. */
-static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
+static dc_status *run_passes(const dc_compile_options *o, const dc_memory_options *mem, dc_module *m) {
   int trace;
   DC_TRY(debug_on(o->debug, "memplan", &trace));
   dc_pipeline_options po = {.dump_after = o->dump_after, .dump = dump_to_stderr, .verbose = o->verbose,
-                            .memory = &o->memory};
+                            .memory = mem};
   if (trace) dc_memplan_trace(stderr);
   dc_status *st = dc_pipeline_run(m, &po);
   dc_memplan_trace(NULL);
@@ -157,7 +163,62 @@ static dc_status *run_passes(const dc_compile_options *o, dc_module *m) {
     st = dc_status_annotate(dc_memplan_check(m, &l), "after the pipeline");
     dc_liveness_deinit(&l);
   }
+  if (!st) st = dc_place_check_budgets(m, mem);
   return st;
+}
+
+dc_status *dc_load_device_map(const char *path, dc_map_entry **out, int *n) {
+  *out = NULL, *n = 0;
+  dc_json_doc d;
+  DC_TRY(dc_json_load(path, &d));
+  dc_status *st = NULL;
+  if (!cJSON_IsObject(d.root))
+    st = dc_error(DC_ERR_FORMAT, "%s: a device map is a JSON object of module path -> device, got a %s", path,
+                  dc_json_type_name(d.root));
+  size_t count = 0, chars = 0;
+  for (cJSON *e = st ? NULL : d.root->child; e; e = e->next) count++, chars += strlen(e->string) + 1;
+  dc_map_entry *m = st ? NULL : dc_malloc(sizeof *m * (count + 1) + chars + 1);
+  if (!st && !m) st = dc_nomem("reading the device map");
+  char *text = m ? (char *)(m + count + 1) : NULL;
+  int k = 0;
+  for (cJSON *e = st ? NULL : d.root->child; e && !st; e = e->next, k++) {
+    int dev = -100;
+    if (cJSON_IsNumber(e) && e->valuedouble == (double)(int)e->valuedouble) dev = (int)e->valuedouble;
+    else if (cJSON_IsString(e) && !strcmp(e->valuestring, "cpu")) dev = DC_ON_CPU;
+    else if (cJSON_IsString(e) && !strcmp(e->valuestring, "disk")) dev = DC_ON_DISK;
+    else if (cJSON_IsString(e) && !strncmp(e->valuestring, "cuda:", 5) && e->valuestring[5] >= '0' &&
+             e->valuestring[5] <= '9' && !e->valuestring[6])
+      dev = e->valuestring[5] - '0';
+    if (dev == -100 || dev >= DC_MAX_DEVICES || (dev < 0 && dev != DC_ON_CPU && dev != DC_ON_DISK)) {
+      char *v = cJSON_PrintUnformatted(e);
+      st = dc_error(DC_ERR_FORMAT, "%s: module \"%s\": expected a device (a GPU number 0..%d, \"cuda:N\", \"cpu\" or "
+                    "\"disk\"), got %s", path, e->string, DC_MAX_DEVICES - 1, v ? v : "?");
+      cJSON_free(v);
+      break;
+    }
+    strcpy(text, e->string);
+    m[k] = (dc_map_entry){text, dev};
+    text += strlen(text) + 1;
+  }
+  dc_json_free(&d);
+  if (st) return dc_free(m), st;
+  *out = m, *n = k;
+  return NULL;
+}
+
+/* --host-memory against --offload-dir: weights in a dir stay on disk and
+ * are read at each upload, so the default there is on-demand and pinned
+ * (everything read into host memory at load) contradicts the dir. */
+static dc_status *resolve_host_memory(const dc_compile_options *o, dc_memory_options *mem) {
+  *mem = o->memory;
+  if (!o->offload_dir || mem->offload == DC_OFFLOAD_NONE) return NULL; /* (the dir's own check names that) */
+  if (mem->host_memory == DC_HOST_PINNED)
+    return dc_error(DC_ERR_ARGUMENT,
+                    "--host-memory pinned contradicts --offload-dir %s (the weights there stay on disk and are read "
+                    "at each upload); drop one of them",
+                    o->offload_dir);
+  mem->host_memory = DC_HOST_ON_DEMAND;
+  return NULL;
 }
 
 /* The module, and (fit != NULL) the device bytes each offload alternative
@@ -167,6 +228,8 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
   memset(f, 0, sizeof *f);
   *m = NULL;
   DC_TRY(dc_memory_options_check(&o->memory));
+  dc_memory_options mem;
+  DC_TRY(resolve_host_memory(o, &mem));
   dc_folder_options fo = {o->component, o->variant};
   DC_TRY(dc_folder_open(o->model, &fo, f));
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
@@ -185,7 +248,7 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
   if (fit) DC_TRY(dc_fit_table(*m, &o->memory, fit));
-  DC_TRY(run_passes(o, *m));
+  DC_TRY(run_passes(o, &mem, *m));
   if (plan_path) { /* layerwise casting: the converted weights beside the plan */
     char *wpath = dc_asprintf("%s.weights.safetensors", plan_path);
     if (!wpath) return dc_nomem("naming the weights file");
@@ -193,9 +256,15 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
     dc_free(wpath);
     DC_TRY(st);
   }
+  int on_disk = 0;
+  for (int32_t w = 0; w < (*m)->nweights; w++) on_disk |= (*m)->weights[w].place == DC_PLACE_DISK;
+  if (on_disk && !o->offload_dir)
+    return dc_error(DC_ERR_ARGUMENT, "--device-map put modules on disk: add --offload-dir DIR for their files");
   if (!o->offload_dir) return NULL;
   dc_offload_store_report r;
-  DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->verbose, &r));
+  /* with --offload, every offloaded group goes to the dir; with only a
+   * device map, the groups of the modules it put on disk */
+  DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->memory.offload == DC_OFFLOAD_NONE, o->verbose, &r));
   if (o->verbose) fprintf(stderr, "diffc: --offload-dir %s: %d group file(s) written, %d reused\n", o->offload_dir, r.written, r.reused);
   return NULL;
 }

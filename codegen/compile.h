@@ -43,6 +43,11 @@ typedef struct {
   int cuda_kernels, cuda_compiles, cuda_cached, cuda_warnings;
 } dc_compile_report;
 
+/* Reads a --device-map JSON file: {"module.path": 0 | "cpu" | "disk" |
+ * "cuda:N", ...} ("" = the whole model).  *out is one allocation (entries
+ * and their strings) for dc_free. */
+dc_status *dc_load_device_map(const char *path, dc_map_entry **out, int *n);
+
 /* Writes the plan to plan_path atomically; on error nothing is left there.
  * With --storage-dtype the converted weights go to PLAN.weights.safetensors
  * (also atomically, before the plan). */

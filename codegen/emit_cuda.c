@@ -262,7 +262,7 @@ static dc_status *fill_plan(const dc_module *m, const dc_nvrtc *nv, const dc_cud
 
 /* Every non-leaf op has a kernel (no host fallback) except upload, which is
  * a copy the runtime issues on its copy stream. */
-static int has_cuda_kernel(const dc_module *m, int32_t id) { return m->nodes[id].op != OP_UPLOAD; }
+static int has_cuda_kernel(const dc_module *m, int32_t id) { return !dc_op_is_copy(m->nodes[id].op); }
 
 static dc_status *failures(const dc_cuda_emit_report *rep) {
   const dc_cuda_note *e = &rep->errors[0];

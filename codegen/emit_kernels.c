@@ -32,8 +32,8 @@ static int has_llvm_kernel(const dc_module *m, int32_t id) { return dc_kgen_emit
 /* Non-leaf nodes whose op has no LLVM kernel: they run the reference one. */
 static int count_reference(const dc_module *m, const dc_kernel_groups *g) {
   int n = 0;
-  for (int32_t i = 0; i < m->nnodes; i++) /* uploads are copies on the copy stream, not kernels */
-    n += g->group_of[i] < 0 && !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && m->nodes[i].op != OP_UPLOAD;
+  for (int32_t i = 0; i < m->nnodes; i++) /* uploads and transfers are copies, not kernels */
+    n += g->group_of[i] < 0 && !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !dc_op_is_copy(m->nodes[i].op);
   return n;
 }
 

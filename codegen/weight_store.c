@@ -165,17 +165,34 @@ static int64_t group_count(const dc_module *m) {
   return n;
 }
 
-dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, dc_offload_store_report *rep) {
+static int has_disk_weight(const dc_module *m, const int32_t *ws, int n) {
+  for (int i = 0; i < n; i++)
+    if (m->weights[ws[i]].place == DC_PLACE_DISK) return 1;
+  return 0;
+}
+
+dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only, int verbose,
+                                   dc_offload_store_report *rep) {
   if (rep) memset(rep, 0, sizeof *rep);
   int64_t ngroups = group_count(m);
-  if (ngroups == 0)
-    return dc_error(DC_ERR_ARGUMENT, "--offload-dir %s: nothing is offloaded (add --offload group|sequential|model)", dir);
+  int any_disk = 0;
+  for (int32_t w = 0; w < m->nweights; w++) any_disk |= m->weights[w].place == DC_PLACE_DISK;
+  if (ngroups == 0 || (disk_only && !any_disk))
+    return dc_error(DC_ERR_ARGUMENT, "--offload-dir %s: nothing is offloaded%s", dir,
+                    disk_only && ngroups ? " to disk (--device-map put no module there: add disk=SIZE to --max-memory, "
+                                           "or \"disk\" in the map)"
+                                         : " (add --offload group|sequential|model)");
+  for (int32_t w = 0; w < m->nweights; w++)
+    if (dc_weight_pending(&m->weights[w])) /* the file bytes are not what the plan reads yet */
+      return dc_error(DC_ERR_INTERNAL, "--offload-dir %s: weight %s is not converted yet (store the cast weights first)",
+                      dir, m->weights[w].name);
   DC_TRY(check_dir(dir));
   sources s = {dc_calloc((size_t)m->nfiles + 1, sizeof *s.maps), m->nfiles};
   int32_t *ws = dc_calloc((size_t)m->nweights + 1, sizeof *ws);
   dc_status *st = s.maps && ws ? NULL : dc_nomem("writing offload groups");
   for (int64_t g = 0; g < ngroups && !st; g++) {
     int n = group_weights(m, g, ws);
+    if (disk_only && !has_disk_weight(m, ws, n)) continue; /* a cpu-placed group stays in host memory */
     uint64_t hash = 0;
     st = group_hash(m, &s, ws, n, &hash);
     if (st) break;
@@ -215,13 +232,28 @@ static void decode_to_f32(dc_dtype t, const uint8_t *src, uint64_t i, float *out
   }
 }
 
-/* Converts weight w's source bytes into dst (type.dtype). */
+/* The source element of destination element i: itself, or for a repacked
+ * conv weight (dst [O,kh,kw,C] from src [O,C,kh,kw]) its OIHW index. */
+static uint64_t source_index(const dc_weight *w, uint64_t i) {
+  if (!w->repack_pending) return i;
+  const int64_t *d = w->type.dims; /* O, kh, kw, C */
+  uint64_t c = i % (uint64_t)d[3], kx = i / (uint64_t)d[3] % (uint64_t)d[2];
+  uint64_t ky = i / (uint64_t)(d[3] * d[2]) % (uint64_t)d[1], o = i / (uint64_t)(d[3] * d[2] * d[1]);
+  return ((o * (uint64_t)d[3] + c) * (uint64_t)d[1] + ky) * (uint64_t)d[2] + kx;
+}
+
+/* Converts weight w's source bytes into dst (type.dtype, repacked if asked). */
 static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) {
   uint64_t n = dc_type_numel(&w->type);
+  if (!w->cast_pending) { /* a repack alone moves elements as they are */
+    size_t es = (size_t)dc_dtype_size(w->type.dtype);
+    for (uint64_t i = 0; i < n; i++) memcpy(dst + es * i, src + es * source_index(w, i), es);
+    return NULL;
+  }
   double worst = 0;
   for (uint64_t i = 0; i < n; i++) {
     float x;
-    decode_to_f32(w->from_dtype, src, i, &x);
+    decode_to_f32(w->from_dtype, src, source_index(w, i), &x);
     uint16_t h;
     switch (w->type.dtype) {
       case DT_BF16: h = dc_f32_to_bf16(x); memcpy(dst + 2 * i, &h, 2); break;
@@ -245,7 +277,7 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
   int n = 0;
   uint64_t total = 0;
   for (int32_t i = 0; i < m->nweights; i++)
-    if (m->weights[i].cast_pending) n++, total += m->weights[i].bytes;
+    if (dc_weight_pending(&m->weights[i])) n++, total += m->weights[i].bytes;
   if (n == 0) return NULL;
   sources s = {dc_calloc((size_t)m->nfiles + 1, sizeof *s.maps), m->nfiles};
   dc_st_out *outs = dc_calloc((size_t)n + 1, sizeof *outs);
@@ -256,10 +288,11 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
   int k = 0;
   for (int32_t i = 0; i < m->nweights && !st; i++) {
     dc_weight *w = &m->weights[i];
-    if (!w->cast_pending) continue;
+    if (!dc_weight_pending(w)) continue;
+    uint64_t from_bytes = w->cast_pending ? w->from_bytes : w->bytes;
     dc_mapped_file *f = &s.maps[w->file];
     if (!f->data) st = dc_file_map(m->files[w->file].path, f);
-    if (!st && w->offset + w->from_bytes > (uint64_t)f->size)
+    if (!st && w->offset + from_bytes > (uint64_t)f->size)
       st = dc_error(DC_ERR_IO, "%s: tensor %s lies past the end: the file changed", m->files[w->file].path, w->name);
     if (!st) st = convert(w, f->data + w->offset, data + at);
     outs[k] = (dc_st_out){w->name, w->type, data + at};
@@ -270,13 +303,13 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
   for (int32_t f = 0; s.maps && f < s.nfiles; f++)
     if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
   if (!st) {
-    for (int i = 0; i < n; i++) m->weights[ws[i]].cast_pending = 0;
+    for (int i = 0; i < n; i++) m->weights[ws[i]].cast_pending = m->weights[ws[i]].repack_pending = 0;
     st = repoint(m, path, ws, n);
   }
   if (!st) st = drop_unused_files(m);
   if (!st && verbose) {
     char b[32];
-    fprintf(stderr, "diffc: wrote %s: %d weights in storage dtype, %s\n", path, n, dc_format_bytes(total, b, sizeof b));
+    fprintf(stderr, "diffc: wrote %s: %d weights converted (storage dtype, NHWC repack), %s\n", path, n, dc_format_bytes(total, b, sizeof b));
   }
   dc_free(s.maps);
   dc_free(outs);

@@ -11,8 +11,11 @@ typedef struct {
 
 /* Writes each offload group's weights (the module's UPLOAD nodes, pass
  * offload) to dir/group_<content hash>.safetensors, reusing a file only
- * when its content matches, and repoints the module's weights to them. */
-dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int verbose, dc_offload_store_report *rep);
+ * when its content matches, and repoints the module's weights to them.
+ * disk_only: only the groups holding a weight --device-map put on disk
+ * (the others, placed on the cpu, stay in host memory). */
+dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only, int verbose,
+                                   dc_offload_store_report *rep);
 
 /* Layerwise casting: converts every weight with a cast pending (pass
  * cast-weights) from its file's dtype to its storage dtype (nearest even,

@@ -214,9 +214,12 @@ static dc_status *attention(vae_b *b, const char *prefix, int32_t x, int32_t *ou
   int32_t h, q, k, v;
   dc_gb *g = &b->g;
   /* Normalising [B,C,H,W] equals normalising the processor's [B,C,HW]. */
+  /* view(B,C,HW).transpose(1,2), moved as permute(0,2,3,1).reshape(B,HW,C):
+   * the same bytes, and the form the layout pass cancels against an NHWC
+   * group_norm (--layout nhwc then transposes nothing here). */
   DC_TRY(norm(b, prefix, "group_norm", x, &h));
-  DC_TRY(gb_reshape(g, prefix, h, 3, (int64_t[]){bs, ch, hh * ww}, &h));
-  DC_TRY(gb_permute(g, prefix, h, 3, (int64_t[]){0, 2, 1}, &h));
+  DC_TRY(gb_permute(g, prefix, h, 4, (int64_t[]){0, 2, 3, 1}, &h));
+  DC_TRY(gb_reshape(g, prefix, h, 3, (int64_t[]){bs, hh * ww, ch}, &h));
   DC_TRY(attn_linear(b, prefix, "to_q", "query", h, ch, &q));
   DC_TRY(attn_linear(b, prefix, "to_k", "key", h, ch, &k));
   DC_TRY(attn_linear(b, prefix, "to_v", "value", h, ch, &v));
@@ -225,8 +228,8 @@ static dc_status *attention(vae_b *b, const char *prefix, int32_t x, int32_t *ou
   dc_node_set_float(&n, "scale", 1.0 / sqrt((double)head_dim));
   DC_TRY(gb_add(g, &n, prefix, &h));
   DC_TRY(attn_linear(b, prefix, "to_out.0", "proj_attn", h, ch, &h));
-  DC_TRY(gb_permute(g, prefix, h, 3, (int64_t[]){0, 2, 1}, &h));
-  DC_TRY(gb_reshape(g, prefix, h, 4, (int64_t[]){bs, ch, hh, ww}, &h));
+  DC_TRY(gb_reshape(g, prefix, h, 4, (int64_t[]){bs, hh, ww, ch}, &h));
+  DC_TRY(gb_permute(g, prefix, h, 4, (int64_t[]){0, 3, 1, 2}, &h));
   return gb_binary(g, OP_ADD, prefix, h, x, out);
 }
 

@@ -226,6 +226,8 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
   } else if (c->n->op == OP_UPLOAD) {
     if (c->m->nodes[c->n->inputs[0]].op != OP_WEIGHT) return fail(c, "upload reads a weight, not a computed value");
     if (!dc_type_equal(t, c->in[0])) return fail(c, "upload changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
+  } else if (c->n->op == OP_TRANSFER) {
+    if (!dc_type_equal(t, c->in[0])) return fail(c, "transfer changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
   } else if (c->n->op == OP_CAST) {
     dc_type same = *c->in[0];
     same.dtype = t->dtype;

@@ -25,6 +25,7 @@
 #define DC_MAX_DIMS 6
 #define DC_MAX_INPUTS 4
 #define DC_MAX_ATTRS 8
+#define DC_MAX_DEVICES 8 /* devices a plan may place values on (--device-map) */
 
 /* ---- dtypes ----------------------------------------------------------- */
 typedef enum {
@@ -85,6 +86,9 @@ typedef struct {
 const dc_op_info *dc_op_get(dc_op op);
 /* Returns the op with this name, or OP_COUNT. */
 dc_op dc_op_from_name(const char *name);
+/* Uploads and transfers are copies the runtime makes itself (a copy engine
+ * on a GPU), not kernels: no backend generates code for them. */
+int dc_op_is_copy(dc_op op);
 /* Index of the attribute in the op's table, or -1. */
 int dc_op_attr_index(dc_op op, const char *attr);
 
@@ -141,7 +145,18 @@ typedef struct {
   int cast_pending;
   dc_dtype from_dtype;
   uint64_t from_bytes;
+  /* channels_last (pass layout): when set, the file holds the conv weight as
+   * [O,C,kh,kw] and type is its repacked [O,kh,kw,C]; written repacked beside
+   * the plan like a cast, never pending in a plan. */
+  int repack_pending;
+  /* --device-map: where the weight waits when its module is placed on the
+   * cpu or disk (passes/place.c); the offload pass uploads such weights
+   * before each use, on the device that runs the module.  Compile time
+   * only: a plan shows it as uploads. */
+  enum { DC_PLACE_DEVICE, DC_PLACE_CPU, DC_PLACE_DISK } place;
 } dc_weight;
+/* True while a weight's file bytes still need converting (cast or repack). */
+int dc_weight_pending(const dc_weight *w);
 
 /* Graph inputs and outputs, by their diffusers names. */
 typedef enum { INIT_NORMAL, INIT_TIMESTEP } dc_input_init;
@@ -224,7 +239,12 @@ typedef struct {
   uint64_t live_peak_bytes; /* max of live_bytes: what any packing needs at least */
   int32_t ninplace;       /* values written in place over a parent */
   int planned;            /* 1 when every activation has an arena offset */
-  uint64_t weight_bytes;  /* weights resident on the device for the whole run */
+  uint64_t weight_bytes;  /* weights resident on the device for the whole run (all devices) */
+  /* Per device (--device-map): ndevices = 1 + the highest device any node
+   * is on; dev_peak = that device's arena high-water mark (planned) or most
+   * live bytes; dev_weights = the weights resident there. */
+  int ndevices;
+  uint64_t dev_peak[DC_MAX_DEVICES], dev_weights[DC_MAX_DEVICES];
   uint64_t host_weight_bytes; /* offloaded weights: in host memory, copied in by uploads */
 } dc_liveness;
 dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *out);

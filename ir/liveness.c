@@ -80,7 +80,7 @@ static void weight_residency(const dc_module *m, dc_liveness *l) {
     if (m->nodes[i].op != OP_WEIGHT) continue;
     uint64_t b = m->weights[m->nodes[i].ref].bytes;
     if (how[i] == 2) l->host_weight_bytes += b;
-    else l->weight_bytes += b;
+    else l->weight_bytes += b, l->dev_weights[m->nodes[i].device] += b;
   }
 }
 
@@ -131,8 +131,24 @@ static dc_status *sum_live(const dc_module *m, dc_liveness *l) {
       if (!l->planned) l->peak_step = s;
     }
   }
-  dc_free(delta);
   if (!l->planned) l->peak_bytes = l->live_peak_bytes;
+  if (l->ndevices > 1 && !l->planned) { /* each device's own most live bytes */
+    for (int d = 0; d < l->ndevices; d++) {
+      memset(delta, 0, sizeof *delta * ((size_t)n + 1));
+      for (int32_t i = 0; i < n; i++) {
+        const dc_node *node = &m->nodes[i];
+        if (!dc_node_is_activation(node) || node->device != d) continue;
+        delta[dc_value_first_step(m, i)] += (int64_t)dc_type_bytes(&node->type);
+        delta[last_step(l, i) + 1] -= (int64_t)dc_type_bytes(&node->type);
+      }
+      live = 0;
+      for (int32_t s = 0; s < n; s++)
+        if ((live += delta[s]) > (int64_t)l->dev_peak[d]) l->dev_peak[d] = (uint64_t)live;
+    }
+  } else if (!l->planned) {
+    l->dev_peak[0] = l->peak_bytes;
+  }
+  dc_free(delta);
   return NULL;
 }
 
@@ -144,6 +160,7 @@ static void arena_peak(const dc_module *m, dc_liveness *l) {
     if (!dc_node_is_activation(node)) continue;
     uint64_t top = (uint64_t)node->offset + dc_type_bytes(&node->type);
     int32_t first = dc_value_first_step(m, i);
+    if (top > l->dev_peak[node->device]) l->dev_peak[node->device] = top;
     if (top > l->peak_bytes || (top == l->peak_bytes && first < l->peak_step)) {
       l->peak_bytes = top;
       l->peak_step = first;
@@ -168,6 +185,9 @@ dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
     if (dc_node_is_output(m, i) || (m->nodes[i].op == OP_UPLOAD && dc_node_int(&m->nodes[i], "hold")))
       l->last_use[i] = n - 1;
   l->planned = is_planned(m);
+  l->ndevices = 1;
+  for (int32_t i = 0; i < n; i++)
+    if (m->nodes[i].device >= l->ndevices) l->ndevices = m->nodes[i].device + 1;
   weight_residency(m, l); /* before find_inplace, whose array it borrows */
   find_inplace(m, l);
   dc_status *st = sum_live(m, l);
@@ -294,14 +314,19 @@ static void bucket(const int32_t *key, int32_t n, int32_t *start, int32_t *order
     if (key[v] >= 0) order[fill[key[v]]++] = v;
 }
 
+/* Each device's arena is its own address space: device d's offsets sit at
+ * d << 48 in the sweep, so values on two devices never meet (offsets are
+ * checked below 2^48 by check_bounds' size limit). */
+static uint64_t vaddr(const dc_node *n) { return ((uint64_t)n->device << 48) + (uint64_t)n->offset; }
+
 static dc_status *sweep_insert(sweep *w, const dc_module *m, int32_t v, int32_t step) {
   const dc_node *n = &m->nodes[v];
-  uint64_t a = (uint64_t)n->offset, b = a + dc_type_bytes(&n->type);
+  uint64_t a = vaddr(n), b = a + dc_type_bytes(&n->type);
   int32_t below = tree_prefix(w, rank_below(w, b));
   if (below > 0) {
     int32_t u = w->occupant[tree_kth(w, below)];
     const dc_node *un = &m->nodes[u];
-    if ((uint64_t)un->offset + dc_type_bytes(&un->type) > a) return overlap_error(m, v, u, step);
+    if (vaddr(un) + dc_type_bytes(&un->type) > a) return overlap_error(m, v, u, step);
   }
   int32_t r = rank_below(w, a);
   tree_add(w, r, 1);
@@ -320,7 +345,7 @@ static dc_status *sweep_run(sweep *w, const dc_module *m, const int32_t *first, 
   bucket(last, n, lstart, lorder);
   for (int32_t s = 0; !st && s < n; s++) {
     for (int32_t j = s > 0 ? lstart[s - 1] : 0; j < lstart[s]; j++) { /* their last step was s - 1 */
-      int32_t r = rank_below(w, (uint64_t)m->nodes[lorder[j]].offset);
+      int32_t r = rank_below(w, vaddr(&m->nodes[lorder[j]]));
       tree_add(w, r, -1);
       w->occupant[r] = -1;
     }
@@ -346,7 +371,7 @@ dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l) {
     int occupies = dc_node_is_activation(node) && dc_type_bytes(&node->type) > 0;
     first[v] = occupies ? dc_value_first_step(m, v) : -1;
     last[v] = occupies ? last_step(l, v) : -1;
-    if (occupies) w.keys[w.nkeys++] = (uint64_t)node->offset;
+    if (occupies) w.keys[w.nkeys++] = vaddr(node);
   }
   if (!st) {
     qsort(w.keys, (size_t)w.nkeys, sizeof *w.keys, cmp_u64);

@@ -38,8 +38,9 @@ static void put_node(dc_buf *b, const dc_node *n) {
 
 dc_status *dc_serialize_weights(const dc_module *m, dc_buf *b) {
   for (int32_t w = 0; w < m->nweights; w++)
-    if (m->weights[w].cast_pending)
-      return dc_error(DC_ERR_INTERNAL, "weight %s still has its storage-dtype conversion pending", m->weights[w].name);
+    if (dc_weight_pending(&m->weights[w]))
+      return dc_error(DC_ERR_INTERNAL, "weight %s still has its storage-dtype conversion or repack pending",
+                      m->weights[w].name);
   dc_buf_u32(b, (uint32_t)m->nfiles);
   for (int i = 0; i < m->nfiles; i++) {
     dc_buf_str(b, m->files[i].path);

@@ -37,6 +37,15 @@ static dc_status *verify_node(const dc_module *m, int32_t id, const char *after)
   if (n->nlist < 0 || n->nlist > DC_MAX_DIMS) return bad(after, id, "bad list length");
   if (n->type.rank < 0 || n->type.rank > DC_MAX_DIMS || (unsigned)n->type.dtype >= DT_COUNT)
     return bad(after, id, "bad type");
+  if (n->device < 0 || n->device >= DC_MAX_DEVICES) return bad(after, id, "device %d out of range", n->device);
+  /* Data crosses devices only through a transfer (an upload reads host memory). */
+  for (int i = 0; i < n->ninputs && n->op != OP_UPLOAD; i++) {
+    const dc_node *in = &m->nodes[n->inputs[i]];
+    int cross = in->device != n->device;
+    if (cross != (n->op == OP_TRANSFER))
+      return bad(after, id, "%s on dev%d reads %%%d on dev%d%s", info->name, n->device, n->inputs[i], in->device,
+                 cross ? " without a transfer" : ": a transfer to its own device");
+  }
   if ((unsigned)n->layout >= LAYOUT_COUNT) return bad(after, id, "bad layout %d", (int)n->layout);
   /* The ops that read their layout read input 0 (and conv2d its weight) in it. */
   int reads_layout = n->op == OP_CONV2D || n->op == OP_GROUP_NORM || n->op == OP_UPSAMPLE;

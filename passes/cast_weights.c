@@ -84,6 +84,7 @@ static dc_status *cast_weight(dc_module *m, int32_t w, dc_dtype d) {
   dc_weight *wt = &m->weights[wn->ref];
   if (wt->cast_pending) return dc_error(DC_ERR_INTERNAL, "weight %s is cast twice", wt->name);
   if (wt->type.dtype == d) return NULL;
+  if (wt->repack_pending) return dc_error(DC_ERR_INTERNAL, "weight %s is cast after its repack", wt->name);
   wt->cast_pending = 1;
   wt->from_dtype = wt->type.dtype;
   wt->from_bytes = wt->bytes;

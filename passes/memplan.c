@@ -3,10 +3,12 @@
  *   the LAST pass: a pass after it must not add, remove or reorder nodes or
  *   change a type (dc_memplan_check at compile and load time catches it).
  * Guarantees: every activation value (inputs included) has a 64-byte
- *   aligned offset in one arena of m->arena_bytes bytes; no two values that
- *   occupy memory at the same step overlap (the model of ir/liveness.c);
- *   m->arena_bytes is the highest byte any value occupies.  Weights keep
- *   offset -1.
+ *   aligned offset in its device's arena (one per device a value is placed
+ *   on, --device-map; each planned on its own); no two values of a device
+ *   that occupy memory at the same step overlap (the model of
+ *   ir/liveness.c); m->arena_bytes is the highest byte any value occupies
+ *   on any device (each device's own size: dc_liveness.dev_peak).  Weights
+ *   keep offset -1.
  * Invalidates: nothing; offsets are recomputed from scratch on every run.
  *
  * In place first, ggml-alloc's rule: a value takes its parent's bytes over
@@ -64,6 +66,7 @@ typedef struct {
 typedef struct {
   dc_module *m;
   const dc_liveness *live;
+  int device;        /* the arena being planned: values on this device only */
   int32_t *parent;   /* per value: the parent it takes over in place, or -1 */
   int32_t *chain_of; /* per activation value: its chain */
   chain *chains;
@@ -92,7 +95,7 @@ static void build_chains(planner *p) {
   p->nchains = 0;
   for (int32_t s = 0; s < m->nnodes; s++) {
     p->parent[s] = p->chain_of[s] = -1;
-    if (!dc_node_is_activation(&m->nodes[s])) continue;
+    if (!dc_node_is_activation(&m->nodes[s]) || m->nodes[s].device != p->device) continue;
     int32_t par = m->nodes[s].op == OP_INPUT ? -1 : dc_inplace_parent(m, p->live, s);
     p->parent[s] = par;
     if (par >= 0) { /* par's last reader is s: the chain now ends where s's bytes do */
@@ -308,7 +311,8 @@ static void plan_walk(planner *p) {
   dc_module *m = p->m;
   p->a.nfree = 0;
   p->a.top = 0;
-  for (int i = 0; i < m->ninputs; i++) walk_place(p, m->inputs[i].node);
+  for (int i = 0; i < m->ninputs; i++)
+    if (p->chain_of[m->inputs[i].node] >= 0) walk_place(p, m->inputs[i].node);
   for (int32_t s = 0; s < m->nnodes; s++) {
     dc_node *n = &m->nodes[s];
     if (p->chain_of[s] < 0) continue;
@@ -336,13 +340,40 @@ static uint64_t run_strategy(planner *p, strategy s) {
   return apply_chains(p);
 }
 
+/* Plans device p->device's arena; returns its size. */
+static uint64_t plan_device(planner *p, FILE *trace) {
+  dc_module *m = p->m;
+  build_chains(p);
+  uint64_t arena[NSTRATEGIES];
+  strategy best = BY_SIZE;
+  for (int s = 0; s < NSTRATEGIES; s++) {
+    arena[s] = run_strategy(p, (strategy)s);
+    if (arena[s] < arena[best]) best = (strategy)s;
+  }
+  if (!trace) return best == WALK ? arena[WALK] : run_strategy(p, best); /* the walk ran last */
+  char bb[32];
+  if (p->live->ndevices > 1) fprintf(trace, "memplan: device %d\n", p->device);
+  fprintf(trace, "memplan: %s packs tightest:", strategy_name[best]);
+  for (int s = 0; s < NSTRATEGIES; s++)
+    fprintf(trace, "%s %s %" PRIu64 " bytes", s ? "," : "", strategy_name[s], arena[s]);
+  fprintf(trace, "\n");
+  p->trace = trace;
+  uint64_t size = run_strategy(p, best);
+  p->trace = NULL;
+  int32_t ninplace = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) ninplace += p->parent[i] >= 0;
+  fprintf(trace, "memplan: arena %s (%" PRIu64 " bytes): %d values placed, %d in place\n",
+          dc_format_bytes(size, bb, sizeof bb), size, p->nchains, ninplace);
+  return size;
+}
+
 dc_status *dc_memplan(dc_module *m, FILE *trace) {
   dc_liveness live;
   for (int32_t i = 0; i < m->nnodes; i++) m->nodes[i].offset = -1;
   m->arena_bytes = 0;
   DC_TRY(dc_liveness_compute(m, &live));
   size_t n = (size_t)m->nnodes + 1;
-  planner p = {m, &live, NULL, NULL, NULL, 0, NULL, NULL, {NULL, 0, 0}, NULL};
+  planner p = {m, &live, 0, NULL, NULL, NULL, 0, NULL, NULL, {NULL, 0, 0}, NULL};
   p.parent = dc_malloc(sizeof(int32_t) * n * 4);
   p.chains = dc_malloc(sizeof(chain) * n);
   p.a.free = dc_malloc(sizeof(span) * n);
@@ -356,28 +387,9 @@ dc_status *dc_memplan(dc_module *m, FILE *trace) {
   p.chain_of = p.parent + n;
   p.order = p.chain_of + n;
   p.placed = p.order + n;
-  build_chains(&p);
-
-  uint64_t arena[NSTRATEGIES];
-  strategy best = BY_SIZE;
-  for (int s = 0; s < NSTRATEGIES; s++) {
-    arena[s] = run_strategy(&p, (strategy)s);
-    if (arena[s] < arena[best]) best = (strategy)s;
-  }
-  if (trace) {
-    char bb[32];
-    fprintf(trace, "memplan: %s packs tightest:", strategy_name[best]);
-    for (int s = 0; s < NSTRATEGIES; s++)
-      fprintf(trace, "%s %s %" PRIu64 " bytes", s ? "," : "", strategy_name[s], arena[s]);
-    fprintf(trace, "\n");
-    p.trace = trace;
-    m->arena_bytes = run_strategy(&p, best);
-    int32_t ninplace = 0;
-    for (int32_t i = 0; i < m->nnodes; i++) ninplace += p.parent[i] >= 0;
-    fprintf(trace, "memplan: arena %s (%" PRIu64 " bytes): %d values placed, %d in place\n",
-            dc_format_bytes(m->arena_bytes, bb, sizeof bb), m->arena_bytes, p.nchains, ninplace);
-  } else {
-    m->arena_bytes = best == WALK ? arena[WALK] : run_strategy(&p, best); /* the walk ran last */
+  for (p.device = 0; p.device < live.ndevices; p.device++) {
+    uint64_t size = plan_device(&p, trace);
+    if (size > m->arena_bytes) m->arena_bytes = size;
   }
   dc_free(p.parent);
   dc_free(p.chains);

@@ -79,7 +79,7 @@ dc_status *dc_memory_options_check(const dc_memory_options *o) {
   if (o->prefetch < 0) return dc_error(DC_ERR_ARGUMENT, "--prefetch depth must be >= 1");
   if (o->nskip_cast && o->storage == DT_F32)
     return dc_error(DC_ERR_ARGUMENT, "--skip-cast needs --storage-dtype (nothing is cast)");
-  if (o->host_memory != DC_HOST_DEFAULT && o->offload == DC_OFFLOAD_NONE)
+  if (o->host_memory != DC_HOST_DEFAULT && o->offload == DC_OFFLOAD_NONE && o->device_map == DC_MAP_NONE)
     return dc_error(DC_ERR_ARGUMENT,
                     "--host-memory %s needs --offload model|sequential|group (nothing is offloaded, so no weight waits "
                     "in host memory)",
@@ -130,7 +130,7 @@ static int block_key(const char *cls, const char *name, int per_group, char *key
 }
 
 /* A weight's group key into key; 0 when it stays resident. */
-static int group_key(const dc_module *m, const dc_memory_options *o, const dc_node *w, char *key, size_t cap) {
+static int option_key(const dc_module *m, const dc_memory_options *o, const dc_node *w, char *key, size_t cap) {
   const char *name = m->weights[w->ref].name;
   switch (o->offload) {
     case DC_OFFLOAD_MODEL: snprintf(key, cap, "model"); return 1;
@@ -143,6 +143,23 @@ static int group_key(const dc_module *m, const dc_memory_options *o, const dc_no
       return block_key(dc_module_get_meta(m, "class"), name, o->blocks_per_group, key, cap);
     default: return 0;
   }
+}
+
+/* A weight's group key into key; 0 when it stays resident.  A weight that
+ * --device-map put on the cpu or disk is offloaded whatever --offload says:
+ * by the option's grouping when it has one, else module by module, as
+ * accelerate's hooks onload each offloaded leaf module before it runs. */
+static int group_key(const dc_module *m, const dc_memory_options *o, const dc_node *w, char *key, size_t cap) {
+  if (option_key(m, o, w, key, cap)) return 1;
+  if (m->weights[w->ref].place == DC_PLACE_DEVICE) return 0;
+  snprintf(key, cap, "%s", w->scope ? w->scope : m->weights[w->ref].name);
+  return 1;
+}
+
+static int placed_off_device(const dc_module *m) {
+  for (int32_t w = 0; w < m->nweights; w++)
+    if (m->weights[w].place != DC_PLACE_DEVICE) return 1;
+  return 0;
 }
 
 /* A group is a key (group_key); a group instance is one invocation of it:
@@ -332,6 +349,9 @@ static dc_status *describe(dc_module *m, const dc_memory_options *o, int32_t ngr
   else if (o->offload == DC_OFFLOAD_GROUP)
     snprintf(what, sizeof what, "group, leaf level, prefetch %d: %d groups, %d uploads", o->prefetch, (int)ngroups,
              uploads);
+  else if (o->offload == DC_OFFLOAD_NONE)
+    snprintf(what, sizeof what, "the modules --device-map put on cpu/disk, leaf by leaf: %d groups, %d uploads",
+             (int)ngroups, uploads);
   else
     snprintf(what, sizeof what, "%s: %d groups, %d uploads", dc_offload_name(o->offload), (int)ngroups, uploads);
   DC_TRY(dc_module_set_meta(m, "offload", what));
@@ -339,7 +359,7 @@ static dc_status *describe(dc_module *m, const dc_memory_options *o, int32_t ngr
 }
 
 dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *o) {
-  if (!o || o->offload == DC_OFFLOAD_NONE) return NULL;
+  if (!o || (o->offload == DC_OFFLOAD_NONE && !placed_off_device(m))) return NULL;
   DC_TRY(dc_memory_options_check(o));
   for (int32_t i = 0; i < m->nnodes; i++)
     if (m->nodes[i].op == OP_UPLOAD) return dc_error(DC_ERR_INTERNAL, "the module is offloaded already");

@@ -12,6 +12,8 @@
  *   passes/fuse_norm_act.c: dc_pass_fuse_norm_act
  *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
  *   passes/cast_weights.c: dc_pass_cast_weights (layerwise casting)
+ *   passes/layout.c:      dc_pass_layout (--layout nhwc)
+ *   passes/place.c:       dc_pass_place, dc_parse_max_memory, dc_place_check_budgets (--device-map)
  *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
  *   passes/fit.c:         dc_fit_table — each offload alternative's device bytes
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
@@ -31,6 +33,22 @@ typedef enum { DC_GROUP_NONE, DC_GROUP_BLOCK, DC_GROUP_LEAF } dc_group_level;
  * each upload through a small pinned bounce buffer (diffusers'
  * low_cpu_mem_usage).  DEFAULT: pinned, or on-demand with --offload-dir. */
 typedef enum { DC_HOST_DEFAULT, DC_HOST_PINNED, DC_HOST_ON_DEMAND } dc_host_memory;
+/* --device-map: how modules are placed across devices (passes/place.c). */
+typedef enum { DC_MAP_NONE, DC_MAP_BALANCED, DC_MAP_AUTO, DC_MAP_SEQUENTIAL, DC_MAP_FILE } dc_device_map_kind;
+/* --max-memory 0=4GiB,1=4GiB,cpu=32GiB,disk=1TB: byte budgets. */
+typedef struct {
+  int ngpus;                           /* GPUs named: 0 .. ngpus-1 */
+  uint64_t gpu[DC_MAX_DEVICES];
+  int has_cpu, has_disk;
+  uint64_t cpu, disk;
+} dc_max_memory;
+/* One line of a device map file: module path ("" = the whole model) and
+ * its device: a GPU index, or DC_ON_CPU / DC_ON_DISK. */
+enum { DC_ON_CPU = -1, DC_ON_DISK = -2 };
+typedef struct dc_map_entry {
+  const char *module;
+  int device;
+} dc_map_entry;
 typedef struct {
   dc_offload_kind offload;
   dc_group_level group_level; /* --offload group */
@@ -43,6 +61,11 @@ typedef struct {
   int nskip_cast;
   dc_host_memory host_memory; /* --host-memory pinned|on-demand (needs offload) */
   dc_layout layout;           /* --layout nhwc: conv regions channels-last (passes/layout.c); 0 = as built */
+  dc_device_map_kind device_map; /* --device-map (passes/place.c) */
+  const char *device_map_file;   /* DC_MAP_FILE: the JSON file (read by codegen/compile.c into map) */
+  const struct dc_map_entry *map; /* DC_MAP_FILE: module path -> device, as the file says */
+  int nmap;
+  dc_max_memory max_memory;      /* --max-memory */
 } dc_memory_options;
 
 /* Names for messages and the plan's options ("none", "model", ...). */
@@ -90,6 +113,17 @@ dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *mem);
 /* The skip patterns in force for a module class: the given ones (or
  * diffusers' DEFAULT_SKIP_MODULES_PATTERN when none), plus the class's. */
 int dc_cast_skip_patterns(const dc_memory_options *mem, const char *cls, const char **out, int cap);
+/* passes/layout.c: --layout nhwc (channels_last). */
+dc_status *dc_pass_layout(dc_module *m, const dc_memory_options *mem);
+
+/* passes/place.c: --device-map / --max-memory. */
+dc_status *dc_pass_place(dc_module *m, const dc_memory_options *mem);
+/* "0=4GiB,1=4GiB,cpu=32GiB" into *out (accelerate's units: GiB = 2^30, GB = 10^9). */
+dc_status *dc_parse_max_memory(const char *s, dc_max_memory *out);
+/* After memory planning: every device's weights + arena within its
+ * --max-memory budget, or an error naming the device and by how much. */
+dc_status *dc_place_check_budgets(const dc_module *m, const dc_memory_options *mem);
+
 /* passes/offload.c: upload nodes for offloaded weights (--offload). */
 dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *mem);
 

@@ -27,7 +27,16 @@ static const dc_pass passes[] = {
      * then carry the storage dtype). */
     {"cast-weights", "store conv/linear weights in --storage-dtype; the kernels upcast as they load",
      dc_pass_cast_weights},
+    /* After the fusions (their patterns are NCHW-agnostic but simpler
+     * before) and cast-weights (a repack keeps the storage dtype); before dce,
+     * which removes the permutes it composed away. */
+    {"layout", "--layout nhwc: conv regions channels-last, weights repacked, permutes only at region edges",
+     dc_pass_layout},
     {"dce", "remove values no output depends on; drop weights nothing reads", dce},
+    /* After dce (only live weights count); before offload, which uploads
+     * what it put on cpu or disk, and memplan, which plans each device. */
+    {"place", "--device-map: modules across devices under --max-memory, transfers where data crosses",
+     dc_pass_place},
     /* After dce (only live weights move) and before memplan (uploads take
      * arena space like any value). */
     {"offload", "keep weights in host memory and upload each group into the arena before use (--offload)",

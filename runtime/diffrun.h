@@ -83,6 +83,13 @@ typedef struct {
                                 * cpu (which models pinned memory with ordinary memory): the block
                                 * of offloaded weights (pinned) or the bounce buffer (on-demand) */
   const char *host_memory;     /* offloaded weights: "pinned", "on-demand"; "" when none */
+  /* Per device (diffc --device-map; one device otherwise): each device's
+   * arena peak measured and planned, and its resident weights.  The
+   * device_* fields above give the largest device's (device_total_bytes
+   * all of them).  transferred_bytes: copied between devices per run. */
+  int ndevices;
+  uint64_t dev_peak_bytes[8], dev_predicted_bytes[8], dev_weight_bytes[8];
+  uint64_t transferred_bytes;
   int steps;                   /* kernels executed */
   const char *backend;         /* "cuda", "llvm" or "reference" */
   int threads;                 /* cpu worker threads; 0 on cuda */

@@ -231,7 +231,7 @@ static void get_node_kernels(dc_reader *r, const dc_module *m, dc_plan_cuda *c) 
   for (uint32_t i = 0; i < n && !r->err; i++) {
     int32_t k = c->kernel_of_node[i] = (int32_t)dc_read_u32(r);
     const dc_node *node = &m->nodes[i];
-    int leaf = (dc_op_get(node->op)->flags & OPF_LEAF) != 0 || node->op == OP_UPLOAD; /* an upload is a copy */
+    int leaf = (dc_op_get(node->op)->flags & OPF_LEAF) != 0 || dc_op_is_copy(node->op); /* uploads, transfers: copies */
     if (leaf && k != -1)
       dc_reader_fail(r, "node %%%u (%s) is a leaf or a copy but has kernel %d (expected -1)", i, dc_op_get(node->op)->name, k);
     else if (!leaf && (k < 0 || k >= c->nkernels))

@@ -27,6 +27,8 @@
 #include "plan_format.h"
 #include "threadpool.h"
 
+_Static_assert(DC_MAX_DEVICES == 8, "drt_stats' per-device arrays hold 8 devices");
+
 typedef struct {
   dc_mapped_file map;
 } bound_file;
@@ -40,9 +42,11 @@ struct drt_plan {
   float **host_in, **host_out; /* user-facing copies */
   void **value;                /* per node: its data in the arena (or the mapped weight) */
   dc_host_weights host;        /* offloaded weights: pinned block or on-demand reads (--host-memory) */
-  void *arena_block;           /* dc_malloc'd; the arena is it rounded up to 64 bytes */
-  uint8_t *arena;
-  uint64_t arena_top;          /* highest arena byte a value of this run occupied */
+  /* One arena per device the plan places values on (--device-map; else
+   * one): dc_malloc'd blocks, each arena its block rounded up to 64 bytes. */
+  void *arena_block[DC_MAX_DEVICES];
+  uint8_t *arena[DC_MAX_DEVICES];
+  uint64_t arena_top[DC_MAX_DEVICES]; /* highest byte of each a value of this run occupied */
   /* The llvm backend: compiled kernels per node (NULL: reference kernel). */
   int use_llvm;
   dc_cpu_code *code;
@@ -118,12 +122,15 @@ static dc_status *check_reference_kernels(const drt_plan *p) {
   return NULL;
 }
 
-/* The "device" arena and the host copies of inputs and outputs. */
+/* The "device" arenas (one per device, each its planned size) and the host
+ * copies of inputs and outputs. */
 static dc_status *allocate_cpu(drt_plan *p) {
   const dc_module *m = p->plan.module;
-  p->arena_block = dc_malloc((size_t)m->arena_bytes + DC_ARENA_ALIGN - 1);
-  if (!p->arena_block) return dc_nomem("allocating the device arena");
-  p->arena = (uint8_t *)(((uintptr_t)p->arena_block + DC_ARENA_ALIGN - 1) & ~(uintptr_t)(DC_ARENA_ALIGN - 1));
+  for (int d = 0; d < p->live.ndevices; d++) {
+    p->arena_block[d] = dc_malloc((size_t)p->live.dev_peak[d] + DC_ARENA_ALIGN);
+    if (!p->arena_block[d]) return dc_nomem("allocating the device arena");
+    p->arena[d] = (uint8_t *)(((uintptr_t)p->arena_block[d] + DC_ARENA_ALIGN - 1) & ~(uintptr_t)(DC_ARENA_ALIGN - 1));
+  }
   for (int i = 0; i < m->ninputs; i++) {
     p->host_in[i] = dc_calloc(p->in_info[i].numel, sizeof(float));
     if (!p->host_in[i]) return dc_nomem("allocating inputs");
@@ -151,7 +158,7 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
     if (posix_memalign((void **)&p->scratch, 64, bytes) != 0) return dc_nomem("allocating kernel scratch");
   }
   for (int i = 0; i < m->nnodes; i++)
-    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && m->nodes[i].op != OP_UPLOAD && !p->fn[i];
+    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !dc_op_is_copy(m->nodes[i].op) && !p->fn[i];
   return NULL;
 }
 
@@ -159,7 +166,10 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
 /* The modelled device (drt_options.device_memory) must hold the arena and
  * the resident weights; checked before anything is allocated or run. */
 static dc_status *check_device_budget(const drt_plan *p, uint64_t budget) {
-  uint64_t arena = p->plan.module->arena_bytes, weights = p->live.weight_bytes, need = arena + weights;
+  int d = 0; /* the device that needs the most (each is one modelled device) */
+  for (int k = 1; k < p->live.ndevices; k++)
+    if (p->live.dev_weights[k] + p->live.dev_peak[k] > p->live.dev_weights[d] + p->live.dev_peak[d]) d = k;
+  uint64_t arena = p->live.dev_peak[d], weights = p->live.dev_weights[d], need = arena + weights;
   if (!budget || need <= budget) return NULL;
   char advice[1024], b1[32], b2[32], b3[32], b4[32];
   dc_fit_advice(p->plan.options_json, budget, advice, sizeof advice);
@@ -223,6 +233,10 @@ static dc_status *read_weight(void *ctx, int w, uint64_t at, void *dst, uint64_t
 
 static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   const dc_module *m = p->plan.module;
+  if (p->live.ndevices > 1) /* diffc refuses to write one; a plan edited by hand could say so */
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan places values on %d devices; the cuda backend runs one GPU for now "
+                    "(run it with --backend reference or llvm, which model each device as its own arena)",
+                    p->path, p->live.ndevices);
   dc_status *st = dc_cu_api_open(NULL, &p->cu_api);
   if (st) {
     dc_status *msg = dc_error(dc_status_code_of(st), "%s: this plan targets CUDA, and %s; CPU plans still run: compile "
@@ -345,7 +359,7 @@ void drt_destroy(drt_plan *p) {
   dc_free(p->fn);
   dc_free(p->files);
   dc_free(p->value);
-  dc_free(p->arena_block);
+  for (int d = 0; d < DC_MAX_DEVICES; d++) dc_free(p->arena_block[d]);
   dc_free(p->in_info);
   dc_free(p->out_info);
   dc_free(p->host_in);
@@ -419,11 +433,14 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 
 /* ---- execution ---- */
 /* Puts value v at its planned place and records the highest byte used. */
+/* Where node n's value lives: its device's arena at its planned offset. */
+static uint8_t *arena_at(const drt_plan *p, const dc_node *n) { return p->arena[n->device] + n->offset; }
+
 static void *place(drt_plan *p, int32_t v) {
   const dc_node *n = &p->plan.module->nodes[v];
   uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
-  if (end > p->arena_top) p->arena_top = end;
-  return p->value[v] = p->arena + n->offset;
+  if (end > p->arena_top[n->device]) p->arena_top[n->device] = end;
+  return p->value[v] = arena_at(p, n);
 }
 
 typedef struct {
@@ -490,7 +507,7 @@ typedef struct {
   pthread_cond_t cv;
   int32_t computed;    /* the compute stream has finished every step < computed */
   int32_t copied;      /* every upload < copied is in the arena */
-  uint64_t top;        /* highest arena byte the uploads occupied */
+  uint64_t top[DC_MAX_DEVICES]; /* highest byte of each arena the uploads occupied */
   int stop;            /* the compute stream failed: stop copying */
   dc_status *err;      /* the copy stream failed (a weight read): the compute stream stops */
 } copy_stream;
@@ -508,10 +525,10 @@ static void *copy_stream_main(void *arg) {
     if (stop) break;
     double t0 = c->p->step_seconds ? dc_now_seconds() : 0;
     uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
-    dc_status *st = dc_host_weights_upload(&c->p->host, m->nodes[n->inputs[0]].ref, c->p->arena + n->offset);
+    dc_status *st = dc_host_weights_upload(&c->p->host, m->nodes[n->inputs[0]].ref, arena_at(c->p, n));
     if (c->p->step_seconds) c->p->step_seconds[s] += dc_now_seconds() - t0;
     pthread_mutex_lock(&c->mu);
-    if (end > c->top) c->top = end;
+    if (end > c->top[n->device]) c->top[n->device] = end;
     if (st)
       c->err = dc_status_annotate(st, "%s: upload step %%%d%s%s%s", c->p->path, (int)s, n->scope ? " (" : "",
                                   n->scope ? n->scope : "", n->scope ? ")" : "");
@@ -559,7 +576,7 @@ static dc_status *compute_steps(drt_plan *p, copy_stream *c) {
       const dc_weight *w = &m->weights[n->ref];
       p->value[s] = p->host.offloaded[n->ref] ? NULL : (void *)(p->files[w->file].map.data + w->offset);
     } else if (n->op == OP_UPLOAD && c) {
-      p->value[s] = p->arena + n->offset; /* the copy stream fills it */
+      p->value[s] = arena_at(p, n); /* the copy stream fills it */
     } else if (n->op != OP_INPUT) {
       if (c && !copy_stream_wait_inputs(c, m, n)) return NULL; /* the copy stream's error is the run's */
       double t0 = p->step_seconds ? dc_now_seconds() : 0;
@@ -595,7 +612,8 @@ static dc_status *run_steps(drt_plan *p) {
       pthread_cond_broadcast(&c.cv);
       pthread_mutex_unlock(&c.mu);
       pthread_join(th, NULL);
-      if (c.top > p->arena_top) p->arena_top = c.top;
+      for (int d = 0; d < DC_MAX_DEVICES; d++)
+        if (c.top[d] > p->arena_top[d]) p->arena_top[d] = c.top[d];
       if (c.err && st) dc_status_free(c.err);
       else if (c.err) st = c.err;
     }
@@ -626,6 +644,14 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
   for (int32_t i = 0; i < p->plan.module->nnodes; i++)
     if (p->plan.module->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&p->plan.module->nodes[i].type);
   stats->steps = p->plan.module->nnodes;
+  stats->ndevices = p->live.ndevices;
+  for (int d = 0; d < p->live.ndevices; d++) {
+    stats->dev_predicted_bytes[d] = p->live.dev_peak[d];
+    stats->dev_weight_bytes[d] = p->live.dev_weights[d];
+  }
+  for (int32_t i = 0; i < p->plan.module->nnodes; i++)
+    if (p->plan.module->nodes[i].op == OP_TRANSFER)
+      stats->transferred_bytes += dc_type_bytes(&p->plan.module->nodes[i].type);
   stats->backend = p->info.backend;
   if (p->cuda) {
     const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(p->cuda);
@@ -634,8 +660,12 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
     stats->pinned_bytes = bi->pinned_bytes;
     return;
   }
-  stats->device_peak_bytes = p->arena_top;
-  stats->device_total_bytes = p->plan.module->arena_bytes;
+  stats->device_peak_bytes = 0;
+  for (int d = 0; d < p->live.ndevices; d++) {
+    stats->dev_peak_bytes[d] = p->arena_top[d];
+    if (p->arena_top[d] > stats->device_peak_bytes) stats->device_peak_bytes = p->arena_top[d];
+    stats->device_total_bytes += p->live.dev_peak[d];
+  }
   stats->pinned_bytes = dc_host_weights_held(&p->host);
   stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
   stats->reference_steps = p->use_llvm ? p->nreference : 0;
@@ -645,7 +675,7 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
                     "to run it", p->path);
-  p->arena_top = 0;
+  memset(p->arena_top, 0, sizeof p->arena_top);
   double t0 = dc_now_seconds(), kernel_seconds = 0;
   dc_status *st = p->cuda ? dc_cuda_backend_run(p->cuda, p->step_seconds, &kernel_seconds) : run_steps(p);
   double t1 = dc_now_seconds();

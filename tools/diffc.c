@@ -75,6 +75,16 @@ static const char usage[] =
     "  --layout nhwc            channels_last: convolution regions run in NHWC with weights repacked at\n"
     "                           compile time, transposes only at region edges (the dump shows every\n"
     "                           value's layout)\n"
+    "  --device-map balanced|auto|sequential|FILE.json\n"
+    "                           place modules (down_blocks.N, mid_block..., conv_in) across GPUs, cpu\n"
+    "                           and disk under --max-memory, as accelerate does: sequential fills GPU\n"
+    "                           0 first; balanced/auto spread the weights evenly; FILE.json maps module\n"
+    "                           paths to 0, 1, \"cuda:N\", \"cpu\" or \"disk\". Data crossing devices moves\n"
+    "                           by explicit transfer steps; cpu/disk modules run on GPU 0 with their\n"
+    "                           weights uploaded before use. The dump prints the map and each device's peak\n"
+    "  --max-memory LIST        budgets, e.g. 0=4GiB,1=4GiB,cpu=32GiB (GiB/MiB: powers of 1024; GB/MB:\n"
+    "                           of 1000, as accelerate parses them); each device's weights + activations\n"
+    "                           must fit, or diffc says by how much they do not\n"
     "  --vae-slicing            AutoencoderKL: encode/decode one sample of the batch at a time\n"
     "  --vae-tiling             AutoencoderKL: diffusers' tiled encode/decode above the tile size\n"
     "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
@@ -108,6 +118,7 @@ typedef struct {
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
+  dc_map_entry *map; /* --device-map FILE.json, read */
 } options;
 
 static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
@@ -156,7 +167,7 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
   }
   static const char *const takes_value[] = {"--offload",   "--group-level",  "--blocks-per-group", "--offload-dir",
                                             "--tile-size", "--tile-overlap", "--storage-dtype",    "--skip-cast",
-                                            "--host-memory", "--layout"};
+                                            "--host-memory", "--layout", "--device-map", "--max-memory"};
   int k = -1;
   for (int j = 0; j < (int)(sizeof takes_value / sizeof takes_value[0]); j++)
     if (!strcmp(a, takes_value[j])) k = j;
@@ -201,6 +212,20 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
       if (!strcmp(s, "nhwc")) return o->memory.layout = LAYOUT_NHWC, NULL;
       if (!strcmp(s, "nchw")) return o->memory.layout = LAYOUT_NCHW, NULL;
       return dc_error(DC_ERR_ARGUMENT, "--layout %s: expected nhwc (channels_last) or nchw", s);
+    case 10:
+      if (!strcmp(s, "balanced")) return o->memory.device_map = DC_MAP_BALANCED, NULL;
+      if (!strcmp(s, "auto")) return o->memory.device_map = DC_MAP_AUTO, NULL;
+      if (!strcmp(s, "sequential")) return o->memory.device_map = DC_MAP_SEQUENTIAL, NULL;
+      if (strlen(s) > 5 && !strcmp(s + strlen(s) - 5, ".json")) {
+        o->memory.device_map = DC_MAP_FILE;
+        o->memory.device_map_file = s;
+        dc_free(o->map);
+        DC_TRY(dc_load_device_map(s, &o->map, &o->memory.nmap));
+        o->memory.map = o->map;
+        return NULL;
+      }
+      return dc_error(DC_ERR_ARGUMENT, "--device-map %s: expected balanced, auto, sequential or a FILE.json", s);
+    case 11: return dc_parse_max_memory(s, &o->memory.max_memory);
     case 5: {
       char *end;
       double f = strtod(s, &end);
@@ -315,6 +340,7 @@ int main(int argc, char **argv) {
     }
   }
   for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);
+  dc_free(o.map);
   if (st) {
     fprintf(stderr, "diffc: error: %s\n", dc_status_message(st));
     dc_status_free(st);
