@@ -62,7 +62,15 @@ case_() {
   held=$(sed -n 's/^host memory: \([a-z-]*\), \(.*\) held for the offloaded weights.*/\2 (\1)/p' "$log")
   copied=$(sed -n 's/.*; \(.*\) copied to the device per run/\1/p' "$log")
   secs=$(sed -n 's/^run 2: \([0-9.]*\) s.*/\1/p' "$log")
-  rows+=("| $label | \`${opts:-none}\` | $predicted | $resident + $measured | ${host:-0} | ${held:-0} | ${copied:-0} | $secs | $rss |")
+  # --device-map: each device's planned and measured bytes instead of the one-device figures
+  if grep -q '^#   device 1: ' "$work/p.ir"; then
+    predicted=$(sed -n 's/^#   device \([0-9]\): \([^=]*\) = .*/dev\1 \2/p' "$work/p.ir" | sed 's/ *$//' | paste -sd ';' | sed 's/;/; /g')
+    measured=$(sed -n 's/^  device \([0-9]\): arena \(.*\) measured, .* planned; weights \(.*\)$/dev\1 \3 + \2/p' "$log" |
+      paste -sd ';' | sed 's/;/; /g')
+    resident=""
+    copied="$(sed -n 's/^transferred between devices: \(.*\) per run/\1 between devices/p' "$log")"
+  fi
+  rows+=("| $label | \`${opts:-none}\` | $predicted | ${resident:+$resident + }$measured | ${host:-0} | ${held:-0} | ${copied:-0} | $secs | $rss |")
   echo "  $label ${opts:-none}: device $predicted, ${secs} s"
 }
 
@@ -79,6 +87,9 @@ case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --block
 case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1 --prefetch"
 case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 1 --prefetch --host-memory on-demand"
 case_ sd15_unet "UNet 64²" "$unet" "--storage-dtype fp8_e4m3"
+case_ sd15_unet "UNet 64²" "$unet" "--layout nhwc"
+case_ sd15_unet "UNet 64²" "$unet" "--device-map balanced --max-memory 0=2GiB,1=2GiB"
+case_ sd15_unet "UNet 64²" "$unet" "--device-map sequential --max-memory 0=1GiB,1=1GiB,cpu=8GiB"
 case_ sd15_unet "UNet 64²" "$unet" "--storage-dtype fp8_e4m3 --offload group --group-level block --blocks-per-group 1 --prefetch"
 if [ "$quick" = 0 ]; then
   case_ sd15_unet "UNet 64²" "$unet" "--offload group --group-level block --blocks-per-group 3"
@@ -93,6 +104,7 @@ if [ "$quick" = 0 ]; then
     case_ sd15_vae "VAE decode ${px}²" "$vae" "--vae-tiling --offload group --group-level leaf --prefetch"
     case_ sd15_vae "VAE decode ${px}²" "$vae" "--storage-dtype fp8_e4m3"
     case_ sd15_vae "VAE decode ${px}²" "$vae" "--vae-tiling --storage-dtype fp8_e4m3 --offload sequential"
+    case_ sd15_vae "VAE decode ${px}²" "$vae" "--layout nhwc"
   done
 fi
 
@@ -113,6 +125,8 @@ out="$repo/bench/memory.md"
   echo "\"host held\" is the host memory kept for offloaded weights: --host-memory pinned (the default) reads"
   echo "them all at load (on the CPU an ordinary block stands for page-locked memory); on-demand (the default"
   echo "with --offload-dir) keeps a bounce buffer and reads each weight from its file at every upload."
+  echo "--device-map rows give each device's peak (devN weights + arena; one arena per device on the CPU"
+  echo "backend) and the bytes transferred between devices instead of a single device's."
   echo
   echo "| case | diffc options | predicted device peak | measured (weights + arena) | weights in host memory | host held | copied per forward | s per forward | peak RSS |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"

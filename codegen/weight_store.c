@@ -245,9 +245,14 @@ static uint64_t source_index(const dc_weight *w, uint64_t i) {
 /* Converts weight w's source bytes into dst (type.dtype, repacked if asked). */
 static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) {
   uint64_t n = dc_type_numel(&w->type);
-  if (!w->cast_pending) { /* a repack alone moves elements as they are */
+  if (!w->cast_pending) { /* a repack alone moves elements as they are: src in order, no index arithmetic */
     size_t es = (size_t)dc_dtype_size(w->type.dtype);
-    for (uint64_t i = 0; i < n; i++) memcpy(dst + es * i, src + es * source_index(w, i), es);
+    const int64_t *d = w->type.dims; /* O, kh, kw, C */
+    uint64_t taps = (uint64_t)(d[1] * d[2]), c_n = (uint64_t)d[3];
+    for (uint64_t o = 0; o < (uint64_t)d[0]; o++)
+      for (uint64_t c = 0; c < c_n; c++)
+        for (uint64_t t = 0; t < taps; t++, src += es)
+          memcpy(dst + es * ((o * taps + t) * c_n + c), src, es);
     return NULL;
   }
   double worst = 0;

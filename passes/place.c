@@ -14,8 +14,10 @@
  *   on device 0 with their weights marked (dc_weight.place) for the offload
  *   pass, as accelerate runs an offloaded module on the main device.
  *   Module meta "device_map" says which unit went where.
- * Strategies (budgets from --max-memory, weights only, as accelerate
- * counts them; dc_place_check_budgets then checks weights + arena):
+ * Strategies (budgets from --max-memory; each GPU's first keeps room for
+ * the activations, as much as the whole model has live at its peak, which
+ * bounds what any part of it needs; dc_place_check_budgets then checks the
+ * planned weights + arena of every device exactly):
  *   sequential  fill GPU 0, then 1, ..., then cpu, then disk, in run order;
  *   balanced    the same with each GPU's budget lowered to an even share of
  *               the weights plus the largest unit (accelerate's
@@ -132,7 +134,7 @@ static uint64_t total_weights(const placer *p) {
   return t;
 }
 
-static dc_status *fill(placer *p, const uint64_t *gpu_budget) {
+static dc_status *fill(placer *p, const uint64_t *gpu_budget, uint64_t reserve) {
   const dc_max_memory *mm = &p->o->max_memory;
   int d = 0; /* GPUs first, then cpu (ngpus), then disk (ngpus + 1) */
   uint64_t used = 0;
@@ -142,11 +144,13 @@ static dc_status *fill(placer *p, const uint64_t *gpu_budget) {
       uint64_t cap = d < mm->ngpus ? gpu_budget[d] : d == mm->ngpus ? (mm->has_cpu ? mm->cpu : 0)
                                                    : (mm->has_disk ? mm->disk : 0);
       if (d > mm->ngpus + 1) {
-        char b1[32], b2[32];
+        char b1[32], b2[32], b3[32];
         return dc_error(DC_ERR_ARGUMENT,
                         "--max-memory: module %s (%s of weights) fits on no device after those before it (the model's "
-                        "weights are %s); raise a budget or add cpu=SIZE or disk=SIZE",
-                        p->units[u].name, dc_format_bytes(b, b1, sizeof b1), dc_format_bytes(total_weights(p), b2, sizeof b2));
+                        "weights are %s, and each GPU keeps %s for activations); raise a budget or add cpu=SIZE or "
+                        "disk=SIZE",
+                        p->units[u].name, dc_format_bytes(b, b1, sizeof b1), dc_format_bytes(total_weights(p), b2, sizeof b2),
+                        dc_format_bytes(reserve, b3, sizeof b3));
       }
       if (used + b <= cap) break;
       d++, used = 0;
@@ -164,8 +168,12 @@ static dc_status *place_by_strategy(placer *p) {
                     "--device-map %s needs --max-memory with each GPU's budget, e.g. --max-memory 0=20GiB,1=20GiB (diffc "
                     "compiles ahead of time and cannot ask the GPUs)",
                     p->o->device_map == DC_MAP_SEQUENTIAL ? "sequential" : p->o->device_map == DC_MAP_AUTO ? "auto" : "balanced");
+  dc_liveness l;
+  DC_TRY(dc_liveness_compute(p->m, &l));
+  uint64_t reserve = l.peak_bytes; /* unplanned: the most bytes live at once */
+  dc_liveness_deinit(&l);
   uint64_t budget[DC_MAX_DEVICES];
-  for (int d = 0; d < mm->ngpus; d++) budget[d] = mm->gpu[d];
+  for (int d = 0; d < mm->ngpus; d++) budget[d] = mm->gpu[d] > reserve ? mm->gpu[d] - reserve : 0;
   if (p->o->device_map != DC_MAP_SEQUENTIAL) {
     uint64_t largest = 0, share = (total_weights(p) + (uint64_t)mm->ngpus - 1) / (uint64_t)mm->ngpus;
     for (int u = 0; u < p->nunits; u++)
@@ -173,7 +181,7 @@ static dc_status *place_by_strategy(placer *p) {
     for (int d = 0; d + 1 < mm->ngpus; d++) /* the last GPU takes what remains, up to its budget */
       if (share + largest < budget[d]) budget[d] = share + largest;
   }
-  return fill(p, budget);
+  return fill(p, budget, reserve);
 }
 
 /* ---- a map file: the longest module path containing each node ---------- */

@@ -235,5 +235,37 @@ else
 fi
 grep -q "f8e4m3" "$tmp/f8.dplan.weights.safetensors" 2>/dev/null || grep -q "F8_E4M3" "$tmp/f8.dplan.weights.safetensors" &&
   ok "the weights file holds F8_E4M3 tensors" || bad "no F8_E4M3 tensors in the weights file"
+
+# channels_last and placement
+for opt in --layout --device-map --max-memory; do "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"; done
+expect_fail "unknown --layout" "--layout chw: expected nhwc (channels_last) or nchw" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --layout chw
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/nhwc.dplan" $tiny_shapes --layout nhwc --dump-ir "$tmp/nhwc.ir" 2>/dev/null &&
+   grep -q "^# layout = nhwc" "$tmp/nhwc.ir" && grep -q ", nhwc, dev0," "$tmp/nhwc.ir" &&
+   "$diffrun" "$tmp/nhwc.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/nhwc.safetensors" -q; then
+  ok "--layout nhwc: the dump shows each value's layout, the plan runs"
+else
+  bad "--layout nhwc"
+fi
+expect_fail "device map without budgets" "--device-map balanced needs --max-memory" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --device-map balanced
+expect_fail "unknown --device-map" "--device-map everywhere: expected balanced, auto, sequential or a FILE.json" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --device-map everywhere
+expect_fail "bad --max-memory" "\"0=lots\" is not DEVICE=SIZE" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --device-map sequential --max-memory 0=lots
+printf '{"": 0, "up_blocks.7": 1}' >"$tmp/map.json"
+expect_fail "device map naming a missing module" "module \"up_blocks.7\" does not exist" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --device-map "$tmp/map.json"
+expect_fail "device over its budget" "over by" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_shapes --device-map balanced --max-memory 0=1MiB,1=40KiB
+printf '{"": 0, "up_blocks.1": 1}' >"$tmp/map.json"
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/two.dplan" $tiny_shapes --device-map "$tmp/map.json" --dump-ir "$tmp/two.ir" 2>/dev/null &&
+   grep -q "^# device_map = .*map.json: 0 = .*; 1 = up_blocks.1" "$tmp/two.ir" && grep -q "^#   device 1: " "$tmp/two.ir" &&
+   "$diffrun" "$tmp/two.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/two.safetensors" >"$tmp/two.txt" &&
+   grep -q "^  device 1: arena .* measured, .* planned" "$tmp/two.txt" && cmp -s "$tmp/two.safetensors" "$tmp/o.safetensors"; then
+  ok "--device-map FILE.json: the dump prints the map and each device's peak; two arenas, the same outputs"
+else
+  bad "--device-map FILE.json: $(tail -2 "$tmp/two.txt" 2>/dev/null)"
+fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

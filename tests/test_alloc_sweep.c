@@ -4,7 +4,8 @@
  * clean error (the sanitizer build in CI checks that nothing leaks and
  * nothing is touched after free; a crash fails the test outright).
  *  - the front half of diffc (folder, config, frontend, every pass,
- *    offload, tiling) on vae_tiny with the memory techniques on: every N;
+ *    offload, tiling, then also layout and placement) on vae_tiny with the
+ *    memory techniques on: every N;
  *  - the whole of dc_compile (plus the fit table, LLVM kernels, plan
  *    writing): every N;
  *  - drt_load of a plan, reference and llvm backends: every N.
@@ -104,8 +105,17 @@ int main(int argc, char **argv) {
   long front = dc_alloc_count() - before;
   sweep("frontend + passes (tiled, sliced, offloaded)", front_half, &c, front + 1, 1, front + 10, NULL);
 
+  /* channels_last and two devices on top (passes layout and place) */
+  c.co.memory.layout = LAYOUT_NHWC;
+  c.co.memory.device_map = DC_MAP_BALANCED;
+  CHECK_OK(dc_parse_max_memory("0=1GiB,1=1GiB", &c.co.memory.max_memory));
+  before = dc_alloc_count();
+  CHECK_OK(front_half(&c));
+  front = dc_alloc_count() - before;
+  sweep("frontend + passes (nhwc, two devices, offloaded)", front_half, &c, front + 1, 1, front + 10, NULL);
+
   c.shape = (dc_input_shape){"z", 4, {1, 4, 4, 4}};
-  c.co.vae_slicing = c.co.vae_tiling = 0;
+  c.co.vae_slicing = c.co.vae_tiling = 0; /* the whole compile: nhwc (its weights repacked into a file), two devices */
   before = dc_alloc_count();
   CHECK_OK(whole(&c));
   long all = dc_alloc_count() - before;

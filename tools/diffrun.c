@@ -273,6 +273,13 @@ static dc_status *run(const options *o) {
       printf("device arena peak: %s measured, %s predicted by the plan (%llu bytes)%s\n",
              dc_format_bytes(s.device_peak_bytes, b1, sizeof b1), dc_format_bytes(s.device_predicted_bytes, b2, sizeof b2),
              (unsigned long long)s.device_peak_bytes, s.device_peak_bytes == s.device_predicted_bytes ? "" : "  MISMATCH");
+      for (int d = 0; s.ndevices > 1 && d < s.ndevices; d++) /* --device-map: each device its own arena */
+        printf("  device %d: arena %s measured, %s planned; weights %s%s\n", d,
+               dc_format_bytes(s.dev_peak_bytes[d], b1, sizeof b1), dc_format_bytes(s.dev_predicted_bytes[d], b2, sizeof b2),
+               dc_format_bytes(s.dev_weight_bytes[d], b3, sizeof b3),
+               s.dev_peak_bytes[d] == s.dev_predicted_bytes[d] ? "" : "  MISMATCH");
+      if (s.ndevices > 1)
+        printf("transferred between devices: %s per run\n", dc_format_bytes(s.transferred_bytes, b1, sizeof b1));
       printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
              dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
       if (s.host_weight_bytes)
@@ -283,8 +290,9 @@ static dc_status *run(const options *o) {
                dc_format_bytes(s.pinned_bytes, b1, sizeof b1),
                !strcmp(s.host_memory, "on-demand") ? "a bounce buffer; each upload reads its weight's file"
                                                   : "all of them, read at load");
-      if (s.device_peak_bytes != s.device_predicted_bytes)
-        st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
+      int differ = s.device_peak_bytes != s.device_predicted_bytes;
+      for (int d = 0; d < s.ndevices; d++) differ |= s.dev_peak_bytes[d] != s.dev_predicted_bytes[d];
+      if (differ) st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }
   }
   drt_destroy(p);
