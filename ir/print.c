@@ -79,6 +79,11 @@ static void print_arena(const dc_liveness *l, dc_buf *b) {
     dc_buf_printf(b, "# arena: not planned (pass memplan has not run): the peak is the most bytes live at once\n");
     return;
   }
+  if (l->ndevices > 1) { /* packing is per device: each device's line below */
+    dc_buf_printf(b, "# arena: %s planned (the largest of %d device arenas), %d value%s in place\n",
+                  dc_format_bytes(l->peak_bytes, bb, sizeof bb), l->ndevices, l->ninplace, l->ninplace == 1 ? "" : "s");
+    return;
+  }
   uint64_t pct = l->peak_bytes ? (l->live_peak_bytes * 100 + l->peak_bytes / 2) / l->peak_bytes : 100;
   dc_buf_printf(b, "# arena: %s planned (live bytes at most %s: %" PRIu64 "%% packed), %d value%s in place\n",
                 dc_format_bytes(l->peak_bytes, bb, sizeof bb), dc_format_bytes(l->live_peak_bytes, b2, sizeof b2), pct,
@@ -117,9 +122,17 @@ static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
     dc_buf_printf(b, " (%s)\n", n->scope ? n->scope : "");
   }
   print_arena(l, b);
-  dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
-                dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
-                dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));
+  if (l->ndevices > 1) { /* each device's own line below */
+    int most = 0;
+    for (int d = 1; d < l->ndevices; d++)
+      if (l->dev_weights[d] + l->dev_peak[d] > l->dev_weights[most] + l->dev_peak[most]) most = d;
+    dc_buf_printf(b, "# peak device memory: %s on device %d, the most of %d devices:\n",
+                  dc_format_bytes(l->dev_weights[most] + l->dev_peak[most], bb, sizeof bb), most, l->ndevices);
+  } else {
+    dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
+                  dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
+                  dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));
+  }
   for (int d = 0; l->ndevices > 1 && d < l->ndevices; d++) { /* --device-map: each device's own arena */
     int transfers = 0;
     for (int32_t i = 0; i < m->nnodes; i++) transfers += m->nodes[i].op == OP_TRANSFER && m->nodes[i].device == d;
