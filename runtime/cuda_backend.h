@@ -1,24 +1,31 @@
-/* cuda_backend.h — runs a CUDA plan (target DC_TARGET_CUDA) on one GPU
- * through a dc_cu_api table (runtime/cuda_driver.h): the driver, or a fake
- * in tests.  runtime.c owns the plan, the weight files and the public API;
- * this backend owns everything on the device:
- *   - the primary context of the chosen device;
- *   - one module per kernel, from the cubin built for the device's
- *     architecture (same major, equal or lower minor) or else the PTX JIT;
- *   - ONE arena of the memory plan's size (every activation at
- *     arena + node offset, as on the CPU) and ONE block holding the resident
- *     weights (each at a 256-byte aligned offset of its own), both allocated
- *     once at load, after checking the device has that much free;
- *   - offloaded weights (read only by OP_UPLOAD steps), copied into the
- *     arena by their upload steps on the copy stream, from one pinned host
- *     block filled at load (module meta host_memory "pinned", the default)
- *     or, "on-demand", read from their files at each upload one chunk at a
- *     time into two small pinned bounce chunks (a chunk is refilled only
- *     after the event behind its previous copy);
- *   - two non-blocking streams: copy (inputs in, weights at load, outputs
- *     out) and compute (the launches), ordered by events;
- *   - pinned host buffers for inputs and outputs; weights go up through two
- *     pinned staging chunks, freed once the upload is done. */
+/* cuda_backend.h — runs a CUDA plan (target DC_TARGET_CUDA) on one GPU, or
+ * on several when diffc --device-map placed its modules on several (plan
+ * device d on CUDA device drt_options.device + d), through a dc_cu_api
+ * table (runtime/cuda_driver.h): the driver, or a fake in tests.
+ * runtime.c owns the plan, the weight files and the public API; this
+ * backend owns everything on the devices.  Per device:
+ *   - its primary context;
+ *   - one module per kernel its steps run, loaded in that context, from the
+ *     cubin built for the device's architecture (same major, equal or lower
+ *     minor) or else the PTX JIT;
+ *   - ONE arena of the memory plan's size for that device (every
+ *     activation at its device's arena + node offset, as on the CPU) and
+ *     ONE block holding the weights resident there (each at a 256-byte
+ *     aligned offset of its own), both allocated once at load, after
+ *     checking every device has that much free;
+ *   - two non-blocking streams: copy (inputs in, weights at load, uploads,
+ *     outputs out) and compute (the launches and the transfers into the
+ *     device), ordered by events.
+ * Offloaded weights (read only by OP_UPLOAD steps) are copied into their
+ * device's arena by their upload steps on its copy stream, from one pinned
+ * host block filled at load (module meta host_memory "pinned", the
+ * default) or, "on-demand", read from their files at each upload one chunk
+ * at a time into two small pinned bounce chunks (a chunk is refilled only
+ * after the event behind its previous copy).  An OP_TRANSFER step is a
+ * peer copy from the source device's arena into its own device's, ordered
+ * by events both ways (cuda_backend_run.c says how).  Pinned host buffers
+ * hold inputs and outputs; weights go up through two pinned staging
+ * chunks, freed once the upload is done. */
 #ifndef DC_CUDA_BACKEND_H
 #define DC_CUDA_BACKEND_H
 
@@ -28,7 +35,7 @@
 typedef struct dc_cuda_backend dc_cuda_backend;
 
 typedef struct {
-  int device;              /* CUDA device ordinal */
+  int device;              /* CUDA device ordinal of the plan's device 0 (device d runs on device + d) */
   uint64_t staging_bytes;  /* weight upload chunk (two pinned buffers of it); 0 = 64 MiB */
   /* When set, every f32 step's output is copied back after its launch (the
    * streams synchronise each step: slow, for debugging) and passed here. */
@@ -44,23 +51,44 @@ typedef struct {
   uint64_t bounce_bytes;
 } dc_cuda_backend_options;
 
+/* One device of the plan. */
 typedef struct {
+  int ordinal;                  /* its CUDA device ordinal */
+  char name[256];
+  int cc_major, cc_minor;
+  uint64_t arena_bytes;         /* its activation arena: up to the highest byte a value placed on it
+                                 * occupies (the memory plan's size for it, so also its peak) */
+  uint64_t weight_block_bytes;  /* the weights resident on it, aligned, in one allocation */
+  size_t free_bytes, total_bytes; /* cuMemGetInfo before allocating */
+} dc_cuda_device_info;
+
+typedef struct {
+  /* The plan's first device (device_name .. device_total_bytes); byte
+   * counts are of all devices together, arena_peak_bytes of the device
+   * whose peak is highest. */
   char device_name[256];
   int cc_major, cc_minor;
   char image[64];               /* what runs: "cubin sm_90", "PTX compute_90 (JIT)" (of the first kernel) */
-  int jit_kernels;              /* kernels loaded from PTX */
-  uint64_t arena_bytes;         /* the activation arena (the memory plan's size) */
-  uint64_t arena_peak_bytes;    /* the highest arena byte any value occupies */
-  uint64_t weight_block_bytes;  /* the resident weights, aligned, in one allocation */
+  int jit_kernels;              /* modules loaded from PTX (on every device) */
+  uint64_t arena_bytes;         /* the activation arenas (the memory plan's sizes) */
+  uint64_t arena_peak_bytes;    /* the highest arena byte any value occupies, on the fullest device */
+  uint64_t weight_block_bytes;  /* the resident weights, aligned, one allocation per device */
   uint64_t host_weight_bytes;   /* offloaded weights (read only by uploads): the pinned host block,
                                  * or on-demand their bytes in the files */
   int on_demand;                /* host_memory on-demand: uploads read the files */
   uint64_t bounce_bytes;        /* on-demand: each of the two pinned bounce chunks */
-  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arena + weight block */
+  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arenas + weight blocks */
   uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights or
                                  * the two bounce chunks (+ the check buffer) */
   uint64_t staging_bytes;       /* pinned staging used while the weights were uploaded */
   size_t device_free_bytes, device_total_bytes; /* cuMemGetInfo before allocating */
+  /* Several devices (diffc --device-map): each one's own numbers. */
+  int ndevices;
+  dc_cuda_device_info dev[DC_MAX_DEVICES];
+  int peer_pairs;               /* (source, destination) device pairs some transfer copies between */
+  int peer_direct;              /* of them, those with direct peer access (else the driver stages the
+                                 * copy through host memory) */
+  uint64_t transferred_bytes;   /* copied between devices by the last run */
 } dc_cuda_backend_info;
 
 /* Sets up everything; weight_data[w] points at weight w's bytes (m->weights
@@ -79,12 +107,13 @@ void dc_cuda_backend_destroy(dc_cuda_backend *b);
 float *dc_cuda_backend_input(dc_cuda_backend *b, int i);
 float *dc_cuda_backend_output(dc_cuda_backend *b, int i);
 
-/* One run: inputs up on the copy stream, the compute stream waits for them,
- * every step's kernel in schedule order, outputs down once the last one is
- * done, then synchronise.  kernel_seconds: device time from the first launch
- * to the end of the last (events).  step_seconds (NULL or nnodes entries):
- * each step's device time is ADDED to it.  A failing driver call is an
- * error naming the step. */
+/* One run: inputs up on their device's copy stream, its compute stream
+ * waits for them, every step in schedule order on its device's streams,
+ * outputs down once their device is done, then synchronise.
+ * kernel_seconds: device time from the first launch to the end of the last
+ * (events; with several devices, the longest device's).  step_seconds (NULL
+ * or nnodes entries): each launch's and transfer's device time is ADDED to
+ * it.  A failing driver call is an error naming the step. */
 dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds);
 
 const dc_cuda_backend_info *dc_cuda_backend_get_info(const dc_cuda_backend *b);

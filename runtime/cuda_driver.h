@@ -33,9 +33,11 @@ enum {
   DC_CUDA_ERROR_NOT_INITIALIZED = 3,
   DC_CUDA_ERROR_NO_DEVICE = 100,
   DC_CUDA_ERROR_INVALID_DEVICE = 101,
+  DC_CUDA_ERROR_INVALID_CONTEXT = 201,
   DC_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   DC_CUDA_ERROR_INVALID_PTX = 218,
   DC_CUDA_ERROR_NOT_FOUND = 500,
+  DC_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   DC_CUDA_ERROR_LAUNCH_FAILED = 719,
 };
 
@@ -86,6 +88,8 @@ enum {
   X(DevicePrimaryCtxRetain, (dc_cu_context * ctx, dc_cu_device dev))                                 \
   X(DevicePrimaryCtxRelease, (dc_cu_device dev))                                                      \
   X(CtxSetCurrent, (dc_cu_context ctx))                                                               \
+  X(DeviceCanAccessPeer, (int *can_access, dc_cu_device dev, dc_cu_device peer))                      \
+  X(CtxEnablePeerAccess, (dc_cu_context peer, unsigned flags))                                        \
   X(MemGetInfo, (size_t * free_bytes, size_t *total_bytes))                                           \
   X(MemAlloc, (dc_cu_deviceptr * dptr, size_t bytes))                                                 \
   X(MemFree, (dc_cu_deviceptr dptr))                                                                  \
@@ -93,6 +97,8 @@ enum {
   X(MemFreeHost, (void *p))                                                                           \
   X(MemcpyHtoDAsync, (dc_cu_deviceptr dst, const void *src, size_t bytes, dc_cu_stream stream))       \
   X(MemcpyDtoHAsync, (void *dst, dc_cu_deviceptr src, size_t bytes, dc_cu_stream stream))             \
+  X(MemcpyPeerAsync, (dc_cu_deviceptr dst, dc_cu_context dst_ctx, dc_cu_deviceptr src, dc_cu_context src_ctx, \
+                      size_t bytes, dc_cu_stream stream))                                             \
   X(StreamCreate, (dc_cu_stream * stream, unsigned flags))                                            \
   X(StreamDestroy, (dc_cu_stream stream))                                                             \
   X(StreamSynchronize, (dc_cu_stream stream))                                                         \

@@ -233,10 +233,6 @@ static dc_status *read_weight(void *ctx, int w, uint64_t at, void *dst, uint64_t
 
 static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   const dc_module *m = p->plan.module;
-  if (p->live.ndevices > 1) /* diffc refuses to write one; a plan edited by hand could say so */
-    return dc_error(DC_ERR_UNSUPPORTED, "%s: the plan places values on %d devices; the cuda backend runs one GPU for now "
-                    "(run it with --backend reference or llvm, which model each device as its own arena)",
-                    p->path, p->live.ndevices);
   dc_status *st = dc_cu_api_open(NULL, &p->cu_api);
   if (st) {
     dc_status *msg = dc_error(dc_status_code_of(st), "%s: this plan targets CUDA, and %s; CPU plans still run: compile "
@@ -262,8 +258,12 @@ static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   for (int i = 0; i < m->ninputs; i++) p->host_in[i] = dc_cuda_backend_input(p->cuda, i);
   for (int i = 0; i < m->noutputs; i++) p->host_out[i] = dc_cuda_backend_output(p->cuda, i);
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(p->cuda);
-  snprintf(p->device, sizeof p->device, "device %d: %s (compute %d.%d), %s", o.device, bi->device_name, bi->cc_major,
-           bi->cc_minor, bi->image);
+  if (p->live.ndevices > 1) /* a --device-map plan: the GPUs it runs on, named by the first */
+    snprintf(p->device, sizeof p->device, "devices %d..%d: %s (compute %d.%d), %s", o.device,
+             o.device + p->live.ndevices - 1, bi->device_name, bi->cc_major, bi->cc_minor, bi->image);
+  else
+    snprintf(p->device, sizeof p->device, "device %d: %s (compute %d.%d), %s", o.device, bi->device_name, bi->cc_major,
+             bi->cc_minor, bi->image);
   p->info.device = p->device;
   p->info.backend = "cuda";
   return NULL;
@@ -653,9 +653,11 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
     if (p->plan.module->nodes[i].op == OP_TRANSFER)
       stats->transferred_bytes += dc_type_bytes(&p->plan.module->nodes[i].type);
   stats->backend = p->info.backend;
-  if (p->cuda) {
+  if (p->cuda) { /* each device's arena reaches its planned size: the highest byte a value placed there occupies */
     const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(p->cuda);
     stats->device_peak_bytes = bi->arena_peak_bytes;
+    for (int d = 0; d < bi->ndevices; d++) stats->dev_peak_bytes[d] = bi->dev[d].arena_bytes;
+    stats->transferred_bytes = bi->transferred_bytes;
     stats->device_total_bytes = bi->device_bytes;
     stats->pinned_bytes = bi->pinned_bytes;
     return;

@@ -4,11 +4,23 @@
  * is a host address), copies are memcpy, and every call is logged:
  * allocations, module loads with the image they got, functions by name,
  * launches with grid/block/smem/stream and the parameter VALUES, event
- * records and waits with their streams.  A launch runs the reference kernel
- * of the node its kernel was generated for (fake_bind: nodes sharing a
- * kernel have the same op, attributes and types), or fk.execute when a test
- * sets it (the emulator runs the generated CUDA C instead).  Handles stay
- * valid until fake_reset; fk counts what is still alive, for leak checks. */
+ * records and waits with their streams, peer copies.  A launch runs the
+ * reference kernel of the node its kernel was generated for (fake_bind:
+ * nodes sharing a kernel have the same op, attributes and types), or
+ * fk.execute when a test sets it (the emulator runs the generated CUDA C
+ * instead).  Handles stay valid until fake_reset; fk counts what is still
+ * alive, for leak checks.
+ *
+ * fk.ndevices GPUs (1 by default), each with its primary context and its
+ * own memory accounting (fk.free_bytes each, or fk.free_on[d] where set).
+ * Objects and device memory belong to the context current when they were
+ * made, and calls are held to the driver's context rules, so a backend
+ * that uses the wrong context fails here as on a GPU: streams, events,
+ * modules and device memory are made and freed in the current context; a
+ * launch, a copy or an event record uses a stream of the current context
+ * (and a function, an event, device memory of that context); an event may
+ * be waited on from any context; a peer copy reads memory of its source
+ * context and writes memory of its destination context. */
 #ifndef DC_CUDA_FAKE_DRIVER_H
 #define DC_CUDA_FAKE_DRIVER_H
 
@@ -19,14 +31,17 @@
 #include "runtime/kernels.h"
 #include "runtime/plan_format.h"
 
-enum { C_HTOD, C_DTOH, C_RECORD, C_WAIT, C_EVSYNC, C_STREAMSYNC, C_LAUNCH, C_LOAD, C_GETFN, C_ATTR, C_ALLOC, C_MEMINFO };
+enum { C_HTOD, C_DTOH, C_RECORD, C_WAIT, C_EVSYNC, C_STREAMSYNC, C_LAUNCH, C_LOAD, C_GETFN, C_ATTR, C_ALLOC, C_MEMINFO,
+       C_PEER, C_PEER_ENABLE };
 enum { O_STREAM = 1, O_EVENT, O_MODULE, O_FUNCTION };
 #define MAX_CALLS 32768
-#define MAX_OBJS 1024
+#define MAX_OBJS 2048
 #define MAX_BLOCKS 256
+#define FAKE_MAX_DEVICES 8
 
 typedef struct {
   int kind, alive, id;
+  int device;             /* the device of the context it was made in */
   char name[64];          /* function: its symbol */
   int record_seq;         /* event: call index of its last record */
   int record_stream;      /* event: stream id of its last record */
@@ -34,6 +49,8 @@ typedef struct {
 
 typedef struct {
   int kind, stream, event, jit, attr, value;
+  int dev;                /* the device whose context was current */
+  int src_dev;            /* peer copies: the source's device (dev: the destination's) */
   uint64_t dst, src, bytes;
   int host_pinned;        /* copies: the host side lies in pinned memory */
   const void *image;
@@ -46,11 +63,20 @@ typedef struct {
   void *p;
   size_t bytes;
   int pinned, alive;
+  int device;             /* device memory: its device */
 } fake_block;
 
 static struct {
   int cc_major, cc_minor, optin, ndevices;
-  size_t free_bytes;
+  size_t free_bytes;                     /* each device's free memory before allocations ... */
+  size_t free_on[FAKE_MAX_DEVICES];      /* ... or this one's, where nonzero */
+  size_t used[FAKE_MAX_DEVICES];         /* cuMemAlloc'd and not freed */
+  int fail_alloc_device;                 /* every cuMemAlloc there fails (out of memory); -1: none */
+  int no_peer;                           /* cuDeviceCanAccessPeer says no */
+  char peer_enabled[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES]; /* [current][peer] */
+  int ctx_tag[FAKE_MAX_DEVICES];         /* the primary contexts are &ctx_tag[d] */
+  int dev_ctx_refs[FAKE_MAX_DEVICES];
+  int current;                           /* the device whose context is current; -1: none */
   int fail_launch_at, launches;
   int fail_jit_at; /* the JIT of this PTX module (1-based) fails, with a log */
   int jits;
@@ -73,6 +99,8 @@ static void fake_reset(int major, int minor) {
   memset(&fk, 0, sizeof fk);
   fk.cc_major = major, fk.cc_minor = minor, fk.optin = 227 * 1024, fk.ndevices = 1;
   fk.free_bytes = (size_t)80 << 30;
+  fk.fail_alloc_device = -1;
+  fk.current = -1;
 }
 
 static fake_call *log_call(int kind) {
@@ -80,20 +108,27 @@ static fake_call *log_call(int kind) {
   fake_call *c = &fk.calls[fk.ncalls++];
   memset(c, 0, sizeof *c);
   c->kind = kind;
+  c->dev = fk.current;
   return c;
 }
 
 static void *new_obj(int kind, const char *name) {
   if (fk.nobjs == MAX_OBJS) abort();
   fake_obj *o = &fk.objs[fk.nobjs];
-  *o = (fake_obj){kind, 1, ++fk.nobjs, "", -1, 0};
+  *o = (fake_obj){kind, 1, ++fk.nobjs, fk.current, "", -1, 0};
   if (name) snprintf(o->name, sizeof o->name, "%s", name);
   return o;
 }
 static int obj_id(const void *h) { return h ? ((const fake_obj *)h)->id : 0; }
+/* A live object of the kind made in the current context. */
+static int current_obj(const void *h, int kind) {
+  const fake_obj *o = h;
+  return o && o->kind == kind && o->alive && fk.current >= 0 && o->device == fk.current;
+}
 static int kill_obj(void *h, int kind) {
   fake_obj *o = h;
   if (!o || o->kind != kind || !o->alive) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (o->device != fk.current) return DC_CUDA_ERROR_INVALID_CONTEXT;
   o->alive = 0;
   return 0;
 }
@@ -102,13 +137,15 @@ static int new_block(size_t bytes, int pinned, void **out) {
   if (fk.nblocks == MAX_BLOCKS) return DC_CUDA_ERROR_OUT_OF_MEMORY;
   void *p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
   if (!p) return DC_CUDA_ERROR_OUT_OF_MEMORY;
-  fk.blocks[fk.nblocks++] = (fake_block){p, bytes, pinned, 1};
+  fk.blocks[fk.nblocks++] = (fake_block){p, bytes, pinned, 1, pinned ? -1 : fk.current};
   *out = p;
   return 0;
 }
 static int free_block(void *p, int pinned) {
   for (int i = 0; i < fk.nblocks; i++)
     if (fk.blocks[i].p == p && fk.blocks[i].alive && fk.blocks[i].pinned == pinned) {
+      if (!pinned && fk.blocks[i].device != fk.current) return DC_CUDA_ERROR_INVALID_CONTEXT;
+      if (!pinned) fk.used[fk.current] -= fk.blocks[i].bytes;
       fk.blocks[i].alive = 0;
       free(p);
       return 0;
@@ -124,6 +161,22 @@ static int inside(const void *p, size_t n, int pinned) {
       return 1;
   }
   return 0;
+}
+/* Whether [p, p+n) lies inside one live block of device d's memory. */
+static int inside_device(uint64_t p, size_t n, int d) {
+  for (int i = 0; i < fk.nblocks; i++) {
+    const fake_block *b = &fk.blocks[i];
+    if (b->alive && !b->pinned && b->device == d && p >= (uintptr_t)b->p && p + n <= (uintptr_t)b->p + b->bytes)
+      return 1;
+  }
+  return 0;
+}
+static size_t device_free(int d) { return (fk.free_on[d] ? fk.free_on[d] : fk.free_bytes) - fk.used[d]; }
+/* The device of a context handle, -1 when it is none of ours or not retained. */
+static int ctx_device(dc_cu_context c) {
+  for (int d = 0; d < fk.ndevices && d < FAKE_MAX_DEVICES; d++)
+    if (c == (dc_cu_context)&fk.ctx_tag[d]) return fk.dev_ctx_refs[d] > 0 ? d : -1;
+  return -1;
 }
 static int live_blocks(int pinned) {
   int n = 0;
@@ -153,78 +206,132 @@ static int f_DeviceGetAttribute(int *v, int attr, dc_cu_device d) {
   }
 }
 static int f_DevicePrimaryCtxRetain(dc_cu_context *c, dc_cu_device d) {
-  fk.ctx_refs++;
-  *c = (dc_cu_context)&fk;
+  if (d < 0 || d >= fk.ndevices || d >= FAKE_MAX_DEVICES) return DC_CUDA_ERROR_INVALID_DEVICE;
+  fk.ctx_refs++, fk.dev_ctx_refs[d]++;
+  *c = (dc_cu_context)&fk.ctx_tag[d];
   return 0;
 }
-static int f_DevicePrimaryCtxRelease(dc_cu_device d) { return fk.ctx_refs-- > 0 ? 0 : DC_CUDA_ERROR_INVALID_VALUE; }
-static int f_CtxSetCurrent(dc_cu_context c) { return c == (dc_cu_context)&fk ? 0 : DC_CUDA_ERROR_INVALID_VALUE; }
+static int f_DevicePrimaryCtxRelease(dc_cu_device d) {
+  if (d < 0 || d >= FAKE_MAX_DEVICES || fk.dev_ctx_refs[d] <= 0) return DC_CUDA_ERROR_INVALID_VALUE;
+  fk.ctx_refs--;
+  if (--fk.dev_ctx_refs[d] == 0 && fk.current == d) fk.current = -1; /* the context is gone */
+  return 0;
+}
+static int f_CtxSetCurrent(dc_cu_context c) {
+  int d = ctx_device(c);
+  if (d < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  fk.current = d;
+  return 0;
+}
+static int f_DeviceCanAccessPeer(int *can, dc_cu_device d, dc_cu_device peer) {
+  if (d < 0 || d >= fk.ndevices || peer < 0 || peer >= fk.ndevices) return DC_CUDA_ERROR_INVALID_DEVICE;
+  *can = d != peer && !fk.no_peer;
+  return 0;
+}
+static int f_CtxEnablePeerAccess(dc_cu_context peer, unsigned flags) {
+  int p = ctx_device(peer);
+  if (fk.current < 0 || p < 0 || p == fk.current || flags) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  fake_call *c = log_call(C_PEER_ENABLE);
+  c->src_dev = p;
+  if (fk.peer_enabled[fk.current][p]) return DC_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  fk.peer_enabled[fk.current][p] = 1;
+  return 0;
+}
 static int f_MemGetInfo(size_t *free_bytes, size_t *total) {
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
   log_call(C_MEMINFO);
-  *free_bytes = fk.free_bytes, *total = (size_t)80 << 30;
+  *free_bytes = device_free(fk.current), *total = (size_t)80 << 30;
   return 0;
 }
 static int f_MemAlloc(dc_cu_deviceptr *p, size_t n) {
   void *h = NULL;
-  if (!n || n > fk.free_bytes) return n ? DC_CUDA_ERROR_OUT_OF_MEMORY : DC_CUDA_ERROR_INVALID_VALUE;
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  if (!n) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (n > device_free(fk.current) || fk.current == fk.fail_alloc_device) return DC_CUDA_ERROR_OUT_OF_MEMORY;
   int r = new_block(n, 0, &h);
+  if (r) return r;
   *p = (uintptr_t)h;
+  fk.used[fk.current] += n;
   fake_call *c = log_call(C_ALLOC);
   c->dst = *p, c->bytes = n;
-  return r;
+  return 0;
 }
 static int f_MemFree(dc_cu_deviceptr p) { return free_block((void *)(uintptr_t)p, 0); }
-static int f_MemHostAlloc(void **p, size_t n, unsigned flags) { return new_block(n, 1, p); }
-static int f_MemFreeHost(void *p) { return free_block(p, 1); }
+static int f_MemHostAlloc(void **p, size_t n, unsigned flags) {
+  return fk.current < 0 ? DC_CUDA_ERROR_INVALID_CONTEXT : new_block(n, 1, p);
+}
+static int f_MemFreeHost(void *p) { return fk.current < 0 ? DC_CUDA_ERROR_INVALID_CONTEXT : free_block(p, 1); }
 static int f_MemcpyHtoDAsync(dc_cu_deviceptr dst, const void *src, size_t n, dc_cu_stream s) {
-  if (!inside((void *)(uintptr_t)dst, n, 0)) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (!current_obj(s, O_STREAM)) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  if (!inside_device(dst, n, fk.current)) return DC_CUDA_ERROR_INVALID_VALUE;
   fake_call *c = log_call(C_HTOD);
   c->dst = dst, c->src = (uintptr_t)src, c->bytes = n, c->stream = obj_id(s), c->host_pinned = inside(src, n, 1);
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 static int f_MemcpyDtoHAsync(void *dst, dc_cu_deviceptr src, size_t n, dc_cu_stream s) {
-  if (!inside((void *)(uintptr_t)src, n, 0)) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (!current_obj(s, O_STREAM)) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  if (!inside_device(src, n, fk.current)) return DC_CUDA_ERROR_INVALID_VALUE;
   fake_call *c = log_call(C_DTOH);
   c->dst = (uintptr_t)dst, c->src = src, c->bytes = n, c->stream = obj_id(s), c->host_pinned = inside(dst, n, 1);
   memcpy(dst, (void *)(uintptr_t)src, n);
   return 0;
 }
+static int f_MemcpyPeerAsync(dc_cu_deviceptr dst, dc_cu_context dst_ctx, dc_cu_deviceptr src, dc_cu_context src_ctx,
+                             size_t n, dc_cu_stream s) {
+  int to = ctx_device(dst_ctx), from = ctx_device(src_ctx);
+  if (!current_obj(s, O_STREAM) || to < 0 || from < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  if (!inside_device(dst, n, to) || !inside_device(src, n, from)) return DC_CUDA_ERROR_INVALID_VALUE;
+  fake_call *c = log_call(C_PEER);
+  c->dst = dst, c->src = src, c->bytes = n, c->stream = obj_id(s), c->src_dev = from;
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
 static int f_StreamCreate(dc_cu_stream *s, unsigned flags) {
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
   *s = new_obj(O_STREAM, flags == DC_CU_STREAM_NON_BLOCKING ? "non-blocking" : "blocking");
   return 0;
 }
 static int f_StreamDestroy(dc_cu_stream s) { return kill_obj(s, O_STREAM); }
 static int f_StreamSynchronize(dc_cu_stream s) { return log_call(C_STREAMSYNC)->stream = obj_id(s), 0; }
+/* The event may be of another context than the stream (as the driver allows). */
 static int f_StreamWaitEvent(dc_cu_stream s, dc_cu_event e, unsigned flags) {
+  if (!current_obj(s, O_STREAM)) return DC_CUDA_ERROR_INVALID_CONTEXT;
   fake_call *c = log_call(C_WAIT);
   c->stream = obj_id(s), c->event = obj_id(e);
   return ((fake_obj *)e)->record_seq < 0 ? DC_CUDA_ERROR_INVALID_VALUE : 0; /* waiting on nothing recorded */
 }
-static int f_EventCreate(dc_cu_event *e, unsigned flags) { return *e = new_obj(O_EVENT, NULL), 0; }
+static int f_EventCreate(dc_cu_event *e, unsigned flags) {
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
+  return *e = new_obj(O_EVENT, NULL), 0;
+}
 static int f_EventDestroy(dc_cu_event e) { return kill_obj(e, O_EVENT); }
 static int f_EventRecord(dc_cu_event e, dc_cu_stream s) {
   fake_obj *o = (fake_obj *)e;
+  if (!current_obj(s, O_STREAM) || !current_obj(e, O_EVENT)) return DC_CUDA_ERROR_INVALID_CONTEXT;
   fake_call *c = log_call(C_RECORD);
   c->stream = obj_id(s), c->event = o->id;
   o->record_seq = fk.ncalls - 1, o->record_stream = obj_id(s);
   return 0;
 }
 static int f_EventSynchronize(dc_cu_event e) { return log_call(C_EVSYNC)->event = obj_id(e), 0; }
-/* 1 ms per logged call between the two records: deterministic profiles. */
+/* 1 ms per logged call between the two records: deterministic profiles.
+ * Only events of one device time each other. */
 static int f_EventElapsedTime(float *ms, dc_cu_event a, dc_cu_event b) {
   const fake_obj *x = (const fake_obj *)a, *y = (const fake_obj *)b;
-  if (x->record_seq < 0 || y->record_seq < 0) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (x->record_seq < 0 || y->record_seq < 0 || x->device != y->device) return DC_CUDA_ERROR_INVALID_VALUE;
   *ms = (float)(y->record_seq - x->record_seq);
   return 0;
 }
 static int f_ModuleLoadData(dc_cu_module *mod, const void *image) {
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
   fake_call *c = log_call(C_LOAD);
   c->image = image;
   *mod = new_obj(O_MODULE, NULL);
   return 0;
 }
 static int f_ModuleLoadDataEx(dc_cu_module *mod, const void *image, unsigned n, int *opts, void **vals) {
+  if (fk.current < 0) return DC_CUDA_ERROR_INVALID_CONTEXT;
   int has_log = 0;
   for (unsigned i = 0; i < n; i++) has_log |= opts[i] == DC_CU_JIT_ERROR_LOG_BUFFER && vals[i];
   if (!has_log) return DC_CUDA_ERROR_INVALID_VALUE;
@@ -241,6 +348,7 @@ static int f_ModuleLoadDataEx(dc_cu_module *mod, const void *image, unsigned n, 
 static int f_ModuleUnload(dc_cu_module mod) { return kill_obj(mod, O_MODULE); }
 static int f_ModuleGetFunction(dc_cu_function *fn, dc_cu_module mod, const char *name) {
   if (!mod || !((fake_obj *)mod)->alive) return DC_CUDA_ERROR_INVALID_VALUE;
+  if (!current_obj(mod, O_MODULE)) return DC_CUDA_ERROR_INVALID_CONTEXT;
   snprintf(log_call(C_GETFN)->fn, 64, "%s", name);
   *fn = new_obj(O_FUNCTION, name);
   return 0;
@@ -270,6 +378,7 @@ static int kernel_index(const char *name) {
 /* Runs the reference kernel of the kernel's node on the pointers passed. */
 static int f_LaunchKernel(dc_cu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned smem, dc_cu_stream s, void **params, void **extra) {
+  if (!current_obj(s, O_STREAM) || !current_obj(fn, O_FUNCTION)) return DC_CUDA_ERROR_INVALID_CONTEXT;
   fake_call *c = log_call(C_LAUNCH);
   const fake_obj *f = (const fake_obj *)fn;
   snprintf(c->fn, sizeof c->fn, "%s", f->name);
@@ -293,6 +402,7 @@ static int f_GetErrorName(dc_cu_result r, const char **s) {
     case DC_CUDA_ERROR_OUT_OF_MEMORY: return *s = "CUDA_ERROR_OUT_OF_MEMORY", 0;
     case DC_CUDA_ERROR_LAUNCH_FAILED: return *s = "CUDA_ERROR_LAUNCH_FAILED", 0;
     case DC_CUDA_ERROR_INVALID_PTX: return *s = "CUDA_ERROR_INVALID_PTX", 0;
+    case DC_CUDA_ERROR_INVALID_CONTEXT: return *s = "CUDA_ERROR_INVALID_CONTEXT", 0;
     default: return *s = NULL, DC_CUDA_ERROR_INVALID_VALUE;
   }
 }

@@ -1,0 +1,79 @@
+/* cuda_backend_impl.h — the CUDA backend's state, shared by its two halves:
+ * cuda_backend.c sets it up and tears it down (devices, images, memory,
+ * weights, modules), cuda_backend_run.c enqueues a run on it.  Private to
+ * those two files. */
+#ifndef DC_CUDA_BACKEND_IMPL_H
+#define DC_CUDA_BACKEND_IMPL_H
+
+#include "cuda_backend.h"
+
+#define NOT_HERE UINT64_MAX         /* a weight's offset in a block that does not hold it */
+#define NPARAMS (DC_MAX_INPUTS + 1) /* launch parameters: out, then the inputs */
+
+typedef struct {
+  int used;      /* a step on this device runs the kernel: loaded here */
+  int image;     /* which of its images this device loads */
+  dc_cu_module module;
+  dc_cu_function fn;
+} loaded_kernel;
+
+/* One GPU of the plan: plan device d runs on CUDA ordinal opt.device + d,
+ * in its primary context, with everything it touches made there. */
+typedef struct {
+  int ordinal;
+  dc_cu_device dev;
+  dc_cu_context ctx;
+  int ctx_retained;
+  int optin_smem;                      /* the largest dynamic shared memory a kernel may opt in to */
+  dc_cu_stream compute, copy;
+  dc_cu_event inputs_ready, begin, end;
+  dc_cu_event bounce_copied[2];        /* on-demand: behind this device's last copy out of each chunk */
+  loaded_kernel *kern;                 /* per kernel of the plan */
+  dc_cu_deviceptr arena, weights;
+  /* Transfers out of this device (their sources lie in its arena) enqueued
+   * since its last step: its compute stream waits for them before the
+   * next one, which may overwrite those bytes. */
+  int32_t *pending;
+  int npending;
+} cuda_device;
+
+struct dc_cuda_backend {
+  char *path;
+  const dc_module *m;
+  const dc_plan_cuda *k;
+  dc_cu_api api;
+  dc_cuda_backend_options opt;
+  dc_cuda_backend_info info;
+  int ndevices;
+  cuda_device dev[DC_MAX_DEVICES];
+  int current;                   /* the device whose context is current on this thread, -1: unknown */
+  dc_cu_event *step_done;        /* per node (launches, transfers), created on the first profiled run */
+  dc_cu_event *copy_may_start, *copied; /* per OP_UPLOAD node: compute before it done; its copy done */
+  dc_cu_event *source_ready, *moved;    /* per OP_TRANSFER node: its source computed; the copy done */
+  int *weight_device;            /* per weight: the device whose block (or uploads) hold it */
+  uint64_t *weight_offset;       /* per weight, in its device's block, or NOT_HERE when offloaded */
+  uint64_t *host_offset;         /* per weight, in host_weights, or NOT_HERE when resident */
+  uint8_t *host_weights;         /* pinned: the offloaded weights (host_memory pinned) */
+  uint64_t largest_upload;       /* the largest offloaded weight */
+  /* host_memory on-demand: uploads read their weight's file chunk by chunk
+   * into these, alternating; a chunk is refilled only after the event
+   * recorded behind its last copy (on that copy's device) has completed. */
+  void *bounce[2];
+  int bounce_device[2];          /* the device whose copy last read each chunk, -1: none in flight */
+  int next_bounce;
+  dc_cu_deviceptr *value;        /* per node: where its value lives on its device */
+  dc_cu_deviceptr *args;         /* per node, NPARAMS: out, then the inputs */
+  void **params;                 /* per node, NPARAMS: &args[...] as cuLaunchKernel wants */
+  float **host_in, **host_out;   /* pinned (portable: every device's copies use them) */
+  float *check_buf;              /* pinned, the largest f32 step output (check_step only) */
+};
+
+/* Calls a driver entry through the table and turns its result into a status. */
+#define CU(b, fn, ...) dc_cu_check(&(b)->api, (b)->api.fn(__VA_ARGS__), "cu" #fn)
+
+/* Makes device d's context current (a no-op when it is already). */
+dc_status *dc_cuda_use_device(dc_cuda_backend *b, int d);
+/* "step 12 (conv2d in down_blocks.0.resnets.0)" */
+const char *dc_cuda_step_name(const dc_module *m, int32_t s, char *buf, size_t cap);
+
+#endif
