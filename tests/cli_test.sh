@@ -256,9 +256,11 @@ expect_fail "bad --max-memory" "\"0=lots\" is not DEVICE=SIZE" "$out" -- \
 printf '{"": 0, "up_blocks.7": 1}' >"$tmp/map.json"
 expect_fail "device map naming a missing module" "module \"up_blocks.7\" does not exist" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" --device-map "$tmp/map.json"
-expect_fail "device over its budget" "over by" "$out" -- \
+expect_fail "budgets too small for the weights" "fits on no device after those before it" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_shapes --device-map balanced --max-memory 0=1MiB,1=40KiB
 printf '{"": 0, "up_blocks.1": 1}' >"$tmp/map.json"
+expect_fail "device over its budget" "device 0 needs 173.1 KiB (weights 44.4 KiB + activations 128.8 KiB) but its budget is 150.0 KiB: over by" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_shapes --device-map "$tmp/map.json" --max-memory 0=150KiB,1=1GiB
 if "$diffc" "$fx/unet_tiny/model" -o "$tmp/two.dplan" $tiny_shapes --device-map "$tmp/map.json" --dump-ir "$tmp/two.ir" 2>/dev/null &&
    grep -q "^# device_map = .*map.json: 0 = .*; 1 = up_blocks.1" "$tmp/two.ir" && grep -q "^#   device 1: " "$tmp/two.ir" &&
    "$diffrun" "$tmp/two.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/two.safetensors" >"$tmp/two.txt" &&

@@ -4,7 +4,7 @@
  * diffusers' output (relative L2 error within the run's tolerance; max abs
  * error reported), and check the measured device peak equals the plan's.
  *
- * Usage: fixture_check FIXTURE_DIR [--backend llvm|reference]
+ * Usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc]
  *                      [--target cuda [--compute f32|bf16|f32,bf16] [--cuda-arch LIST]]
  * The cpu target (the default) runs both CPU backends unless --backend
  * names one.  --target cuda compiles with NVRTC for each compute precision,
@@ -25,6 +25,7 @@
 
 typedef struct {
   const char *dir, *backend, *target, *cuda_arch;
+  dc_layout layout; /* --layout nhwc: the same check on the channels_last plan */
   const char *computes[4];
   int ncomputes;
 } fc_options;
@@ -243,6 +244,7 @@ static void check_run(const fc_options *fo, const cJSON *run) {
   int ns = tu_io_shapes(&io, shapes, 8);
   dc_compile_options co = {.model = model, .component = str_or_null(run, "component"),
                            .variant = str_or_null(run, "variant"), .entry = entry, .shapes = shapes, .nshapes = ns};
+  co.memory.layout = fo->layout;
   char label[256];
   snprintf(label, sizeof label, "%s %s", io_name, entry ? entry : "");
   int flags_ok = apply_diffc_options(run, io_name, &co);
@@ -285,7 +287,10 @@ static int parse_args(int argc, char **argv, fc_options *o) {
     if (!strcmp(a, "--backend")) o->backend = argv[i + 1];
     else if (!strcmp(a, "--target")) o->target = argv[i + 1];
     else if (!strcmp(a, "--cuda-arch")) o->cuda_arch = argv[i + 1];
-    else if (!strcmp(a, "--compute")) {
+    else if (!strcmp(a, "--layout")) {
+      if (strcmp(argv[i + 1], "nhwc") != 0) return 0;
+      o->layout = LAYOUT_NHWC;
+    } else if (!strcmp(a, "--compute")) {
       if (!parse_computes(argv[i + 1], o)) return 0;
     } else return 0;
   }
@@ -296,7 +301,7 @@ static int parse_args(int argc, char **argv, fc_options *o) {
 int main(int argc, char **argv) {
   fc_options fo;
   if (!parse_args(argc, argv, &fo)) {
-    fprintf(stderr, "usage: fixture_check FIXTURE_DIR [--backend llvm|reference]\n"
+    fprintf(stderr, "usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc]\n"
                     "                     [--target cuda [--compute f32|bf16|f32,bf16] [--cuda-arch LIST]]\n");
     return 2;
   }

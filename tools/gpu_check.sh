@@ -8,10 +8,15 @@
 #   4. host -> device bandwidth, pinned and pageable (tools/cuda_bandwidth)
 #   5. every fixture on the GPU in f32 and bf16 compute, against diffusers'
 #      recorded outputs and against the CPU llvm backend (tests/fixture_check)
+#   5b. the UNet and VAE fixtures again with --layout nhwc (channels_last)
 #   6. SD1.5-shaped UNet at 64x64 latents (bf16, f32) and SDXL-shaped UNet at
 #      128x128 latents (bf16), batch 2, random weights made from the real
 #      configs (tools/make_model, bench/configs), compiled for sm_90 and timed
 #      with diffrun --repeat 5
+#   7. the memory techniques on the SD1.5 UNet (bf16): channels_last and
+#      offload with prefetch, with the bytes copied per forward and the
+#      overlap achieved: time / max(time without offload, bytes / pinned
+#      host-to-device bandwidth) — 1.0 is perfect overlap (issue 5)
 # Every stage runs under `timeout` inside one time budget; a failure, a
 # timeout or a missing GPU is a row of the tables, never the end of the
 # script.  The tables come LAST.  With $OUT set, the summary and every log
@@ -236,6 +241,21 @@ fixture_row() {
 for f in $FIXTURES; do fixture_row "$f"; done
 say "fixtures done"
 
+# ---- 5b. channels_last fixtures ----------------------------------------------------------------
+if [ "$DRY" -eq 1 ]; then NHWC_FIXTURES="unet_tiny"; else NHWC_FIXTURES="unet_sd15 unet_sdxl vae_sd vae_tiled"; fi
+if [ "$BUILT" -eq 1 ]; then
+  for f in $NHWC_FIXTURES; do
+    limit=$(stage_limit 120 "$MODEL_RESERVE")
+    if [ "$limit" -eq 0 ]; then echo "125 0 0" > "$LOGS/fixture_$f-nhwc.rc"; continue; fi
+    t=$(date +%s)
+    timeout -k 5 "$limit" "$FC" "$ROOT/tests/fixtures/$f" --target cuda --compute f32,bf16 --cuda-arch sm_90 \
+      --layout nhwc > "$LOGS/fixture_$f-nhwc.log" 2>&1
+    echo "$? $(( $(date +%s) - t )) $limit" > "$LOGS/fixture_$f-nhwc.rc"
+    fixture_row "$f-nhwc"
+  done
+  say "nhwc fixtures done"
+fi
+
 # ---- 6b. compile and time the models --------------------------------------------------------
 # Device time per forward (diffrun's "kernels X s on the device"; wall time
 # when absent), best and median of the runs; the best device rate; the
@@ -289,7 +309,42 @@ model_case sd15 bf16 100 $SD15_INPUTS
 # shellcheck disable=SC2086
 model_case sdxl bf16 40 $SDXL_INPUTS
 # shellcheck disable=SC2086
-model_case sd15 f32 0 $SD15_INPUTS
+model_case sd15 f32 60 $SD15_INPUTS
+
+# ---- 7. memory techniques on the GPU ------------------------------------------------------------
+MEMROWS=()
+gbps() { echo "$1" | sed -E 's/^([0-9.]+) GB\/s$/\1/;t;s/.*/0/'; }
+mem_case() {  # LABEL RESERVE OPTIONS...
+  local label=$1 reserve=$2 tag; shift 2
+  tag=$(echo "$label" | tr -c 'a-z0-9\n' '_')
+  if [ "$BUILT" -ne 1 ] || [ "$MM_STATUS" != ok ]; then MEMROWS+=("| $label | - | - | - | - | not run |"); return; fi
+  local plan=$WORK/plans/sd15_mem_$tag.dplan
+  # shellcheck disable=SC2086
+  run "compile_mem_$tag" 120 "$reserve" "$BIN/diffc" "$WORK/models/sd15" -o "$plan" --target cuda --cuda-arch sm_90 \
+    --compute-dtype bf16 $SD15_INPUTS "$@"
+  if [ "$RC" -ne 0 ]; then MEMROWS+=("| $label | - | - | - | - | compile: $(classify "$RC" "$LOGS/compile_mem_$tag.log" "$LIMIT") |"); return; fi
+  run "run_mem_$tag" 90 "$reserve" "$BIN/diffrun" "$plan" --random-inputs --repeat 5
+  local log=$LOGS/run_mem_$tag.log status=ok ms copied mem
+  [ "$RC" -ne 0 ] && status="run: $(classify "$RC" "$log" "$LIMIT")"
+  ms=$(grep '^run [0-9]' "$log" 2>/dev/null | sed -E 's/^run [0-9]+: ([0-9.]+) s.*/\1/' | sort -g | head -1 | awk '{ printf "%.1f", $1 * 1000 }')
+  copied=$(sed -n 's/.*; \(.*\) copied to the device per run/\1/p' "$log" 2>/dev/null)
+  mem=$(grep -E '^device memory held:' "$log" 2>/dev/null | sed -E 's/^device memory held: ([0-9.]+ [KMG]iB).*/\1/')
+  [ "$label" = "none" ] && BASE_MS=$ms
+  local overlap="-"
+  if [ -n "$copied" ] && [ -n "${BASE_MS:-}" ] && [ -n "$ms" ]; then
+    overlap=$(awk -v t="$ms" -v base="$BASE_MS" -v mib="$(to_mib "$copied")" -v bw="$(gbps "$H2D_PINNED")" 'BEGIN {
+      xfer = (bw > 0) ? mib * 1048576 / (bw * 1e9) * 1000 : 0; lo = (xfer > base) ? xfer : base
+      printf "%.2f (copy alone %.1f ms)", t / lo, xfer }')
+  fi
+  MEMROWS+=("| $label | ${ms:--} | ${copied:-0} | ${mem:--} | $overlap | $status |")
+}
+[ "$BUILT" -eq 1 ] && wait_model sd15
+mem_case "none" 30
+mem_case "--layout nhwc" 30 --layout nhwc
+mem_case "--offload group --group-level leaf --prefetch" 20 --offload group --group-level leaf --prefetch
+mem_case "--offload group --group-level block --blocks-per-group 1 --prefetch" 10 --offload group --group-level block \
+  --blocks-per-group 1 --prefetch
+mem_case "--offload sequential" 0 --offload sequential
 
 for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 
@@ -313,6 +368,13 @@ summary() {
   echo "| case | precision | ms/forward (best / median) | TFLOP/s | peak device MiB | status |"
   echo "| --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${MODROWS[@]}"
+  echo
+  echo "SD1.5 UNet, bf16, batch 2, 64x64 latents: memory techniques (overlap = time / max(time without offload,"
+  echo "bytes copied / pinned host-to-device bandwidth); 1.00 means the copies hide entirely behind compute)"
+  echo
+  echo "| diffc options | ms/forward (best of 5) | copied per forward | device memory held | overlap | status |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  printf '%s\n' "${MEMROWS[@]}"
 }
 summary | tee "$LOGS/summary.md"
 if [ -n "${OUT:-}" ]; then
