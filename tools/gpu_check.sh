@@ -336,7 +336,8 @@ mem_case() {  # LABEL RESERVE OPTIONS...
       xfer = (bw > 0) ? mib * 1048576 / (bw * 1e9) * 1000 : 0; lo = (xfer > base) ? xfer : base
       printf "%.2f (copy alone %.1f ms)", t / lo, xfer }')
   fi
-  MEMROWS+=("| $label | ${ms:--} | ${copied:-0} | ${mem:--} | $overlap | $status |")
+  [ "$status" = ok ] && copied=${copied:-0}
+  MEMROWS+=("| $label | ${ms:--} | ${copied:--} | ${mem:--} | $overlap | $status |")
 }
 [ "$BUILT" -eq 1 ] && wait_model sd15
 mem_case "none" 30
