@@ -56,11 +56,15 @@ dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base
   for (size_t i = 0; i < sizeof alternatives / sizeof alternatives[0]; i++) {
     dc_module *m = NULL;
     DC_TRY(clone(frontend, &m));
-    /* the offload alternative, the user's storage dtype; not the user's
-     * --host-memory (it would be an error without offload, and where the
-     * weights wait in host memory does not change device bytes) */
+    /* the offload alternative with the user's storage dtype and layout, on
+     * one device; not the user's --host-memory (it would be an error
+     * without offload, and where the weights wait in host memory does not
+     * change device bytes) */
     dc_memory_options o = alternatives[i].o;
-    if (base) o.storage = base->storage, o.skip_cast = base->skip_cast, o.nskip_cast = base->nskip_cast;
+    if (base) {
+      o.storage = base->storage, o.skip_cast = base->skip_cast, o.nskip_cast = base->nskip_cast;
+      o.layout = base->layout;
+    }
     dc_pipeline_options po = {.memory = &o};
     uint64_t peak = 0;
     dc_status *st = dc_pipeline_run(m, &po);
