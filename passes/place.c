@@ -19,9 +19,11 @@
  * bounds what any part of it needs; dc_place_check_budgets then checks the
  * planned weights + arena of every device exactly):
  *   sequential  fill GPU 0, then 1, ..., then cpu, then disk, in run order;
- *   balanced    the same with each GPU's budget lowered to an even share of
- *               the weights plus the largest unit (accelerate's
- *               get_balanced_memory), so every GPU gets some;
+ *   balanced    the same, but each GPU but the last stops at an even share
+ *               of the weights (the unit that crosses the share goes to the
+ *               side it straddles least), so the GPUs hold about the same
+ *               (accelerate's get_balanced_memory allows a whole extra
+ *               largest layer on each, which leaves them uneven);
  *   auto        = balanced, as in accelerate. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -89,15 +91,23 @@ static dc_status *find_containers(placer *p) {
   return NULL;
 }
 
-/* Length of the unit path of a scope: through the first "list.N", or the
- * first prefix that holds no list below it. */
+/* Length of the unit path of a scope: the first prefix that holds no list
+ * of its own — a list entry such as down_blocks.1.resnets.0 (a block entry
+ * that holds lists itself, down_blocks.1, is entered), or a module outside
+ * any list such as conv_in.  Units are what accelerate keeps whole (its
+ * no-split modules: ResnetBlock2D, the transformer blocks). */
 static size_t unit_len(const placer *p, const char *s) {
   size_t at = 0;
   while (s[at]) {
     size_t n = strcspn(s + at, "."), end = at + n;
     if (!s[end]) return end;
     size_t next = strcspn(s + end + 1, ".");
-    if (is_index(s + end + 1, next)) return end + 1 + next;
+    if (is_index(s + end + 1, next)) {
+      size_t through = end + 1 + next;
+      if (!s[through] || !is_container(p, s, through)) return through;
+      at = through + 1; /* an entry holding lists: place its parts */
+      continue;
+    }
     if (!is_container(p, s, end)) return end;
     at = end + 1;
   }
@@ -134,7 +144,10 @@ static uint64_t total_weights(const placer *p) {
   return t;
 }
 
-static dc_status *fill(placer *p, const uint64_t *gpu_budget, uint64_t reserve) {
+/* share: 0 for sequential; for balanced, the even share of the weights a
+ * GPU but the last stops at: it moves on when the next unit would take it
+ * further past the share than stopping short leaves it. */
+static dc_status *fill(placer *p, const uint64_t *gpu_budget, uint64_t reserve, uint64_t share) {
   const dc_max_memory *mm = &p->o->max_memory;
   int d = 0; /* GPUs first, then cpu (ngpus), then disk (ngpus + 1) */
   uint64_t used = 0;
@@ -152,7 +165,8 @@ static dc_status *fill(placer *p, const uint64_t *gpu_budget, uint64_t reserve) 
                         p->units[u].name, dc_format_bytes(b, b1, sizeof b1), dc_format_bytes(total_weights(p), b2, sizeof b2),
                         dc_format_bytes(reserve, b3, sizeof b3));
       }
-      if (used + b <= cap) break;
+      int past_share = share && d + 1 < mm->ngpus && used > 0 && used + b / 2 > share;
+      if (used + b <= cap && !past_share) break;
       d++, used = 0;
     }
     used += b;
@@ -174,14 +188,9 @@ static dc_status *place_by_strategy(placer *p) {
   dc_liveness_deinit(&l);
   uint64_t budget[DC_MAX_DEVICES];
   for (int d = 0; d < mm->ngpus; d++) budget[d] = mm->gpu[d] > reserve ? mm->gpu[d] - reserve : 0;
-  if (p->o->device_map != DC_MAP_SEQUENTIAL) {
-    uint64_t largest = 0, share = (total_weights(p) + (uint64_t)mm->ngpus - 1) / (uint64_t)mm->ngpus;
-    for (int u = 0; u < p->nunits; u++)
-      if (p->units[u].weight_bytes > largest) largest = p->units[u].weight_bytes;
-    for (int d = 0; d + 1 < mm->ngpus; d++) /* the last GPU takes what remains, up to its budget */
-      if (share + largest < budget[d]) budget[d] = share + largest;
-  }
-  return fill(p, budget, reserve);
+  uint64_t share = 0;
+  if (p->o->device_map != DC_MAP_SEQUENTIAL) share = (total_weights(p) + (uint64_t)mm->ngpus - 1) / (uint64_t)mm->ngpus;
+  return fill(p, budget, reserve, share);
 }
 
 /* ---- a map file: the longest module path containing each node ---------- */
@@ -299,23 +308,23 @@ static const char *device_name(int d, char *buf, size_t cap) {
   return buf;
 }
 
-/* "sequential: 0 = conv_in, time_proj, ... (3.1 MiB); 1 = ...; 2 transfers" */
+/* "sequential: 0 = time_proj .. up_blocks.0.resnets.2 (40 units, 3.1 MiB);
+ * 1 = ...; 15 transfers": each run of consecutive units on one device. */
 static dc_status *describe(placer *p, const char *how, int ntransfers) {
   dc_buf b;
   dc_buf_init(&b);
   dc_buf_printf(&b, "%s:", how);
-  int last = 1 << 20;
-  uint64_t bytes = 0;
   char db[16], bb[32];
-  for (int u = 0; u <= p->nunits; u++) {
-    int d = u < p->nunits ? p->units[u].device : -100;
-    if (d != last && last != 1 << 20) dc_buf_printf(&b, " (%s);", dc_format_bytes(bytes, bb, sizeof bb)), bytes = 0;
-    if (u == p->nunits) break;
-    if (d != last) dc_buf_printf(&b, " %s = %s", device_name(d, db, sizeof db), p->units[u].name);
-    else dc_buf_printf(&b, ", %s", p->units[u].name);
-    bytes += p->units[u].weight_bytes;
-    last = d;
+  for (int u = 0; u < p->nunits;) {
+    int d = p->units[u].device, v = u;
+    uint64_t bytes = 0;
+    for (; v < p->nunits && p->units[v].device == d; v++) bytes += p->units[v].weight_bytes;
+    dc_buf_printf(&b, "%s %s = %s", u ? ";" : "", device_name(d, db, sizeof db), p->units[u].name);
+    if (v - u > 1) dc_buf_printf(&b, " .. %s (%d units, %s)", p->units[v - 1].name, v - u, dc_format_bytes(bytes, bb, sizeof bb));
+    else dc_buf_printf(&b, " (%s)", dc_format_bytes(bytes, bb, sizeof bb));
+    u = v;
   }
+  dc_buf_printf(&b, ";");
   dc_buf_printf(&b, " %d transfers", ntransfers);
   dc_buf_u8(&b, 0);
   dc_status *st = dc_buf_status(&b, "describing the device map");

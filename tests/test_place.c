@@ -93,7 +93,7 @@ static void test_strategies(const dc_input_shape *shapes, int nshapes) {
     CHECK_OK(dc_liveness_compute(m, &l));
     CHECK(l.ndevices == 2 && l.dev_weights[0] + l.dev_peak[0] <= 4u << 20 && l.dev_weights[1] > 0);
     CHECK(device_of(m, "conv_in") == 0 && device_of(m, "down_blocks.0") == 0 && device_of(m, "conv_out") == 1);
-    CHECK(device_of(m, "up_blocks.2") >= 0); /* a unit is never split */
+    CHECK(device_of(m, "up_blocks.2.resnets.0") >= 0 && device_of(m, "down_blocks.1.attentions.0.transformer_blocks.0") >= 0); /* a unit is never split */
     CHECK(count_transfers(m) > 0);
     CHECK(dc_module_get_meta(m, "device_map") && strstr(dc_module_get_meta(m, "device_map"), "sequential: 0 = "));
     printf("sequential 0=4MiB,1=8MiB: device 0 %llu + %llu B, device 1 %llu + %llu B, %d transfers\n",
@@ -111,7 +111,7 @@ static void test_strategies(const dc_input_shape *shapes, int nshapes) {
     dc_liveness l;
     CHECK_OK(dc_liveness_compute(m, &l));
     uint64_t total = l.dev_weights[0] + l.dev_weights[1];
-    CHECK(l.ndevices == 2 && l.dev_weights[0] >= total / 4 && l.dev_weights[1] >= total / 4);
+    CHECK(l.ndevices == 2 && l.dev_weights[0] >= total * 2 / 5 && l.dev_weights[1] >= total * 2 / 5); /* near even */
     printf("balanced 0=1GiB,1=1GiB: weights %llu / %llu B\n", (unsigned long long)l.dev_weights[0],
            (unsigned long long)l.dev_weights[1]);
     dc_liveness_deinit(&l);
