@@ -408,3 +408,75 @@ dc_status *ch_compare_aliased(const dc_module *m, int32_t id, const dc_cuda_opti
     return dc_error(DC_ERR_ARGUMENT, "ch_compare_aliased: input %d of %%%d is not output-shaped", input, (int)id);
   return compare(m, id, o, NULL, seed, scale, input, out);
 }
+
+/* ---- a whole plan's kernels ---------------------------------------------- */
+
+/* The node a plan's kernel ki was generated for: the first that runs it. */
+static const dc_node *plan_kernel_node(const dc_plan *plan, int ki) {
+  for (int32_t s = 0; s < plan->module->nnodes; s++)
+    if (plan->cuda.kernel_of_node[s] == ki) return &plan->module->nodes[s];
+  return NULL;
+}
+
+static dc_status *plan_build_one(const dc_plan *plan, int ki, ch_kernel **out) {
+  const dc_plan_cuda_kernel *k = &plan->cuda.kernels[ki];
+  const dc_node *n = plan_kernel_node(plan, ki);
+  if (!n) return dc_error(DC_ERR_INTERNAL, "kernel %s runs at no step", k->name);
+  char types[DC_MAX_INPUTS + 1][48];
+  const char *ctypes[DC_MAX_INPUTS + 1];
+  snprintf(types[0], sizeof types[0], "float");
+  for (int i = 0; i < n->ninputs; i++)
+    snprintf(types[i + 1], sizeof types[i + 1], "const %s",
+             dc_cuda_ctype(plan->module->nodes[n->inputs[i]].type.dtype));
+  for (int i = 0; i <= n->ninputs; i++) ctypes[i] = types[i];
+  return dc_status_annotate(ch_kernel_build(k->source, k->name, n->ninputs + 1, ctypes, out), "kernel %s", k->name);
+}
+
+typedef struct {
+  const dc_plan *plan;
+  ch_kernel **kernels;
+  int next;
+  dc_status *first;
+  pthread_mutex_t lock;
+} plan_build_queue;
+
+static void *plan_builder(void *arg) {
+  plan_build_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    int ki = q->first ? q->plan->cuda.nkernels : q->next++;
+    pthread_mutex_unlock(&q->lock);
+    if (ki >= q->plan->cuda.nkernels) return NULL;
+    dc_status *st = plan_build_one(q->plan, ki, &q->kernels[ki]);
+    pthread_mutex_lock(&q->lock);
+    if (st && !q->first) q->first = st;
+    else dc_status_free(st);
+    pthread_mutex_unlock(&q->lock);
+  }
+}
+
+dc_status *ch_plan_build(const dc_plan *plan, ch_kernel ***out) {
+  *out = calloc((size_t)plan->cuda.nkernels + 1, sizeof **out);
+  if (!*out) return dc_nomem("building a plan's kernels");
+  plan_build_queue q = {plan, *out, 0, NULL, PTHREAD_MUTEX_INITIALIZER};
+  pthread_t t[2];
+  int started = 0;
+  for (int i = 0; i < 2; i++) started += pthread_create(&t[i], NULL, plan_builder, &q) == 0;
+  if (started == 0) plan_builder(&q); /* no threads: build them here */
+  for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+  return q.first;
+}
+
+void ch_plan_free(const dc_plan *plan, ch_kernel **kernels) {
+  for (int i = 0; kernels && i < plan->cuda.nkernels; i++) ch_kernel_free(kernels[i]);
+  free(kernels);
+}
+
+dc_status *ch_plan_launch(const dc_plan *plan, ch_kernel *const *kernels, int ki, const uint32_t grid[3],
+                          const uint32_t block[3], uint32_t smem, void **params) {
+  const dc_node *n = plan_kernel_node(plan, ki);
+  if (!n || !kernels[ki]) return dc_error(DC_ERR_INTERNAL, "kernel %d was not built", ki);
+  void *args[DC_MAX_INPUTS + 1];
+  for (int i = 0; i <= n->ninputs; i++) memcpy(&args[i], params[i], sizeof args[i]);
+  return ch_kernel_launch(kernels[ki], grid, block, smem, args);
+}

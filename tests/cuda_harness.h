@@ -13,6 +13,7 @@
 
 #include "codegen/cuda/cuda_codegen.h"
 #include "kernel_harness.h"
+#include "runtime/plan_format.h"
 
 /* Must be called once with the tests directory (argv[1]) before the others. */
 void ch_init(const char *tests_dir);
@@ -45,5 +46,17 @@ dc_status *ch_kernel_build(const char *source, const char *name, int nparams, co
 dc_status *ch_kernel_launch(ch_kernel *k, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
                             void **params);
 void ch_kernel_free(ch_kernel *k);
+
+/* ---- a whole plan's kernels (tests that run plans through the fake driver) ---- */
+/* Every kernel of the CUDA plan built for the emulator, two at a time;
+ * *out gets plan->cuda.nkernels kernels (free with ch_plan_free).  The first
+ * failure is returned, naming the kernel. */
+dc_status *ch_plan_build(const dc_plan *plan, ch_kernel ***out);
+void ch_plan_free(const dc_plan *plan, ch_kernel **built);
+/* Launches kernel ki of the plan as cuLaunchKernel would: params[i] points
+ * at the i-th pointer argument (output, then the inputs of the kernel's
+ * node). */
+dc_status *ch_plan_launch(const dc_plan *plan, ch_kernel *const *built, int ki, const uint32_t grid[3],
+                          const uint32_t block[3], uint32_t smem, void **params);
 
 #endif

@@ -39,12 +39,10 @@
  *     1 and 2; without peer access the copies still run; each host
  *     allocation of a load failing in turn leaves nothing on either GPU.
  * Exits 77 without NVRTC or a host C++ compiler (the emulator part). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/compile.h"
-#include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
 #include "passes/passes.h"
 #include "cuda_fake_order.h"
 #include "cuda_harness.h"
@@ -694,63 +692,13 @@ static const dc_plan *emu_plan;
 static ch_kernel **built;
 static char launch_error[600];
 
-static dc_status *build_kernel(int ki) {
-  const dc_plan_cuda_kernel *k = &emu_plan->cuda.kernels[ki];
-  const dc_node *n = &emu_plan->module->nodes[fk.kernel_node[ki]];
-  char types[DC_MAX_INPUTS + 1][48];
-  const char *ctypes[DC_MAX_INPUTS + 1];
-  snprintf(types[0], sizeof types[0], "float");
-  for (int i = 0; i < n->ninputs; i++)
-    snprintf(types[i + 1], sizeof types[i + 1], "const %s",
-             dc_cuda_ctype(emu_plan->module->nodes[n->inputs[i]].type.dtype));
-  for (int i = 0; i <= n->ninputs; i++) ctypes[i] = types[i];
-  return dc_status_annotate(ch_kernel_build(k->source, k->name, n->ninputs + 1, ctypes, &built[ki]), "kernel %s",
-                            k->name);
-}
-
-typedef struct {
-  int next;
-  dc_status *first;
-  pthread_mutex_t lock;
-} build_queue;
-
-static void *builder(void *arg) {
-  build_queue *q = arg;
-  for (;;) {
-    pthread_mutex_lock(&q->lock);
-    int ki = q->first ? emu_plan->cuda.nkernels : q->next++;
-    pthread_mutex_unlock(&q->lock);
-    if (ki >= emu_plan->cuda.nkernels) return NULL;
-    dc_status *st = build_kernel(ki);
-    pthread_mutex_lock(&q->lock);
-    if (st && !q->first) q->first = st;
-    else dc_status_free(st);
-    pthread_mutex_unlock(&q->lock);
-  }
-}
-
-/* Every kernel of the plan built for the emulator, two at a time. */
-static dc_status *build_all(const dc_plan *plan) {
-  emu_plan = plan;
-  built = calloc((size_t)plan->cuda.nkernels + 1, sizeof *built);
-  build_queue q = {0, NULL, PTHREAD_MUTEX_INITIALIZER};
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder, &q);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  return q.first;
-}
-
 static void free_built(void) {
-  for (int i = 0; built && i < emu_plan->cuda.nkernels; i++) ch_kernel_free(built[i]);
-  free(built);
+  ch_plan_free(emu_plan, built);
   built = NULL;
 }
 
 static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  const dc_node *n = &emu_plan->module->nodes[fk.kernel_node[ki]];
-  void *args[DC_MAX_INPUTS + 1];
-  for (int i = 0; i <= n->ninputs; i++) memcpy(&args[i], params[i], sizeof args[i]);
-  dc_status *st = ch_kernel_launch(built[ki], grid, block, smem, args);
+  dc_status *st = ch_plan_launch(emu_plan, built, ki, grid, block, smem, params);
   if (!st) return DC_CUDA_SUCCESS;
   snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
   dc_status_free(st);
@@ -769,8 +717,8 @@ static int missing_tool(dc_status *st, const char *tool) {
  * and two-GPU plans are the same sources, built once). */
 static dc_status *emulated_run(const plan_file *pf, int ndev, run_result *r) {
   fake_gpus(ndev, pf);
-  if (!built) DC_TRY(build_all(&pf->plan));
   emu_plan = &pf->plan;
+  if (!built) DC_TRY(ch_plan_build(emu_plan, &built));
   for (int i = 0; i < pf->plan.cuda.nkernels; i++)
     if (!built[i]) return dc_error(DC_ERR_INTERNAL, "kernel %d was not built", i);
   fk.execute = emulate;

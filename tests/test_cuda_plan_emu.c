@@ -10,12 +10,10 @@
  * the reference backend on the same plan.  Exits 77 without NVRTC or a host
  * C++ compiler. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/compile.h"
-#include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
 #include "cuda_fake_driver.h"
 #include "cuda_harness.h"
 #include "runtime/diffrun.h"
@@ -26,62 +24,16 @@ static ch_kernel **built;      /* per kernel */
 static char launch_error[600]; /* the emulator's message for a failed launch */
 static int skip;
 
-/* ---- building every kernel, two at a time ---- */
-static dc_status *build_kernel(int ki) {
-  const dc_plan_cuda_kernel *k = &plan.cuda.kernels[ki];
-  const dc_node *n = &plan.module->nodes[fk.kernel_node[ki]];
-  char types[DC_MAX_INPUTS + 1][48];
-  const char *ctypes[DC_MAX_INPUTS + 1];
-  snprintf(types[0], sizeof types[0], "float");
-  for (int i = 0; i < n->ninputs; i++)
-    snprintf(types[i + 1], sizeof types[i + 1], "const %s", dc_cuda_ctype(plan.module->nodes[n->inputs[i]].type.dtype));
-  for (int i = 0; i <= n->ninputs; i++) ctypes[i] = types[i];
-  return dc_status_annotate(ch_kernel_build(k->source, k->name, n->ninputs + 1, ctypes, &built[ki]), "kernel %s",
-                            k->name);
-}
-
-typedef struct {
-  int next, failed;
-  dc_status *first;
-  pthread_mutex_t lock;
-} build_queue;
-
-static void *builder(void *arg) {
-  build_queue *q = arg;
-  for (;;) {
-    pthread_mutex_lock(&q->lock);
-    int ki = q->failed ? plan.cuda.nkernels : q->next++;
-    pthread_mutex_unlock(&q->lock);
-    if (ki >= plan.cuda.nkernels) return NULL;
-    dc_status *st = build_kernel(ki);
-    pthread_mutex_lock(&q->lock);
-    if (st && !q->first) q->first = st, q->failed = 1;
-    else dc_status_free(st);
-    pthread_mutex_unlock(&q->lock);
-  }
-}
-
-static dc_status *build_all(void) {
-  built = calloc((size_t)plan.cuda.nkernels + 1, sizeof *built);
-  build_queue q = {0, 0, NULL, PTHREAD_MUTEX_INITIALIZER};
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder, &q);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  return q.first;
-}
+static dc_status *build_all(void) { return ch_plan_build(&plan, &built); }
 
 static void free_built(void) {
-  for (int i = 0; built && i < plan.cuda.nkernels; i++) ch_kernel_free(built[i]);
-  free(built);
+  ch_plan_free(&plan, built);
   built = NULL;
 }
 
 /* The fake's cuLaunchKernel, through the emulator. */
 static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  const dc_node *n = &plan.module->nodes[fk.kernel_node[ki]];
-  void *args[DC_MAX_INPUTS + 1];
-  for (int i = 0; i <= n->ninputs; i++) memcpy(&args[i], params[i], sizeof args[i]);
-  dc_status *st = ch_kernel_launch(built[ki], grid, block, smem, args);
+  dc_status *st = ch_plan_launch(&plan, built, ki, grid, block, smem, params);
   if (!st) return DC_CUDA_SUCCESS;
   snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
   dc_status_free(st);
