@@ -156,7 +156,6 @@ static dc_status *conv2d_nhwc(dc_kgen *g) {
   gm.k = wt.k;
   gm.ncols = wt.n;
   gm.groups = 1;
-  gm.act = (dc_act)dc_node_int(n, "act");
   gm.a_dtype = DT_F32;
   if (wt.k == cv.c && cv.stride == 1 && cv.pt == 0 && cv.pl == 0 && cv.ho == cv.h && cv.wo == cv.w) {
     gm.a = cv.x; /* 1×1: x [N·H·W, C] is A itself */
@@ -166,18 +165,10 @@ static dc_status *conv2d_nhwc(dc_kgen *g) {
     gm.a_op = &cv;
     gm.kseg = cv.c;
   }
-  gm.out = kg_buf(g, 0);
-  gm.ldc = gm.ncols;
-  gm.has_bias = dc_node_int(n, "bias") != 0;
   gm.bias_per_col = 1;
-  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
-  gm.has_res = dc_node_int(n, "residual") != 0;
-  if (gm.has_res) {
-    int64_t str[DC_MAX_DIMS];
-    gemm_bcast_strides(to, kg_type(g, 3 + gm.has_bias), str);
-    gm.resp = kg_buf(g, 3 + gm.has_bias);
+  int64_t str[DC_MAX_DIMS];
+  if (gemm_bind_epilogue(g, &gm, str))
     gm.res = (gemm_res){3, {to->dims[0], to->dims[1], to->dims[2]}, {str[0], str[1], str[2]}, gm.ncols, 0, str[3]};
-  }
   gm.pack = gemm_pack_wt;
   gm.op = &wt;
   gemm_plan(g, &gm);
@@ -205,21 +196,12 @@ dc_status *dc_k_conv2d(dc_kgen *g) {
   gm.k = cv.c * cv.kh * cv.kw;
   gm.ncols = cv.ho * cv.wo;
   gm.groups = tx->dims[0];
-  gm.act = (dc_act)dc_node_int(n, "act");
   gm.a_dtype = kg_type(g, 2)->dtype;
   gm.a = kg_buf_typed(g, 2, gm.a_dtype);
   gm.lda = gm.k;
-  gm.out = kg_buf(g, 0);
-  gm.ldc = gm.ncols;
-  gm.has_bias = dc_node_int(n, "bias") != 0;
-  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
-  gm.has_res = dc_node_int(n, "residual") != 0;
-  if (gm.has_res) {
-    int64_t str[DC_MAX_DIMS];
-    gemm_bcast_strides(to, kg_type(g, 3 + gm.has_bias), str);
-    gm.resp = kg_buf(g, 3 + gm.has_bias);
+  int64_t str[DC_MAX_DIMS];
+  if (gemm_bind_epilogue(g, &gm, str))
     gm.res = (gemm_res){2, {to->dims[0], to->dims[1]}, {str[0], str[1]}, cv.wo, str[2], str[3]};
-  }
   gm.pack = pack_conv;
   gm.op = &cv;
   gemm_plan(g, &gm);

@@ -128,6 +128,20 @@ void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str) {
   }
 }
 
+int gemm_bind_epilogue(dc_kgen *g, gemm *gm, int64_t *res_str) {
+  const dc_node *n = g->n;
+  gm->act = (dc_act)dc_node_int(n, "act");
+  gm->out = kg_buf(g, 0);
+  gm->ldc = gm->ncols;
+  gm->has_bias = dc_node_int(n, "bias") != 0;
+  if (gm->has_bias) gm->bias_dtype = kg_type(g, 3)->dtype, gm->bias = kg_buf_typed(g, 3, gm->bias_dtype);
+  gm->has_res = dc_node_int(n, "residual") != 0;
+  if (!gm->has_res) return 0;
+  gemm_bcast_strides(kg_type(g, 0), kg_type(g, 3 + gm->has_bias), res_str);
+  gm->resp = kg_buf(g, 3 + gm->has_bias);
+  return 1;
+}
+
 dc_status *gemm_need_f32(dc_kgen *g) {
   int params = 1 + (int)dc_node_int(g->n, "bias"); /* weight and bias may be stored in any dtype */
   for (int i = 0; i <= g->n->ninputs; i++)

@@ -86,6 +86,13 @@ void gemm_emit(dc_kgen *g, gemm *gm);
 /* Residual strides of `res` broadcast onto `out` (numpy rules): per output
  * dim, the residual's element stride or 0. */
 void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
+/* The epilogue operands conv2d and linear wire alike (ops.def): the output
+ * (ldc = gm->ncols, so set ncols first), act, the bias (node input 2) and
+ * the residual (the input after it).  Returns 1 with the residual's
+ * broadcast strides against the output in res_str when there is one; the
+ * caller maps them onto gm->res, which depends on how its rows and columns
+ * cover the output. */
+int gemm_bind_epilogue(dc_kgen *g, gemm *gm, int64_t *res_str);
 /* Every operand of the node is f32 except the weight and bias, which may be
  * stored in any dtype; else DC_ERR_UNSUPPORTED. */
 dc_status *gemm_need_f32(dc_kgen *g);

@@ -53,22 +53,14 @@ dc_status *dc_k_linear(dc_kgen *g) {
   gm.m = gm.ncols ? (int64_t)(dc_type_numel(to) / (uint64_t)gm.ncols) : 0;
   gm.k = lin.k;
   gm.groups = 1;
-  gm.act = (dc_act)dc_node_int(n, "act");
-  gm.geglu = gm.act == ACT_GEGLU;
+  gm.geglu = dc_node_int(n, "act") == ACT_GEGLU;
   gm.geglu_h = lin.n / 2;
   gm.a = kg_buf(g, 1);
   gm.a_dtype = DT_F32;
   gm.lda = lin.k;
-  gm.out = kg_buf(g, 0);
-  gm.ldc = gm.ncols;
-  gm.has_bias = dc_node_int(n, "bias") != 0;
   gm.bias_per_col = 1;
-  if (gm.has_bias) gm.bias_dtype = kg_type(g, 3)->dtype, gm.bias = kg_buf_typed(g, 3, gm.bias_dtype);
-  gm.has_res = dc_node_int(n, "residual") != 0;
-  if (gm.has_res) {
-    int64_t str[DC_MAX_DIMS];
-    gemm_bcast_strides(to, kg_type(g, 3 + gm.has_bias), str);
-    gm.resp = kg_buf(g, 3 + gm.has_bias);
+  int64_t str[DC_MAX_DIMS];
+  if (gemm_bind_epilogue(g, &gm, str)) {
     gm.res.nrdims = r - 1;
     for (int d = 0; d < r - 1; d++) {
       gm.res.rdims[d] = to->dims[d];
