@@ -15,6 +15,22 @@ static const struct {
     {"AutoencoderKL", dc_build_vae},
 };
 
+int dc_frontend_supports_class(const char *class_name) {
+  for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++)
+    if (!strcmp(class_name, builders[i].class_name)) return 1;
+  return 0;
+}
+
+const char *dc_frontend_supported_classes(void) {
+  static char names[256]; /* built from the table, so it cannot go stale */
+  if (!names[0])
+    for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++) {
+      size_t n = strlen(names);
+      snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", builders[i].class_name);
+    }
+  return names;
+}
+
 dc_status *dc_build_input_shape(const dc_build_options *opt, const char *name, int rank,
                                 const int64_t *def, int64_t *out) {
   for (int i = 0; opt && i < opt->nshapes; i++) {
@@ -57,9 +73,17 @@ dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc
     if (strcmp(f->class_name, builders[i].class_name) != 0) continue;
     dc_module *m = dc_module_create();
     if (!m) return dc_nomem("creating the IR module");
-    dc_status *st = dc_module_set_meta(m, "class", f->class_name);
-    if (!st) st = dc_module_set_meta(m, "model", f->dir);
+    char *model = dc_path_absolute(f->dir); /* provenance that means the same from any folder */
+    dc_status *st = model ? dc_module_set_meta(m, "class", f->class_name) : dc_nomem("creating the IR module");
+    if (!st) st = dc_module_set_meta(m, "model", model);
+    dc_free(model);
     if (!st) st = builders[i].build(f, opt, m);
+    /* A shape the graph cannot have comes from a config value no earlier
+     * check caught: name the config as the culprit, with what failed. */
+    if (st && dc_status_code_of(st) == DC_ERR_MISMATCH && !strstr(dc_status_message(st), f->dir))
+      st = dc_status_annotate(st, "%s: this config, with these input shapes, gives a graph that cannot be built "
+                                  "(check the keys that set this layer's channels, groups or heads)",
+                              f->config.path);
     if (!st) st = dc_build_check_shapes(opt, m);
     if (!st) st = dc_verify(m, "frontend");
     if (st) {
@@ -71,6 +95,6 @@ dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc
   }
   return dc_error(DC_ERR_UNSUPPORTED,
                   "%s: \"_class_name\" is \"%s\", which diffc does not support "
-                  "(supported: UNet2DConditionModel, AutoencoderKL)",
-                  f->config.path, f->class_name);
+                  "(supported: %s)",
+                  f->config.path, f->class_name, dc_frontend_supported_classes());
 }

@@ -7,8 +7,9 @@
  * weight_map sends each tensor to a shard.  A pipeline folder holds
  * model_index.json and one subfolder per component.  Every shard is mmapped
  * once; the folder then lists every tensor of every shard by name, after
- * checking that the index and the shards agree tensor for tensor.  Paths are
- * stored absolute, so a plan can refer to its weight files from anywhere. */
+ * checking that the index and the shards agree tensor for tensor.  Paths stay
+ * as the user gave them (messages name what they typed); the plan records
+ * them absolute, so it can refer to its weight files from anywhere. */
 #include "frontend.h"
 
 #include <dirent.h>
@@ -20,16 +21,19 @@
 
 /* ---- paths ---------------------------------------------------------------- */
 
-static dc_status *folder_realpath(const char *path, char **out) {
+/* The folder as the user named it (trailing slashes dropped): messages show
+ * the path they typed, symlinks unresolved.  What a plan records is made
+ * absolute where it is recorded (dc_path_absolute). */
+static dc_status *folder_check_dir(const char *path, char **out) {
   *out = NULL;
   if (!dc_dir_exists(path)) {
     if (dc_file_exists(path))
       return dc_error(DC_ERR_IO, "%s: not a directory (expected a diffusers model folder)", path);
     return dc_error(DC_ERR_IO, "%s: no such directory", path);
   }
-  char buf[PATH_MAX];
-  if (!realpath(path, buf)) return dc_error(DC_ERR_IO, "%s: cannot resolve the path", path);
-  *out = dc_strdup(buf);
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  *out = dc_strndup(path, n);
   return *out ? NULL : dc_nomem("opening a model folder");
 }
 
@@ -44,7 +48,8 @@ static int folder_str_cmp(const void *a, const void *b) {
 
 /* ---- pipelines (model_index.json) ----------------------------------------- */
 
-/* Components are keys whose value is ["diffusers"|"transformers", "Class"]. */
+/* Components are keys whose value is ["diffusers"|"transformers", "Class"]
+ * (null entries such as a missing safety_checker are not components). */
 static int folder_is_component(const cJSON *v) {
   if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2) return 0;
   const cJSON *lib = v->child, *cls = v->child->next;
@@ -53,7 +58,17 @@ static int folder_is_component(const cJSON *v) {
          strcmp(lib->valuestring, "transformers") == 0;
 }
 
-/* "unet, vae" (sorted) into b. */
+static const char *folder_component_library(const cJSON *v) { return v->child->valuestring; }
+static const char *folder_component_class(const cJSON *v) { return v->child->next->valuestring; }
+
+/* A component diffc can compile: a diffusers class with a graph builder. */
+static int folder_is_compilable(const cJSON *v) {
+  return folder_is_component(v) && !strcmp(folder_component_library(v), "diffusers") &&
+         dc_frontend_supports_class(folder_component_class(v));
+}
+
+/* The components, sorted, into b: those diffc compiles ("unet, vae"), then
+ * the others with their classes, so a user sees at once what is missing. */
 static void folder_list_components(const dc_json_doc *mi, dc_buf *b) {
   int n = 0;
   for (const cJSON *c = mi->root->child; c; c = c->next) n += folder_is_component(c);
@@ -66,14 +81,29 @@ static void folder_list_components(const dc_json_doc *mi, dc_buf *b) {
   for (const cJSON *c = mi->root->child; c; c = c->next)
     if (folder_is_component(c)) names[i++] = c->string;
   qsort(names, (size_t)n, sizeof *names, folder_str_cmp);
-  for (i = 0; i < n; i++) dc_buf_printf(b, "%s%s", i ? ", " : "", names[i]);
-  if (n == 0) dc_buf_printf(b, "none");
+  int shown = 0, others = 0;
+  for (i = 0; i < n; i++)
+    if (folder_is_compilable(cJSON_GetObjectItemCaseSensitive(mi->root, names[i])))
+      dc_buf_printf(b, "%s%s", shown++ ? ", " : "", names[i]);
+  if (shown == 0) dc_buf_printf(b, "none that diffc compiles yet (it compiles %s)", dc_frontend_supported_classes());
+  for (i = 0; i < n; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(mi->root, names[i]);
+    if (folder_is_compilable(v)) continue;
+    dc_buf_printf(b, "%s%s (%s %s)", others++ ? ", " : "; not supported yet: ", names[i],
+                  folder_component_library(v), folder_component_class(v));
+  }
   dc_buf_u8(b, 0);
   dc_free(names);
 }
 
 static dc_status *folder_component_error(const char *dir, const dc_json_doc *mi,
                                          const char *component) {
+  const cJSON *v = component ? cJSON_GetObjectItemCaseSensitive(mi->root, component) : NULL;
+  if (v && folder_is_component(v) && !folder_is_compilable(v))
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: component \"%s\" is the %s class %s, which diffc does not compile yet (it compiles %s)",
+                    mi->path, component, folder_component_library(v), folder_component_class(v),
+                    dc_frontend_supported_classes());
   dc_buf b;
   dc_buf_init(&b);
   folder_list_components(mi, &b);
@@ -90,19 +120,19 @@ static dc_status *folder_component_error(const char *dir, const dc_json_doc *mi,
   return st;
 }
 
-/* Replaces *dir (a pipeline folder) by the absolute path of its component. */
+/* Replaces *dir (a pipeline folder) by the path of its component. */
 static dc_status *folder_enter_component(char **dir, const char *mi_path, const char *component) {
   dc_json_doc mi;
   DC_TRY(dc_json_load(mi_path, &mi));
   const cJSON *v = component ? cJSON_GetObjectItemCaseSensitive(mi.root, component) : NULL;
   dc_status *st = NULL;
-  if (!component || !folder_plain_name(component) || !folder_is_component(v))
+  if (!component || !folder_plain_name(component) || !folder_is_compilable(v))
     st = folder_component_error(*dir, &mi, component);
   dc_json_free(&mi);
   if (st) return st;
   char *sub = dc_path_join(*dir, component), *abs = NULL;
   if (!sub) return dc_nomem("opening a pipeline component");
-  st = folder_realpath(sub, &abs);
+  st = folder_check_dir(sub, &abs);
   dc_free(sub);
   if (st) return st;
   dc_free(*dir);
@@ -436,7 +466,7 @@ dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_fol
   static const dc_folder_options none = {0};
   if (!opt) opt = &none;
   memset(out, 0, sizeof *out);
-  DC_TRY(folder_realpath(path, &out->dir));
+  DC_TRY(folder_check_dir(path, &out->dir));
   char *mi = dc_path_join(out->dir, "model_index.json");
   dc_status *st = mi ? NULL : dc_nomem("opening a model folder");
   if (!st && dc_file_exists(mi)) st = folder_enter_component(&out->dir, mi, opt->component);

@@ -198,6 +198,10 @@ typedef struct {
 /* Builds the IR for the folder's model class.  Unknown classes, block
  * types, or config values are errors naming the file, key and value. */
 dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc_module **out);
+/* Whether a config's _class_name has a graph builder; and their names,
+ * ", "-separated, for messages. */
+int dc_frontend_supports_class(const char *class_name);
+const char *dc_frontend_supported_classes(void);
 dc_status *dc_build_unet(const dc_folder *f, const dc_build_options *opt, dc_module *m);
 dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m);
 

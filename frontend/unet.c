@@ -295,6 +295,14 @@ static dc_status *read_misc(unet_cfg *c) {
   DC_TRY(want_int(c, "out_channels", 4, 1, &c->out_ch));
   DC_TRY(want_block_list(c, "layers_per_block", 2, c->layers));
   DC_TRY(want_int(c, "norm_num_groups", 32, 1, &c->groups));
+  /* Every GroupNorm of the UNet normalizes a sum of block_out_channels
+   * entries; torch's GroupNorm refuses a count that does not split. */
+  for (int i = 0; i < c->nblocks; i++)
+    if (c->boc[i] % c->groups)
+      return dc_error(DC_ERR_FORMAT,
+                      "%s: \"norm_num_groups\" %lld does not divide \"block_out_channels\"[%d] = %lld "
+                      "(GroupNorm needs channels divisible by groups)",
+                      c->path, (long long)c->groups, i, (long long)c->boc[i]);
   DC_TRY(dc_json_num(c->doc, "norm_eps", 1e-5, &c->eps));
   DC_TRY(want_str(c, "act_fn", "silu", (const char *const[]){"silu", "swish", NULL}, "silu, swish", &s));
   DC_TRY(want_str(c, "resnet_time_scale_shift", "default", (const char *const[]){"default", NULL}, "default", &s));
@@ -412,6 +420,7 @@ static dc_status *to_tokens(unet_ctx *u, const char *p, int32_t x, int32_t *out)
 static dc_status *from_tokens(unet_ctx *u, const char *p, int32_t x, int64_t hh, int64_t ww, int32_t *out) {
   int64_t b = dim_of(u, x, 0), ch = dim_of(u, x, 2);
   DC_TRY(gb_reshape(&u->g, p, x, 4, (int64_t[]){b, hh, ww, ch}, &x));
+  u->g.m->nodes[x].layout = LAYOUT_NHWC; /* [B,H,W,C]: the label says what the dims are */
   return gb_permute(&u->g, p, x, 4, (int64_t[]){0, 3, 1, 2}, out);
 }
 

@@ -80,8 +80,11 @@ static dc_status *weights_scope(dc_module *m, const char *name, const char **out
 static dc_status *weights_file_index(dc_weights *w, int shard, int32_t *out) {
   if (w->file_of_shard[shard] < 0) {
     const dc_st_file *f = &w->folder->shards[shard];
-    dc_weight_file wf = {f->file.path, f->header_hash, (uint64_t)f->file.size};
+    char *abs = dc_path_absolute(f->file.path); /* the plan runs from any folder */
+    if (!abs) return dc_nomem("binding weights");
+    dc_weight_file wf = {abs, f->header_hash, (uint64_t)f->file.size};
     w->file_of_shard[shard] = dc_module_add_file(w->m, &wf);
+    dc_free(abs);
     if (w->file_of_shard[shard] < 0) return dc_nomem("binding weights");
   }
   *out = w->file_of_shard[shard];

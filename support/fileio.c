@@ -86,6 +86,21 @@ char *dc_path_join(const char *dir, const char *name) {
   return dc_asprintf("%s/%s", dir, name);
 }
 
+char *dc_path_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return dc_strdup(".");
+  if (slash == path) return dc_strdup("/");
+  return dc_strndup(path, (size_t)(slash - path));
+}
+
+char *dc_path_absolute(const char *path) {
+  if (path[0] == '/') return dc_strdup(path);
+  while (path[0] == '.' && path[1] == '/') path += 2 + strspn(path + 2, "/");
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return dc_strdup(path); /* still a path that opens from here */
+  return !path[0] || !strcmp(path, ".") ? dc_strdup(cwd) : dc_path_join(cwd, path);
+}
+
 dc_status *dc_atomic_open(const char *path, dc_atomic_file *out) {
   memset(out, 0, sizeof *out);
   out->path = dc_strdup(path);
@@ -96,7 +111,14 @@ dc_status *dc_atomic_open(const char *path, dc_atomic_file *out) {
   }
   out->fp = fopen(out->tmp_path, "wb");
   if (!out->fp) {
-    dc_status *st = dc_error(DC_ERR_IO, "%s: cannot create: %s", out->tmp_path, strerror(errno));
+    /* Name the path the user gave: the temporary name is ours.  A missing
+     * or unwritable folder is the usual cause, so say which folder. */
+    int err = errno;
+    char *dir = dc_path_parent(path);
+    dc_status *st = dir && !dc_dir_exists(dir)
+                        ? dc_error(DC_ERR_IO, "%s: cannot create: no folder %s", path, dir)
+                        : dc_error(DC_ERR_IO, "%s: cannot create: %s", path, strerror(err));
+    dc_free(dir);
     dc_atomic_abort(out);
     return st;
   }

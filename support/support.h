@@ -127,6 +127,12 @@ dc_status *dc_file_read_all(const char *path, char **out, size_t *out_size);
 int dc_file_exists(const char *path);
 int dc_dir_exists(const char *path);
 char *dc_path_join(const char *dir, const char *name); /* dc_malloc'd */
+/* path made absolute without resolving symlinks (cwd joined in front of a
+ * relative one, leading "./" dropped): what a plan records, so that it runs
+ * from any folder yet names files as the user laid them out. dc_malloc'd. */
+char *dc_path_absolute(const char *path);
+/* The folder a path is in ("." for a bare name). dc_malloc'd. */
+char *dc_path_parent(const char *path);
 
 /* Writes go to "<path>.tmp.<pid>" and are renamed into place on commit, so a
  * crash or error never leaves a half-written file under the final name. */
