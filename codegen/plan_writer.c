@@ -1,8 +1,16 @@
 /* plan_writer.c — lays out a plan file (runtime/plan_format.h): header,
  * section table with xxHash64 checksums, 64-byte aligned payloads, written
  * to a temporary name and renamed into place.  The KERN section holds LLVM
- * objects for a CPU plan (format 1) and CUDA images for a CUDA one (2). */
+ * objects for a CPU plan (format 1) and CUDA images for a CUDA one (2).
+ *
+ * Every weight's content hash (XXH3 of its bytes in the file it names) is
+ * taken here, from the files as they are when the plan is written, so no
+ * plan can carry a hash of anything but what it will read: the original
+ * checkpoints, and the files diffc wrote beside the plan (storage dtype,
+ * NHWC repack, --offload-dir groups) alike. */
+#include <inttypes.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "runtime/plan_format.h"
 
@@ -62,10 +70,35 @@ static void put_cuda(const dc_plan_cuda *c, dc_buf *b) {
   for (int i = 0; i < c->nnodes; i++) dc_buf_u32(b, (uint32_t)c->kernel_of_node[i]);
 }
 
+/* Sets each weight's content_hash from the bytes its file holds now. */
+static dc_status *hash_weights(dc_module *m) {
+  for (int32_t f = 0; f < m->nfiles; f++) {
+    int used = 0;
+    for (int32_t w = 0; w < m->nweights && !used; w++) used = m->weights[w].file == f;
+    if (!used) continue;
+    dc_mapped_file map;
+    DC_TRY(dc_file_map(m->files[f].path, &map));
+    dc_status *st = NULL;
+    for (int32_t w = 0; w < m->nweights && !st; w++) {
+      dc_weight *wt = &m->weights[w];
+      if (wt->file != f) continue;
+      if (wt->offset > map.size || wt->bytes > map.size - wt->offset)
+        st = dc_error(DC_ERR_IO, "%s: tensor %s [%" PRIu64 ", +%" PRIu64 ") lies past the end (%zu bytes): the file changed",
+                      m->files[f].path, wt->name, wt->offset, wt->bytes, map.size);
+      else
+        wt->content_hash = XXH3_64bits(map.data + wt->offset, (size_t)wt->bytes);
+    }
+    dc_file_unmap(&map);
+    DC_TRY(st);
+  }
+  return NULL;
+}
+
 static dc_status *build_sections(const dc_plan *plan, section *s) {
   memcpy(s[0].tag, "OPTS", 4);
   dc_buf_append(&s[0].data, plan->options_json, strlen(plan->options_json));
   memcpy(s[1].tag, "WREF", 4);
+  DC_TRY(hash_weights(plan->module));
   DC_TRY(dc_serialize_weights(plan->module, &s[1].data));
   memcpy(s[2].tag, "SCHD", 4);
   DC_TRY(dc_serialize(plan->module, &s[2].data));

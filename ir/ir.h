@@ -138,6 +138,10 @@ typedef struct {
   uint64_t offset;       /* absolute byte offset in the file */
   uint64_t bytes;
   dc_type type;
+  /* XXH3-64 of the bytes [offset, offset + bytes) of the file: set by the
+   * plan writer from the file it names, re-hashed by diffrun at load (a
+   * plan never runs on tensor bytes that changed since compile). */
+  uint64_t content_hash;
   /* Layerwise casting (pass cast-weights): when set, the file holds the
    * tensor in from_dtype (from_bytes at offset) and diffc converts it to
    * type.dtype when it writes the plan's weights (codegen/weight_store.c);

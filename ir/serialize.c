@@ -54,6 +54,7 @@ dc_status *dc_serialize_weights(const dc_module *m, dc_buf *b) {
     dc_buf_u32(b, (uint32_t)w->file);
     dc_buf_u64(b, w->offset);
     dc_buf_u64(b, w->bytes);
+    dc_buf_u64(b, w->content_hash);
     put_type(b, &w->type);
   }
   return dc_buf_status(b, "serializing the weight references");
@@ -158,7 +159,7 @@ static void get_weights(dc_reader *r, dc_module *m) {
     m->files[i].header_hash = dc_read_u64(r);
     m->files[i].file_size = dc_read_u64(r);
   }
-  m->nweights = m->cap_weights = get_count(r, 26, "weight");
+  m->nweights = m->cap_weights = get_count(r, 34, "weight");
   m->weights = alloc_array(r, m->nweights, sizeof *m->weights);
   for (int i = 0; i < m->nweights && !r->err; i++) {
     dc_weight *w = &m->weights[i];
@@ -166,6 +167,7 @@ static void get_weights(dc_reader *r, dc_module *m) {
     w->file = (int32_t)dc_read_u32(r);
     w->offset = dc_read_u64(r);
     w->bytes = dc_read_u64(r);
+    w->content_hash = dc_read_u64(r);
     get_type(r, &w->type);
   }
   if (!r->err && r->pos != r->size) dc_reader_fail(r, "%zu trailing bytes", r->size - r->pos);

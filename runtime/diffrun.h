@@ -54,6 +54,13 @@ typedef struct {
    * offloaded weights are read through, in bytes (0: 4 MiB on the CPU, two
    * chunks of 8 MiB on CUDA; never more than the largest offloaded weight). */
   uint64_t bounce_bytes;
+  /* Skip re-hashing the weights' bytes at load (diffrun
+   * --no-verify-weights), for a trusted store where the cost matters: by
+   * default every tensor the plan reads is hashed (XXH3) and compared with
+   * the hash taken at compile time, and a plan whose weights changed is
+   * refused, naming the file and the first tensor that differs.  The file
+   * size and safetensors header are checked either way. */
+  int no_verify_weights;
 } drt_options;
 
 typedef struct {
@@ -97,7 +104,9 @@ typedef struct {
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight
- * files changed since compile, with a message naming the file. */
+ * files changed since compile (size, header, and unless
+ * no_verify_weights the bytes of every tensor it reads), with a message
+ * naming the file and the first tensor that differs. */
 dc_status *drt_load(const char *path, const drt_options *opt, drt_plan **out);
 void drt_destroy(drt_plan *p);
 
@@ -120,6 +129,10 @@ typedef struct {
   uint64_t flops;      /* arithmetic of one run */
   const char *backend; /* what drt_run uses; "" when loaded with inspect */
   const char *device;  /* cuda backend: "NVIDIA H200 (compute 9.0), cubin sm_90"; else "" */
+  /* The weight content check at load: bytes hashed and the seconds it took
+   * (0 and 0 when skipped: drt_options.no_verify_weights, or inspect). */
+  uint64_t verified_bytes;
+  double verify_seconds;
 } drt_plan_info;
 const drt_plan_info *drt_info(const drt_plan *p);
 

@@ -12,7 +12,9 @@
  * All integers little-endian.  Sections:
  *   OPTS  compile options and provenance, JSON text
  *   WREF  weight references: files (path, size, xxh64 of the safetensors
- *         header) and tensors (name, file, offset, bytes, dtype, shape)
+ *         header) and tensors (name, file, offset, bytes, XXH3-64 of the
+ *         tensor's bytes, dtype, shape); diffrun re-hashes every tensor at
+ *         load and refuses the plan if one differs (version 4 on)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
  *         outputs, metadata) in ir/serialize.c's format
  *   KERN  compiled kernels: u32 format (0 = none, 1 = LLVM objects,
@@ -39,7 +41,7 @@
 #include "../ir/ir.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-#define DC_PLAN_VERSION 3u
+#define DC_PLAN_VERSION 4u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u

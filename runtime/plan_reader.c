@@ -21,6 +21,12 @@ static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_
   dc_reader_init(&r, f->data, f->size, path);
   dc_read_bytes(&r, 8);
   uint32_t version = dc_read_u32(&r);
+  if (version < DC_PLAN_VERSION)
+    return dc_error(DC_ERR_FORMAT,
+                    "%s: plan format version %u, written by an older diffc; this diffrun reads version %u (since "
+                    "version 4 a plan records a content hash of every weight it reads, which diffrun checks at "
+                    "load); recompile the model with this version of diffc",
+                    path, version, DC_PLAN_VERSION);
   if (version != DC_PLAN_VERSION)
     return dc_error(DC_ERR_FORMAT,
                     "%s: plan format version %u, but this diffrun reads version %u; recompile the model "

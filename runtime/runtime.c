@@ -14,9 +14,12 @@
  * reference backend is asked for: its module is the same, so the CPU
  * reference kernels run it too, for comparison. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "cpu_kernels.h"
 #include "cuda_backend.h"
@@ -63,6 +66,8 @@ struct drt_plan {
   dc_cu_api cu_api;
   drt_plan_info info;
   char archs[512], device[400];
+  double verify_seconds; /* hashing the weights' bytes at load (0 when skipped) */
+  uint64_t verified_bytes;
 };
 
 /* ---- loading ---- */
@@ -81,6 +86,66 @@ static dc_status *bind_file(const char *plan_path, const dc_weight_file *wf, bou
     return dc_error(DC_ERR_MISMATCH, "%s: weight file %s changed since compile (its safetensors header differs); %s",
                     plan_path, wf->path, hint);
   return NULL;
+}
+
+/* The content check: every tensor the plan reads is hashed (XXH3) from the
+ * mapping the run will read and compared with the hash diffc took when it
+ * wrote the plan.  Nothing is cached: a hash keyed on size and mtime would
+ * prove nothing.  The tensors are shared out among threads (one thread
+ * reaches only part of the memory bandwidth). */
+typedef struct {
+  const dc_module *m;
+  const bound_file *files;
+  uint8_t *changed; /* per weight */
+  atomic_int next;
+} verify_job;
+
+static void *verify_worker(void *arg) {
+  verify_job *j = arg;
+  for (int w; (w = atomic_fetch_add(&j->next, 1)) < j->m->nweights;) {
+    const dc_weight *wt = &j->m->weights[w];
+    j->changed[w] = XXH3_64bits(j->files[wt->file].map.data + wt->offset, (size_t)wt->bytes) != wt->content_hash;
+  }
+  return NULL;
+}
+
+static void hash_all(verify_job *j, int threads) {
+  pthread_t t[16];
+  int n = 0;
+  if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads > 16) threads = 16;
+  while (n < threads - 1 && pthread_create(&t[n], NULL, verify_worker, j) == 0) n++;
+  verify_worker(j); /* this thread too; fewer helpers if some did not start */
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* Refuses the plan at the first file holding a changed tensor, naming the
+ * first one in the file and how many more there are. */
+static dc_status *verify_contents(const char *plan_path, const dc_module *m, const bound_file *files, int threads) {
+  verify_job j = {m, files, dc_calloc((size_t)m->nweights + 1, 1), 0};
+  if (!j.changed) return dc_nomem("checking the weights");
+  hash_all(&j, threads);
+  dc_status *st = NULL;
+  for (int32_t f = 0; f < m->nfiles && !st; f++) {
+    int32_t first = -1, changed = 0;
+    for (int32_t w = 0; w < m->nweights; w++) {
+      if (m->weights[w].file != f || !j.changed[w]) continue;
+      if (first < 0 || m->weights[w].offset < m->weights[first].offset) first = w;
+      changed++;
+    }
+    if (!changed) continue;
+    const dc_weight *wt = &m->weights[first];
+    char more[64] = "";
+    if (changed > 1) snprintf(more, sizeof more, " (and %d more tensor%s)", changed - 1, changed > 2 ? "s" : "");
+    st = dc_error(DC_ERR_MISMATCH,
+                  "%s: weight file %s changed since compile: the bytes of tensor %s (%llu bytes at offset %llu) are not "
+                  "the ones the plan was compiled against%s; the plan must be recompiled with diffc against the "
+                  "current weights",
+                  plan_path, m->files[f].path, wt->name, (unsigned long long)wt->bytes, (unsigned long long)wt->offset,
+                  more);
+  }
+  dc_free(j.changed);
+  return st;
 }
 
 static void fill_info(const dc_module *m, const dc_io *io, drt_tensor_info *info) {
@@ -290,6 +355,8 @@ static void describe(drt_plan *p) {
   in->backend = "";
   in->device = "";
   in->archs = p->archs;
+  in->verified_bytes = p->verified_bytes;
+  in->verify_seconds = p->verify_seconds;
   if (p->plan.target == DC_TARGET_CUDA) {
     in->target = "cuda";
     in->compute = p->plan.cuda.compute ? p->plan.cuda.compute : "f32";
@@ -319,6 +386,13 @@ static dc_status *load(drt_plan *p, const drt_options *opt) {
   if (!p->files || !p->value || !p->in_info || !p->out_info || !p->host_in || !p->host_out)
     return dc_nomem("loading a plan");
   for (int i = 0; i < m->nfiles; i++) DC_TRY(bind_file(p->path, &m->files[i], &p->files[i]));
+  /* --info and --print-ir run nothing: the size and header checks suffice */
+  if (!p->inspect && !(opt && opt->no_verify_weights)) {
+    double t0 = dc_now_seconds();
+    DC_TRY(verify_contents(p->path, m, p->files, opt ? opt->threads : 0));
+    p->verify_seconds = dc_now_seconds() - t0;
+    for (int32_t w = 0; w < m->nweights; w++) p->verified_bytes += m->weights[w].bytes;
+  }
   for (int i = 0; i < m->ninputs; i++) fill_info(m, &m->inputs[i], &p->in_info[i]);
   for (int i = 0; i < m->noutputs; i++) fill_info(m, &m->outputs[i], &p->out_info[i]);
   describe(p);

@@ -37,6 +37,10 @@ static const char usage[] =
     "                      CUDA each step's output is also copied back, which is slow)\n"
     "  --profile           time every step and print where the time went: per op, and the\n"
     "                      slowest steps with their module paths (CUDA: device time, by events)\n"
+    "  --no-verify-weights skip hashing the weights' bytes at load, for a store you trust: by\n"
+    "                      default every tensor the plan reads is hashed (XXH3) and compared with\n"
+    "                      the compile-time hash, and a changed tensor refuses the plan (its file\n"
+    "                      size and safetensors header are checked either way)\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
     "                      needed)\n"
@@ -51,6 +55,7 @@ static const char usage[] =
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
+  int no_verify_weights;
   uint64_t device_memory;
   unsigned long long seed;
 } options;
@@ -78,6 +83,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--info")) o->info = 1;
     else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
+    else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
              !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
@@ -238,7 +244,8 @@ static void print_run(int r, const drt_stats *s) {
 static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
-                    .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory};
+                    .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory,
+                    .no_verify_weights = o->no_verify_weights};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -280,6 +287,12 @@ static dc_status *run(const options *o) {
                s.dev_peak_bytes[d] == s.dev_predicted_bytes[d] ? "" : "  MISMATCH");
       if (s.ndevices > 1)
         printf("transferred between devices: %s per run\n", dc_format_bytes(s.transferred_bytes, b1, sizeof b1));
+      const drt_plan_info *pi = drt_info(p);
+      if (pi->verified_bytes)
+        printf("weights verified at load: %s hashed in %.3f s (--no-verify-weights skips it)\n",
+               dc_format_bytes(pi->verified_bytes, b1, sizeof b1), pi->verify_seconds);
+      else if (o->no_verify_weights)
+        printf("weights not verified at load (--no-verify-weights): only file sizes and headers were checked\n");
       printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
              dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
       if (s.host_weight_bytes)
