@@ -21,7 +21,7 @@
 
 /* ---- paths ---------------------------------------------------------------- */
 
-/* The folder as the user named it (trailing slashes dropped): messages show
+/* The folder as the user named it (trailing "/" and "/." dropped): messages show
  * the path they typed, symlinks unresolved.  What a plan records is made
  * absolute where it is recorded (dc_path_absolute). */
 static dc_status *folder_check_dir(const char *path, char **out) {
@@ -32,7 +32,11 @@ static dc_status *folder_check_dir(const char *path, char **out) {
     return dc_error(DC_ERR_IO, "%s: no such directory", path);
   }
   size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
+  for (;;) { /* "dir/", "dir/." and "dir/./" name dir */
+    if (n > 1 && path[n - 1] == '/') n--;
+    else if (n > 2 && path[n - 1] == '.' && path[n - 2] == '/') n -= 2;
+    else break;
+  }
   *out = dc_strndup(path, n);
   return *out ? NULL : dc_nomem("opening a model folder");
 }
