@@ -105,10 +105,26 @@ dc_status *gb_reshape(dc_gb *g, const char *scope, int32_t x, int rank, const in
   return gb_add(g, &n, scope, out);
 }
 
+/* The layout label of a permute's result: what its dims are.  nchw by
+ * (0,2,3,1) is [N,H,W,C], nhwc; nhwc by (0,3,1,2) is nchw again; any other
+ * 4-D order has no image-axis meaning (row). */
+static dc_layout permuted_layout(dc_layout in, int rank, const int64_t *perm) {
+  static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2}, same[4] = {0, 1, 2, 3};
+  size_t bytes = sizeof(int64_t) * 4;
+  if (rank != 4) return LAYOUT_ROWMAJOR;
+  if (!memcmp(perm, same, bytes)) return in;
+  if (in == LAYOUT_NCHW && !memcmp(perm, to_nhwc, bytes)) return LAYOUT_NHWC;
+  if (in == LAYOUT_NHWC && !memcmp(perm, to_nchw, bytes)) return LAYOUT_NCHW;
+  return LAYOUT_ROWMAJOR;
+}
+
 dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *perm,
                       int32_t *out) {
   dc_node n = dc_node_make(OP_PERMUTE, 1, &x);
   n.nlist = rank;
   memcpy(n.list, perm, sizeof(int64_t) * (size_t)rank);
-  return gb_add(g, &n, scope, out);
+  dc_layout in = g->m->nodes[x].layout;
+  DC_TRY(gb_add(g, &n, scope, out));
+  g->m->nodes[*out].layout = permuted_layout(in, rank, perm);
+  return NULL;
 }

@@ -276,8 +276,13 @@ static dc_status *describe(lx *c) {
 
 dc_status *dc_pass_layout(dc_module *m, const dc_memory_options *o) {
   if (!o || o->layout != LAYOUT_NHWC) return NULL;
-  for (int32_t i = 0; i < m->nnodes; i++)
-    if (m->nodes[i].layout == LAYOUT_NHWC) return dc_error(DC_ERR_INTERNAL, "layout: the module is NHWC already");
+  /* The frontend labels its own [N,H,W,C] values (a transformer's token
+   * entry and exit) nhwc too: only an op that reads its layout tells. */
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    dc_op op = m->nodes[i].op;
+    if (m->nodes[i].layout == LAYOUT_NHWC && (op == OP_CONV2D || op == OP_GROUP_NORM || op == OP_UPSAMPLE))
+      return dc_error(DC_ERR_INTERNAL, "layout: the module is NHWC already");
+  }
   lx c = {.m = m, .nold = m->nnodes};
   dc_node *old = dc_malloc(sizeof *old * (size_t)(m->nnodes + 1));
   c.nhwc = dc_calloc((size_t)m->nnodes + 1, 1);
