@@ -171,6 +171,20 @@ static int has_disk_weight(const dc_module *m, const int32_t *ws, int n) {
   return 0;
 }
 
+/* Module metadata "offload_dir": the dump then says the offloaded weights
+ * wait on disk in the dir (ir/print.c), not in host memory. */
+static dc_status *describe_dir(dc_module *m, const char *dir) {
+  char *probe = dc_path_join(dir, ""); /* the prefix every group file's path has */
+  if (!probe) return dc_nomem("describing the offload dir");
+  int files = 0;
+  for (int32_t f = 0; f < m->nfiles; f++) files += strncmp(m->files[f].path, probe, strlen(probe)) == 0;
+  char *what = dc_asprintf("%s (%d group file%s)", dir, files, files == 1 ? "" : "s");
+  dc_free(probe);
+  dc_status *st = what ? dc_module_set_meta(m, "offload_dir", what) : dc_nomem("describing the offload dir");
+  dc_free(what);
+  return st;
+}
+
 dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only, int verbose,
                                    dc_offload_store_report *rep) {
   if (rep) memset(rep, 0, sizeof *rep);
@@ -215,6 +229,7 @@ dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only,
   dc_free(s.maps);
   dc_free(ws);
   if (!st) st = drop_unused_files(m);
+  if (!st) st = describe_dir(m, dir);
   return dc_status_annotate(st, "--offload-dir %s", dir);
 }
 

@@ -560,12 +560,59 @@ static dc_status *check_tiling(const vae_config *c, const dc_build_options *opt)
   return NULL;
 }
 
+/* Tiles along one side of length n, every stride: as tiled() loops. */
+static int64_t tiles_along(int64_t n, int64_t stride) { return (n + stride - 1) / stride; }
+
+/* Metadata "vae_tiling": the tiles tiled() builds, or why there are none.
+ * diffusers tiles only an input larger than one tile (_encode / _decode
+ * test the last two dims against tile_sample_min_size /
+ * tile_latent_min_size); the graph does the same, and this line says so
+ * (the driver repeats a "no effect" on stderr). */
+static dc_status *describe_tiling(dc_module *m, const vae_config *c, const dc_build_options *opt, int encode,
+                                  const int64_t *image, const int64_t *latent) {
+  vae_b b = {{m, NULL}, c, opt};
+  tiling tl = tiling_of(&b);
+  int64_t f = cfg_factor(c), h = encode ? image[2] : latent[2], w = encode ? image[3] : latent[3];
+  int64_t size = encode ? tl.st : tl.lt; /* the tile in the input's own units */
+  const char *unit = encode ? "px" : "latents";
+  char what[320];
+  if (h <= size && w <= size) {
+    snprintf(what, sizeof what,
+             "requested, no effect: %s %lldx%lld %s fits one tile of %lld %s (--tile-size %lld px); diffusers tiles "
+             "only a larger input",
+             encode ? "sample" : "z", (long long)h, (long long)w, unit, (long long)size, unit, (long long)tl.st);
+    return dc_module_set_meta(m, "vae_tiling", what);
+  }
+  int64_t stride = (int64_t)((double)size * (1 - tl.overlap));
+  int64_t blend = encode ? (int64_t)((double)tl.lt * tl.overlap) : (int64_t)((double)tl.st * tl.overlap);
+  int64_t rows = tiles_along(h, stride), cols = tiles_along(w, stride);
+  int64_t batch = encode ? image[0] : latent[0], passes = opt->vae_slicing && batch > 1 ? batch : 1;
+  char px[32] = "", per[96] = "";
+  if (!encode) snprintf(px, sizeof px, " (%lld px)", (long long)(tl.lt * f));
+  if (passes > 1) snprintf(per, sizeof per, " per sample, %lld in all", (long long)(rows * cols * passes));
+  snprintf(what, sizeof what,
+           "tiles of %lldx%lld %s%s every %lld %s, overlap %g, blended over %lld %s: %lldx%lld = %lld tiles%s",
+           (long long)size, (long long)size, unit, px, (long long)stride, unit, tl.overlap, (long long)blend,
+           encode ? "latents" : "px", (long long)rows, (long long)cols, (long long)(rows * cols), per);
+  return dc_module_set_meta(m, "vae_tiling", what);
+}
+
+/* Metadata "vae_slicing": diffusers slices only a batch larger than 1. */
+static dc_status *describe_slicing(dc_module *m, int64_t batch) {
+  char what[160];
+  if (batch > 1) snprintf(what, sizeof what, "one sample at a time: %lld slices", (long long)batch);
+  else snprintf(what, sizeof what, "requested, no effect: batch 1; diffusers slices only a batch larger than 1");
+  return dc_module_set_meta(m, "vae_slicing", what);
+}
+
 static dc_status *build(const dc_folder *f, const vae_config *c, const dc_build_options *opt,
                         int encode, dc_module *m, dc_weights *w) {
   int64_t image[4], latent[4];
   DC_TRY(input_shapes(c, opt, encode, image, latent));
   DC_TRY(set_meta(m, c, encode));
   if (opt && opt->vae_tiling) DC_TRY(check_tiling(c, opt));
+  if (opt && opt->vae_tiling) DC_TRY(describe_tiling(m, c, opt, encode, image, latent));
+  if (opt && opt->vae_slicing) DC_TRY(describe_slicing(m, encode ? image[0] : latent[0]));
   vae_b b = {{m, w}, c, opt};
   DC_TRY(encode ? build_encode(&b, image, 1) : build_decode(&b, latent, 1));
   DC_TRY(check_other_half(f, c, encode, image, latent, w));

@@ -11,13 +11,14 @@
  * Grammar, one item per line (comments after "  # " describe the value):
  *   # key = value                                 metadata (before "# weights:")
  *   #   file N: PATH (SIZE bytes, header xxh64 HEX)
- *   %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, random timesteps]
- *   %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident|host, file F @ OFFSET
+ *   %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, TIMESTEP_TAG]
+ *   %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident|offloaded, file F @ OFFSET
  *   %N = OP(%a, %b, ...) {k=v, ...} : TYPE  # [absorbed A, ]SCOPE, LAYOUT, devD, BYTES, live a..b[, @off O[ in place over %k]]
  *   output NAME = %N
  *   # peak activations: ... (B bytes) ...         the arena size, when "# arena: ... planned"
  * Any other "#" line is ignored.  Errors name the source, the line and what
- * was expected. */
+ * was expected.  Dumps of older diffc versions read too: "host" for
+ * "offloaded", "random timesteps" for the timestep tag. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -26,6 +27,9 @@
 #include <string.h>
 
 #include "ir.h"
+
+/* What ir/print.c writes after a timestep input (the same words there). */
+#define TIMESTEP_TAG "timestep (--random-inputs: uniform integers 0..999)"
 
 typedef struct {
   const char *what;
@@ -263,7 +267,7 @@ static void add_node(parser *ps, const dc_node *n) {
   if (!ps->err && dc_module_add_node(ps->m, n) < 0) ps->err = dc_nomem("parsing IR text");
 }
 
-/* %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, random timesteps] */
+/* %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, TIMESTEP_TAG] */
 static void parse_input(parser *ps, cursor *c) {
   expect(ps, c, "\"");
   const char *name = get_token(ps, c, "\"", "an input name");
@@ -274,7 +278,8 @@ static void parse_input(parser *ps, cursor *c) {
   if (ps->err) return;
   cursor f[16];
   int nf = split_fields(*c, f, 16);
-  dc_input_init init = nf > 0 && field_is(&f[nf - 1], "random timesteps") ? INIT_TIMESTEP : INIT_NORMAL;
+  int timestep = nf > 0 && (field_is(&f[nf - 1], TIMESTEP_TAG) || field_is(&f[nf - 1], "random timesteps"));
+  dc_input_init init = timestep ? INIT_TIMESTEP : INIT_NORMAL;
   int32_t id = dc_module_add_input(ps->m, name, &t, init);
   if (id < 0) return (void)(ps->err = dc_nomem("parsing IR text"));
   dc_node *n = &ps->m->nodes[id];
@@ -283,7 +288,9 @@ static void parse_input(parser *ps, cursor *c) {
   for (int i = 2; i < nf && !ps->err; i++) get_offset(ps, &f[i], n);
 }
 
-/* %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident, file F @ OFFSET */
+/* %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident|offloaded, file F @ OFFSET
+ * (which of the two is recomputed from the readers: an offloaded weight is
+ * one only uploads read) */
 static void parse_weight(parser *ps, cursor *c) {
   dc_weight w = {0};
   w.name = get_token(ps, c, " ", "a weight name");
@@ -293,8 +300,9 @@ static void parse_weight(parser *ps, cursor *c) {
   if (ps->err) return;
   cursor f[8];
   int nf = split_fields(*c, f, 8);
-  if (nf != 5 || !(field_is(&f[3], "resident") || field_is(&f[3], "host")) || !starts(&f[4], "file "))
-    return fail(ps, "expected \"LAYOUT, devN, BYTES, resident|host, file F @ OFFSET\" in the comment");
+  if (nf != 5 || !(field_is(&f[3], "resident") || field_is(&f[3], "offloaded") || field_is(&f[3], "host")) ||
+      !starts(&f[4], "file "))
+    return fail(ps, "expected \"LAYOUT, devN, BYTES, resident|offloaded, file F @ OFFSET\" in the comment");
   int64_t file = get_int(ps, &f[4], "a file index");
   expect(ps, &f[4], " @ ");
   w.offset = get_u64(ps, &f[4], 10, "a file offset");

@@ -5,8 +5,14 @@
  * peak, and how tightly the arena packs the live bytes, so a reader sees
  * where every byte goes. */
 #include <inttypes.h>
+#include <string.h>
 
 #include "ir.h"
+
+/* The tag of a timestep input: diffrun --random-inputs fills it with
+ * timesteps, not normal values.  ir/parse.c reads the same words (the round
+ * trip in tests/test_ir_parse.c checks that they agree). */
+#define DC_TIMESTEP_TAG "timestep (--random-inputs: uniform integers 0..999)"
 
 static void print_attrs(const dc_node *n, dc_buf *b) {
   const dc_op_info *info = dc_op_get(n->op);
@@ -45,23 +51,36 @@ static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_
                 dc_format_bytes(dc_type_bytes(&n->type), bb, sizeof bb));
   if (n->op == OP_WEIGHT) {
     const dc_weight *w = &m->weights[n->ref];
-    dc_buf_printf(b, ", %s, file %d @ %" PRIu64 "\n", dc_weight_offloaded(m, id) ? "host" : "resident", w->file,
+    dc_buf_printf(b, ", %s, file %d @ %" PRIu64 "\n", dc_weight_offloaded(m, id) ? "offloaded" : "resident", w->file,
                   w->offset);
   } else {
     dc_buf_printf(b, ", live %d..%d", dc_value_first_step(m, id), l->last_use[id]);
     if (n->offset >= 0) dc_buf_printf(b, ", @off %" PRId64, n->offset);
     if (l->inplace_of[id] >= 0) dc_buf_printf(b, " in place over %%%d", l->inplace_of[id]);
-    if (n->op == OP_INPUT && m->inputs[n->ref].init == INIT_TIMESTEP) dc_buf_printf(b, ", random timesteps");
+    if (n->op == OP_INPUT && m->inputs[n->ref].init == INIT_TIMESTEP) dc_buf_printf(b, ", " DC_TIMESTEP_TAG);
     dc_buf_printf(b, "\n");
   }
 }
 
+/* All the weights, then where they are during a run: resident on the
+ * device for the whole run, or offloaded (copied in by uploads; the
+ * "# offloaded" line at the end says where they wait).  The resident bytes
+ * alone would read as "no weights" for an offloaded plan. */
+static void print_weights(const dc_module *m, const dc_liveness *l, dc_buf *b) {
+  char bb[32], b2[32], b3[32];
+  uint64_t all = l->weight_bytes + l->host_weight_bytes;
+  dc_buf_printf(b, "# weights: %d tensors, %s (%" PRIu64 " bytes) in %d file(s)", m->nweights,
+                dc_format_bytes(all, bb, sizeof bb), all, m->nfiles);
+  if (!l->host_weight_bytes) dc_buf_printf(b, ", all resident on the device\n");
+  else
+    dc_buf_printf(b, ": resident %s, offloaded %s\n", dc_format_bytes(l->weight_bytes, b2, sizeof b2),
+                  dc_format_bytes(l->host_weight_bytes, b3, sizeof b3));
+}
+
 static void print_header(const dc_module *m, const dc_liveness *l, dc_buf *b) {
-  char bb[32];
   dc_buf_printf(b, "# diffc IR\n");
   for (int i = 0; i < m->nmeta; i++) dc_buf_printf(b, "# %s = %s\n", m->meta[i].key, m->meta[i].value);
-  dc_buf_printf(b, "# weights: %d tensors, %s (%" PRIu64 " bytes) in %d file(s)\n", m->nweights,
-                dc_format_bytes(l->weight_bytes, bb, sizeof bb), l->weight_bytes, m->nfiles);
+  print_weights(m, l, b);
   for (int i = 0; i < m->nfiles; i++)
     dc_buf_printf(b, "#   file %d: %s (%" PRIu64 " bytes, header xxh64 %016" PRIx64 ")\n", i, m->files[i].path,
                   m->files[i].file_size, m->files[i].header_hash);
@@ -90,8 +109,22 @@ static void print_arena(const dc_liveness *l, dc_buf *b) {
                 l->ninplace, l->ninplace == 1 ? "" : "s");
 }
 
-/* What offloading moves: weights kept in host memory and the uploads that
- * copy them in (each weight once per run, or more if uploaded twice). */
+/* Where offloaded weights wait between uploads, as the runtime will do it
+ * (meta host_memory, set by pass offload; absent means pinned, as
+ * runtime/host_weights.c reads it): read once into pinned host memory, or
+ * read from their files at every upload; with --offload-dir those files
+ * are the group files there (meta offload_dir). */
+static const char *offload_where(const dc_module *m) {
+  const char *hm = dc_module_get_meta(m, "host_memory");
+  if (!hm || strcmp(hm, "on-demand") != 0) return "read once, at load, into pinned host memory (host_memory pinned)";
+  if (dc_module_get_meta(m, "offload_dir"))
+    return "on disk in the offload_dir group files, read at every upload (host_memory on-demand)";
+  return "on disk in their weight files, read at every upload (host_memory on-demand)";
+}
+
+/* What offloading moves: the offloaded weights, where they wait, and the
+ * uploads that copy them in (each weight once per run, or more if its group
+ * runs more than once). */
 static void print_offload(const dc_module *m, const dc_liveness *l, dc_buf *b) {
   char bb[32], b2[32];
   uint64_t copied = 0;
@@ -103,9 +136,9 @@ static void print_offload(const dc_module *m, const dc_liveness *l, dc_buf *b) {
     int g = (int)dc_node_int(&m->nodes[i], "group");
     if (g + 1 > groups) groups = g + 1;
   }
-  dc_buf_printf(b, "# offloaded: weights %s in host memory; %d upload%s in %d group%s copy %s per run\n",
-                dc_format_bytes(l->host_weight_bytes, bb, sizeof bb), uploads, uploads == 1 ? "" : "s", groups,
-                groups == 1 ? "" : "s", dc_format_bytes(copied, b2, sizeof b2));
+  dc_buf_printf(b, "# offloaded: %s of weights, %s; %d upload%s in %d group%s copy %s to the device per run\n",
+                dc_format_bytes(l->host_weight_bytes, bb, sizeof bb), offload_where(m), uploads, uploads == 1 ? "" : "s",
+                groups, groups == 1 ? "" : "s", dc_format_bytes(copied, b2, sizeof b2));
 }
 
 static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
@@ -129,9 +162,12 @@ static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
     dc_buf_printf(b, "# peak device memory: %s on device %d, the most of %d devices:\n",
                   dc_format_bytes(l->dev_weights[most] + l->dev_peak[most], bb, sizeof bb), most, l->ndevices);
   } else {
-    dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + activations %s\n",
+    /* uploaded weights are values in the arena, like activations */
+    dc_buf_printf(b, "# peak device memory: %s = weights %s (resident) + %s %s\n",
                   dc_format_bytes(l->weight_bytes + l->peak_bytes, bb, sizeof bb),
-                  dc_format_bytes(l->weight_bytes, b2, sizeof b2), dc_format_bytes(l->peak_bytes, b3, sizeof b3));
+                  dc_format_bytes(l->weight_bytes, b2, sizeof b2),
+                  l->host_weight_bytes ? "arena (activations and uploaded weights)" : "activations",
+                  dc_format_bytes(l->peak_bytes, b3, sizeof b3));
   }
   for (int d = 0; l->ndevices > 1 && d < l->ndevices; d++) { /* --device-map: each device's own arena */
     int transfers = 0;
