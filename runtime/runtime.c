@@ -548,6 +548,36 @@ static dc_status *check_finite(const drt_plan *p, int32_t s, const float *y) {
   return NULL;
 }
 
+/* A step is split across threads only when each thread's share is worth
+ * waking it for: waking a sleeping worker and joining it costs some 5-50 µs,
+ * about what one core takes to move SPLIT_BYTES.  Work is the bytes a step
+ * reads and writes plus, for the matrix ops, their multiply-adds at
+ * FLOPS_PER_BYTE per byte's time (ir/flops.c counts them the same way).
+ * A reshape or a small add then runs on the calling thread alone (issue 11:
+ * split, a reshape cost more in waking and joining than in copying). */
+#define SPLIT_BYTES (64u << 10)
+#define FLOPS_PER_BYTE 4u
+
+static uint64_t step_work(const dc_module *m, const dc_node *n) {
+  uint64_t bytes = dc_type_bytes(&n->type), flops = 0;
+  for (int k = 0; k < n->ninputs; k++) bytes += dc_type_bytes(&m->nodes[n->inputs[k]].type);
+  const dc_type *a = n->ninputs > 0 ? &m->nodes[n->inputs[0]].type : NULL;
+  const dc_type *b = n->ninputs > 1 ? &m->nodes[n->inputs[1]].type : NULL;
+  if (n->op == OP_CONV2D) /* w [O, C, kh, kw] (or [O, kh, kw, C]): 2·out·C·kh·kw */
+    flops = 2 * dc_type_numel(&n->type) * (dc_type_numel(b) / (uint64_t)b->dims[0]);
+  else if (n->op == OP_LINEAR) /* w [N, K]: 2·rows·N·K */
+    flops = 2 * (dc_type_numel(a) / (uint64_t)b->dims[1]) * dc_type_numel(b);
+  else if (n->op == OP_ATTENTION) /* q [B, Sq, H·D], k [B, Sk, H·D]: 4·B·Sq·Sk·H·D */
+    flops = 4 * dc_type_numel(a) * (uint64_t)b->dims[1];
+  return bytes + flops / FLOPS_PER_BYTE;
+}
+
+static int threads_for(const drt_plan *p, const dc_node *n) {
+  uint64_t shares = step_work(p->plan.module, n) / SPLIT_BYTES;
+  int pool = dc_pool_size(p->pool);
+  return shares >= (uint64_t)pool ? pool : shares < 1 ? 1 : (int)shares;
+}
+
 static dc_status *run_node(drt_plan *p, int32_t s) {
   const dc_module *m = p->plan.module;
   const dc_node *n = &m->nodes[s];
@@ -555,7 +585,7 @@ static dc_status *run_node(drt_plan *p, int32_t s) {
   if (p->use_llvm && p->fn[s]) {
     launch l = {p->fn[s], {out}, n->ninputs + 1, p->scratch, p->scratch_stride};
     for (int k = 0; k < n->ninputs; k++) l.bufs[k + 1] = p->value[n->inputs[k]];
-    dc_pool_run(p->pool, run_on_thread, &l);
+    dc_pool_run_n(p->pool, threads_for(p, n), run_on_thread, &l);
     return NULL;
   }
   const void *in[DC_MAX_INPUTS];
