@@ -1,4 +1,5 @@
-/* compile.c — see compile.h.  The order here is the data flow of DESIGN.md:
+/* compile.c — see compile.h.  The order here is the data flow of
+ * docs/ARCHITECTURE.md:
  * check the options (and, for --target cuda, find NVRTC) before any work,
  * open the folder, build the graph, run the pipeline (verifier between
  * passes), print the IR, compile the kernels for the target, write the
@@ -221,6 +222,16 @@ static dc_status *resolve_host_memory(const dc_compile_options *o, dc_memory_opt
   return NULL;
 }
 
+/* An option the frontend could not apply at this size (diffusers skips it
+ * too, so the graph is right) is said on stderr, always: the user asked for
+ * it and would otherwise believe it is on.  The dump header has the line. */
+static void note_no_effect(const dc_module *m, const char *key, const char *option) {
+  static const char no_effect[] = "requested, no effect: ";
+  const char *v = dc_module_get_meta(m, key);
+  if (v && strncmp(v, no_effect, sizeof no_effect - 1) == 0)
+    fprintf(stderr, "diffc: note: %s has no effect: %s\n", option, v + sizeof no_effect - 1);
+}
+
 /* The module, and (fit != NULL) the device bytes each offload alternative
  * would need (passes/fit.c), from the frontend graph before the passes. */
 static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit,
@@ -247,6 +258,8 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
     return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
+  note_no_effect(*m, "vae_tiling", "--vae-tiling");
+  note_no_effect(*m, "vae_slicing", "--vae-slicing");
   if (fit) DC_TRY(dc_fit_table(*m, &o->memory, fit));
   DC_TRY(run_passes(o, &mem, *m));
   if (plan_path) { /* layerwise casting: the converted weights beside the plan */

@@ -101,6 +101,7 @@ typedef struct {
   const char *backend;         /* "cuda", "llvm" or "reference" */
   int threads;                 /* cpu worker threads; 0 on cuda */
   int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
+  const char *reference_ops;   /* their ops, e.g. "blend" (the tiled VAE's seams); "" when none */
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight

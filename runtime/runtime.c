@@ -58,6 +58,7 @@ struct drt_plan {
   uint8_t *scratch;            /* nthreads x scratch_stride, host memory */
   uint64_t scratch_stride;
   int nreference;              /* nodes that run reference kernels */
+  char reference_ops[96];      /* their ops, "blend, ..." (drt_stats.reference_ops) */
   double *step_seconds;        /* per node, when profiling */
   int check_finite;
   int inspect;                 /* loaded for drt_info only */
@@ -208,6 +209,15 @@ static dc_status *allocate_cpu(drt_plan *p) {
 }
 
 /* Links the plan's kernels, starts the pool and sizes the scratch. */
+/* Adds op to the list "a, b" once (truncated with "..." if it ever fills). */
+static void note_reference_op(char *list, size_t cap, const char *op) {
+  size_t n = strlen(op), len = strlen(list);
+  for (const char *s = strstr(list, op); s; s = strstr(s + 1, op))
+    if ((s == list || s[-1] == ' ') && (s[n] == ',' || s[n] == 0)) return;
+  if (len + n + 6 < cap) snprintf(list + len, cap - len, "%s%s", len ? ", " : "", op);
+  else if (len + 5 < cap && strcmp(list + len - 3, "...") != 0) snprintf(list + len, cap - len, ", ...");
+}
+
 static dc_status *load_kernels(drt_plan *p, int threads) {
   const dc_module *m = p->plan.module;
   const dc_plan_kernels *k = &p->plan.kernels;
@@ -222,8 +232,12 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
     size_t bytes = (size_t)p->scratch_stride * (size_t)dc_pool_size(p->pool);
     if (posix_memalign((void **)&p->scratch, 64, bytes) != 0) return dc_nomem("allocating kernel scratch");
   }
-  for (int i = 0; i < m->nnodes; i++)
-    p->nreference += !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !dc_op_is_copy(m->nodes[i].op) && !p->fn[i];
+  for (int i = 0; i < m->nnodes; i++) {
+    const char *op = dc_op_get(m->nodes[i].op)->name;
+    int ref = !(dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) && !dc_op_is_copy(m->nodes[i].op) && !p->fn[i];
+    p->nreference += ref;
+    if (ref) note_reference_op(p->reference_ops, sizeof p->reference_ops, op);
+  }
   return NULL;
 }
 
@@ -775,6 +789,7 @@ static void fill_stats(const drt_plan *p, double seconds, double kernel_seconds,
   stats->pinned_bytes = dc_host_weights_held(&p->host);
   stats->threads = p->pool ? dc_pool_size(p->pool) : 1;
   stats->reference_steps = p->use_llvm ? p->nreference : 0;
+  stats->reference_ops = p->use_llvm ? p->reference_ops : "";
 }
 
 dc_status *drt_run(drt_plan *p, drt_stats *stats) {

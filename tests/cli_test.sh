@@ -269,5 +269,36 @@ if "$diffc" "$fx/unet_tiny/model" -o "$tmp/two.dplan" $tiny_shapes --device-map 
 else
   bad "--device-map FILE.json: $(tail -2 "$tmp/two.txt" 2>/dev/null)"
 fi
+
+# ---- the dump and the notes tell what was done (issue 11, items 10 and 11) ----
+# vae_tiled (factor 2): a 32 px tile is 16 latents, and z 16x16 fits it, as diffusers sees it too
+"$diffc" "$fx/vae_tiled/model" --entry decode --input z=1x4x16x16 --vae-tiling --vae-slicing --tile-size 32 \
+  -o "$tmp/vt0.dplan" --dump-ir "$tmp/vt0.ir" 2>"$tmp/vt0.err"
+if [ "$(grep -c '^diffc: note: ' "$tmp/vt0.err")" -eq 2 ] &&
+   grep -q '^diffc: note: --vae-tiling has no effect: z 16x16 latents fits one tile of 16 latents (--tile-size 32 px)' "$tmp/vt0.err" &&
+   grep -q '^diffc: note: --vae-slicing has no effect: batch 1' "$tmp/vt0.err" &&
+   grep -q '^# vae_tiling = requested, no effect: ' "$tmp/vt0.ir" && grep -q '^# vae_slicing = requested, no effect: ' "$tmp/vt0.ir"; then
+  ok "--vae-tiling/--vae-slicing with no effect at this size: one note each on stderr and in the dump"
+else
+  bad "no-effect tiling notes: $(cat "$tmp/vt0.err")"
+fi
+"$diffc" "$fx/vae_tiled/model" --entry decode --input z=1x4x16x16 --vae-tiling --tile-size 16 \
+  -o "$tmp/vt.dplan" --dump-ir "$tmp/vt.ir" 2>"$tmp/vt.err"
+if ! grep -q 'note' "$tmp/vt.err" && grep -q '^# vae_tiling = tiles of 8x8 latents (16 px) every 6 latents, overlap 0.25, blended over 4 px: 3x3 = 9 tiles$' "$tmp/vt.ir" &&
+   "$diffrun" "$tmp/vt.dplan" --random-inputs | grep -q "(12 steps on reference kernels, for ops with no LLVM kernel yet: blend)"; then
+  ok "--vae-tiling that tiles: its tiles in the dump, no note; diffrun names the op that ran on reference kernels"
+else
+  bad "tiling dump or reference-kernel note: $(cat "$tmp/vt.err"; grep '^# vae' "$tmp/vt.ir")"
+fi
+"$diffc" "$fx/vae_tiny/model" --entry decode --offload group --group-level leaf --offload-dir "$tmp/offdir" \
+  -o "$tmp/od.dplan" --dump-ir "$tmp/od.ir" 2>/dev/null
+if grep -q '^# weights: 70 tensors, 7.5 KiB (7724 bytes) in 35 file(s): resident 0 B, offloaded 7.5 KiB$' "$tmp/od.ir" &&
+   grep -q '^# offload_dir = .*offdir (35 group files)$' "$tmp/od.ir" &&
+   grep -q '^# offloaded: 7.5 KiB of weights, on disk in the offload_dir group files, read at every upload' "$tmp/od.ir" &&
+   ! grep -q 'host memory' "$tmp/od.ir"; then
+  ok "--offload-dir: the dump counts the offloaded weights and says they stay on disk"
+else
+  bad "--offload-dir dump: $(grep -E '^# (weights|offload)' "$tmp/od.ir")"
+fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -272,7 +272,9 @@ static dc_status *run(const options *o) {
              s.backend);
       if (!strcmp(s.backend, "cuda")) printf(" on %s", drt_info(p)->device);
       else printf(" on %d thread(s)", s.threads);
-      if (s.reference_steps) printf(" (%d steps on reference kernels)", s.reference_steps);
+      if (s.reference_steps) /* ops with no LLVM kernel yet run their plain C reference kernel */
+        printf(" (%d steps on reference kernels, for ops with no LLVM kernel yet: %s)", s.reference_steps,
+               s.reference_ops);
       printf("\n");
       if (!strcmp(s.backend, "cuda"))
         printf("device memory held: %s (arena + weight block); pinned host buffers: %s\n",
