@@ -229,6 +229,7 @@ static dc_status *attention(vae_b *b, const char *prefix, int32_t x, int32_t *ou
   DC_TRY(gb_add(g, &n, prefix, &h));
   DC_TRY(attn_linear(b, prefix, "to_out.0", "proj_attn", h, ch, &h));
   DC_TRY(gb_reshape(g, prefix, h, 4, (int64_t[]){bs, hh, ww, ch}, &h));
+  g->m->nodes[h].layout = LAYOUT_NHWC; /* [B,H,W,C]: the label says what the dims are */
   DC_TRY(gb_permute(g, prefix, h, 4, (int64_t[]){0, 3, 1, 2}, &h));
   return gb_binary(g, OP_ADD, prefix, h, x, out);
 }

@@ -7,6 +7,7 @@
  * --random-inputs does with it; --vae-tiling and --vae-slicing are recorded
  * with their tiles, or with why they have no effect at this size.  Every
  * dump read here also round-trips through ir/parse.c. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/compile.h"
@@ -127,16 +128,42 @@ static int check_layouts(const char *what, const char *text, const char *op_text
   return n;
 }
 
-/* A transformer's token entry permute(0,2,3,1) makes [B,H,W,C]: nhwc; its
- * exit reshapes tokens to [B,H,W,C] (nhwc) and permutes back to nchw. */
+/* The [B,HW,C] tokens reshaped back to [B,H,W,C]: labelled nhwc. */
+static int check_token_exits(const char *what, const char *text) {
+  int n = 0;
+  for (const char *p = strstr(text, "{perm=[0,3,1,2]}"); p; p = strstr(p + 1, "{perm=[0,3,1,2]}")) {
+    const char *line = p;
+    while (line > text && line[-1] != '\n') line--;
+    int from = atoi(strstr(line, "permute(%") + 9); /* the permute reads the reshape */
+    char head[32];
+    snprintf(head, sizeof head, "\n%%%d = reshape(", from);
+    const char *r = strstr(text, head), *eol = r ? strchr(r + 1, '\n') : NULL, *hit = r ? strstr(r, ", nhwc, dev") : NULL;
+    n++;
+    CHECK(r && hit && hit < eol);
+    if (!r || !hit || hit > eol) printf("  %s: %%%d, read by the token exit permute, is not an nhwc reshape\n", what, from);
+  }
+  return n;
+}
+
+/* A transformer's (and the VAE mid-block attention's) token entry
+ * permute(0,2,3,1) makes [B,H,W,C]: nhwc; the exit reshapes tokens to
+ * [B,H,W,C] (nhwc) and permutes back to nchw. */
 static void test_layout_labels(void) {
-  char *model = fixture_model("unet_tiny"), line[512];
+  char *model = fixture_model("unet_tiny"), *vae = fixture_model("vae_tiny"), line[512];
+  dc_compile_options vo = {.model = vae, .entry = "decode"};
+  char *text = compiled_dump(&vo);
+  if (text) {
+    CHECK(check_layouts("vae", text, "{perm=[0,2,3,1]}", "nhwc") == 1);
+    CHECK(check_layouts("vae", text, "{perm=[0,3,1,2]}", "nchw") == 1);
+    CHECK(check_token_exits("vae", text) == 1);
+  }
+  dc_free(text), dc_free(vae);
   dc_compile_options co = {.model = model};
-  char *text = compiled_dump(&co);
+  text = compiled_dump(&co);
   if (text) {
     int in = check_layouts("nchw plan", text, "{perm=[0,2,3,1]}", "nhwc");
     int out = check_layouts("nchw plan", text, "{perm=[0,3,1,2]}", "nchw");
-    CHECK(in > 0 && in == out);
+    CHECK(in > 0 && in == out && check_token_exits("unet", text) == out);
     /* the timestep input says what --random-inputs fills it with */
     check_has("timestep", line_of(text, "%1 = input \"timestep\"", line, sizeof line),
               ", timestep (--random-inputs: uniform integers 0..999)");
