@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
   dc_nvrtc *nv = NULL;
   dc_status *st = dc_nvrtc_load(&nv);
   if (st) {
-    printf("skipped: %s\n", dc_status_message(st));
+    printf("SKIP: %s\n", dc_status_message(st));
     dc_status_free(st);
     return 77;
   }

@@ -3,7 +3,8 @@
  * Without a driver (libcuda.so.1 cannot be loaded): a CUDA plan fails to
  * load with the one message that says so and what still works, leaving
  * nothing behind (the sanitizer build checks for leaks), and the same plan
- * still runs on the CPU with --backend reference; then exit 77 (skip).
+ * still runs on the CPU with --backend reference; then exit 77 (skip),
+ * printing why as the "SKIP: " line ctest shows.
  *
  * With a GPU: the unet_tiny fixture compiled for CUDA (NVRTC) runs on the
  * device and matches diffusers' recorded outputs (fp32 compute: rel L2
@@ -81,6 +82,9 @@ static int without_driver(const dc_status *why) {
   int rc = tu_finish();
   return rc ? rc : 77;
 }
+  if (!rc) /* the line ctest shows for a skipped test (tests/skip_reasons.cmake) */
+    printf("SKIP: %s: the GPU checks did not run (without one: a CUDA plan is refused with that message and runs "
+           "with --backend reference)\n", msg);
 
 /* ---- with a GPU ----------------------------------------------------------- */
 static void broken_images(void) {
