@@ -46,8 +46,11 @@ typedef struct {
 } target_ctx;
 
 static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
-  if (o->cpu && strcmp(o->cpu, "native") != 0 && strcmp(o->cpu, "generic") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", o->cpu);
+  if (o->cpu) { /* the name is checked here, before the model is read */
+    dc_cpu_target named;
+    DC_TRY(dc_cpu_target_named(o->cpu, &named));
+    dc_cpu_target_deinit(&named);
+  }
   if (t->compute != DC_CUDA_COMPUTE_F32)
     return dc_error(DC_ERR_UNSUPPORTED,
                     "--compute-dtype %s: the cpu target computes in f32 only for now (bf16 and f16 are the tensor-core "
@@ -286,15 +289,9 @@ dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_modul
   return compile_module(o, f, m, NULL, NULL);
 }
 
-static dc_status *cpu_target(const char *cpu, dc_cpu_target *t) {
-  if (!cpu || !strcmp(cpu, "native")) return dc_cpu_target_host(t);
-  if (!strcmp(cpu, "generic")) return dc_cpu_target_generic(t);
-  return dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native or generic", cpu);
-}
-
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
-  DC_TRY(cpu_target(o->cpu, &t));
+  DC_TRY(dc_cpu_target_named(o->cpu, &t));
   dc_status *st = dc_emit_cpu_kernels(m, &t, o->verbose, k);
   dc_cpu_target_deinit(&t);
   return st;

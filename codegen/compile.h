@@ -19,7 +19,8 @@ typedef struct {
   const char *dump_ir;    /* path for the final IR text ("-" = stdout), or NULL */
   int verbose;
   const char *debug;      /* comma-separated channels tracing decisions to stderr ("memplan"), or NULL */
-  const char *cpu;        /* kernels for "native" (this machine; the default when NULL) or "generic" x86-64 */
+  const char *cpu;        /* kernels for "native" (this machine; the default when NULL), "generic" x86-64, or a
+                           * named target (x86-64-v3, haswell, ...: dc_cpu_target_named) */
   const char *target;     /* "cpu" (the default when NULL) or "cuda" */
   const char *cuda_arch;  /* --target cuda: "sm_80,sm_90,compute_90" style list; NULL = that default */
   const char *compute;    /* precision of tensor-core work: "f32" (the default when NULL), "bf16", "f16";

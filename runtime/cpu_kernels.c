@@ -22,7 +22,7 @@ static dc_status *llvm_err(LLVMErrorRef e, const char *path, const char *what) {
 }
 
 static dc_status *check_target(const char *path, const dc_plan_kernels *k) {
-  dc_cpu_target t = {k->triple, k->cpu, k->features};
+  dc_cpu_target t = {k->triple, k->cpu, k->features, NULL};
   char *missing = NULL;
   if (dc_cpu_target_runs_here(&t, &missing)) return NULL;
   dc_status *st = dc_error(DC_ERR_UNSUPPORTED,

@@ -4,7 +4,7 @@
  * diffusers' output (relative L2 error within the run's tolerance; max abs
  * error reported), and check the measured device peak equals the plan's.
  *
- * Usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc]
+ * Usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc] [--cpu NAME]
  *                      [--target cuda [--compute f32|bf16|f32,bf16] [--cuda-arch LIST]]
  * The cpu target (the default) runs both CPU backends unless --backend
  * names one.  --target cuda compiles with NVRTC for each compute precision,
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "codegen/compile.h"
+#include "codegen/llvm/llvm_codegen.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
 
@@ -26,6 +27,7 @@
 typedef struct {
   const char *dir, *backend, *target, *cuda_arch;
   dc_layout layout; /* --layout nhwc: the same check on the channels_last plan */
+  const char *cpu;  /* --cpu NAME (diffc's): kernels for another x86-64 target, e.g. x86-64-v3 */
   const char *computes[4];
   int ncomputes;
 } fc_options;
@@ -245,6 +247,7 @@ static void check_run(const fc_options *fo, const cJSON *run) {
   dc_compile_options co = {.model = model, .component = str_or_null(run, "component"),
                            .variant = str_or_null(run, "variant"), .entry = entry, .shapes = shapes, .nshapes = ns};
   co.memory.layout = fo->layout;
+  co.cpu = fo->cpu;
   char label[256];
   snprintf(label, sizeof label, "%s %s", io_name, entry ? entry : "");
   int flags_ok = apply_diffc_options(run, io_name, &co);
@@ -287,6 +290,7 @@ static int parse_args(int argc, char **argv, fc_options *o) {
     if (!strcmp(a, "--backend")) o->backend = argv[i + 1];
     else if (!strcmp(a, "--target")) o->target = argv[i + 1];
     else if (!strcmp(a, "--cuda-arch")) o->cuda_arch = argv[i + 1];
+    else if (!strcmp(a, "--cpu")) o->cpu = argv[i + 1];
     else if (!strcmp(a, "--layout")) {
       if (strcmp(argv[i + 1], "nhwc") != 0) return 0;
       o->layout = LAYOUT_NHWC;
@@ -301,11 +305,23 @@ static int parse_args(int argc, char **argv, fc_options *o) {
 int main(int argc, char **argv) {
   fc_options fo;
   if (!parse_args(argc, argv, &fo)) {
-    fprintf(stderr, "usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc]\n"
+    fprintf(stderr, "usage: fixture_check FIXTURE_DIR [--backend llvm|reference] [--layout nhwc] [--cpu NAME]\n"
                     "                     [--target cuda [--compute f32|bf16|f32,bf16] [--cuda-arch LIST]]\n");
     return 2;
   }
   tu_init(0, argv);
+  if (fo.cpu) { /* a target this machine cannot run is a skip, not a failure */
+    dc_cpu_target t;
+    char *missing = NULL;
+    CHECK_OK(dc_cpu_target_named(fo.cpu, &t));
+    int runs = t.triple && dc_cpu_target_runs_here(&t, &missing);
+    dc_cpu_target_deinit(&t);
+    if (!runs) {
+      printf("SKIP: --cpu %s: this machine lacks %s\n", fo.cpu, missing ? missing : "its features");
+      dc_free(missing);
+      return tu_finish() ? 1 : 77;
+    }
+  }
   char *case_path = dc_path_join(fo.dir, "case.json"), *text = NULL;
   CHECK_OK(dc_file_read_all(case_path, &text, NULL));
   cJSON *c = text ? cJSON_Parse(text) : NULL;

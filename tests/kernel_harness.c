@@ -58,9 +58,19 @@ static void run_kernel(void *ctx, int64_t tid, int64_t nt) {
   l->fn(bufs, tid, nt);
 }
 
+dc_status *kh_target(dc_cpu_target *t) {
+  const char *name = getenv("DIFFC_TEST_CPU");
+  DC_TRY(dc_cpu_target_named(name && *name ? name : "native", t));
+  char *missing = NULL;
+  if (dc_cpu_target_runs_here(t, &missing)) return NULL;
+  printf("SKIP: DIFFC_TEST_CPU=%s: this machine lacks %s\n", name, missing ? missing : "its features");
+  fflush(stdout);
+  exit(77);
+}
+
 static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *k) {
   dc_cpu_target t;
-  DC_TRY(dc_cpu_target_host(&t));
+  DC_TRY(kh_target(&t));
   dc_llvm *g = NULL;
   dc_cpu_kernel ck;
   int has = 0;
@@ -79,6 +89,7 @@ static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *
   k->triple = t.triple;
   k->cpu = t.cpu;
   k->features = t.features;
+  dc_free(t.tune);
   k->objects = dc_calloc(1, sizeof *k->objects);
   k->objects[0] = (dc_plan_object){obj.data, obj.len};
   k->nobjects = 1;

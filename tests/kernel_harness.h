@@ -1,10 +1,13 @@
 /* kernel_harness.h — checks one generated CPU kernel against the reference
  * kernel: random inputs for the node's operands, the reference result, the
- * LLVM kernel compiled for the host and linked the way diffrun links it,
- * run on 1..N threads, and the difference. */
+ * LLVM kernel compiled for the host (or the --cpu target named by
+ * $DIFFC_TEST_CPU, e.g. x86-64-v3: CTest runs the LLVM kernel tests both
+ * ways) and linked the way diffrun links it, run on 1..N threads, and the
+ * difference. */
 #ifndef DC_KERNEL_HARNESS_H
 #define DC_KERNEL_HARNESS_H
 
+#include "codegen/llvm/llvm_codegen.h"
 #include "ir/ir.h"
 
 typedef struct {
@@ -12,6 +15,11 @@ typedef struct {
   double max_rel; /* max |got - want| / |want| over elements with |want| >= 1e-30 */
   int bit_exact;
 } kh_result;
+
+/* The target kernels are compiled for: $DIFFC_TEST_CPU (a diffc --cpu
+ * name) or the host.  A target this machine cannot run ends the test with
+ * exit code 77 (CTest's skip). */
+dc_status *kh_target(dc_cpu_target *t);
 
 /* Node id of m (whose inputs are any earlier nodes: their data is random,
  * normal(0,1) scaled by `scale`) with the LLVM kernel on nthreads threads.

@@ -92,8 +92,9 @@ static void test_shapes(void) {
  * compiled for the host and linked like a plan's kernels. */
 static dc_status *build_exp(int64_t n, dc_plan_kernels *k, dc_cpu_code **code, dc_cpu_kernel_fn *fn) {
   dc_cpu_target t;
-  DC_TRY(dc_cpu_target_host(&t));
+  DC_TRY(kh_target(&t));
   k->triple = t.triple, k->cpu = t.cpu, k->features = t.features; /* the caller frees them */
+  dc_free(t.tune);
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   LLVMTargetRef target;
@@ -190,7 +191,7 @@ static void test_exp(void) {
   if (k.objects) free(k.objects[0].data);
   free(k.objects);
   free(k.entries);
-  dc_cpu_target_deinit(&(dc_cpu_target){k.triple, k.cpu, k.features});
+  dc_cpu_target_deinit(&(dc_cpu_target){k.triple, k.cpu, k.features, NULL});
   free(x);
   free(y);
 }

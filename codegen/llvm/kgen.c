@@ -12,6 +12,7 @@ struct dc_llvm {
   dc_kgen g;
   char *cpu_attr;
   char *features_attr;
+  char *tune_attr; /* NULL: tune for target-cpu */
   int prefer512;
 };
 
@@ -55,6 +56,7 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   l->prefer512 = g->vw == 16;
   l->features_attr = dc_strdup(t->features);
   l->cpu_attr = dc_strdup(t->cpu);
+  l->tune_attr = t->tune ? dc_strdup(t->tune) : NULL;
   /* The large code model: diffrun links the object with ORC's RuntimeDyld,
    * whose section allocations can land more than 2 GiB apart; with the
    * small model a RIP-relative reference to a constant pool would then be
@@ -70,7 +72,7 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   LLVMDisposeTargetData(dl);
   init_types(g);
   *out = l;
-  return l->features_attr && l->cpu_attr ? NULL : dc_nomem("creating the LLVM module");
+  return l->features_attr && l->cpu_attr && (l->tune_attr || !t->tune) ? NULL : dc_nomem("creating the LLVM module");
 }
 
 void dc_llvm_destroy(dc_llvm *l) {
@@ -81,6 +83,7 @@ void dc_llvm_destroy(dc_llvm *l) {
   if (l->g.tm) LLVMDisposeTargetMachine(l->g.tm);
   dc_free(l->features_attr);
   dc_free(l->cpu_attr);
+  dc_free(l->tune_attr);
   dc_free(l);
 }
 
@@ -100,6 +103,7 @@ static void begin_function(dc_llvm *l, const char *symbol) {
   g->fn = LLVMAddFunction(g->mod, symbol, LLVMFunctionType(g->voidt, params, 3, 0));
   add_string_attr(g, "target-cpu", l->cpu_attr);
   add_string_attr(g, "target-features", l->features_attr);
+  if (l->tune_attr) add_string_attr(g, "tune-cpu", l->tune_attr);
   if (l->prefer512) add_string_attr(g, "prefer-vector-width", "512");
   add_enum_attr(g, LLVMAttributeFunctionIndex, "nounwind");
   add_enum_attr(g, 1, "noalias");

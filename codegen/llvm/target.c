@@ -79,10 +79,76 @@ dc_status *dc_cpu_target_generic(dc_cpu_target *t) {
   return st;
 }
 
+/* The x86-64 psABI levels as LLVM 14 spells their features (the names
+ * LLVMGetHostCPUFeatures reports, so dc_cpu_target_runs_here can match
+ * them).  Each level adds to the one before. */
+static const char *const LEVEL_ADDS[] = {
+    "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2",
+    "+crc32,+cx16,+popcnt,+sahf,+sse3,+sse4.1,+sse4.2,+ssse3",
+    "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave",
+    "+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl",
+};
+
+/* --cpu names: a level, or a CPU that is tuned for (LLVM's "tune-cpu")
+ * while its code uses only its level's features.  A CPU name alone would
+ * let LLVM use every feature of that CPU (aes, rdrnd, ...), which the plan
+ * would not list and diffrun would not check. */
+static const struct {
+  const char *name;
+  int level;
+  const char *tune;
+} NAMED[] = {
+    {"x86-64", 1, NULL},          {"x86-64-v2", 2, NULL},         {"x86-64-v3", 3, NULL},
+    {"x86-64-v4", 4, NULL},       {"haswell", 3, "haswell"},      {"skylake", 3, "skylake"},
+    {"znver1", 3, "znver1"},      {"znver2", 3, "znver2"},        {"znver3", 3, "znver3"},
+    {"skylake-avx512", 4, "skylake-avx512"}, {"icelake-server", 4, "icelake-server"},
+    {"sapphirerapids", 4, "sapphirerapids"},
+};
+
+dc_status *dc_cpu_target_named(const char *name, dc_cpu_target *t) {
+  memset(t, 0, sizeof *t);
+  if (!name || !strcmp(name, "native")) return dc_cpu_target_host(t);
+  if (!strcmp(name, "generic")) return dc_cpu_target_generic(t);
+  int at = -1;
+  for (int i = 0; i < (int)(sizeof NAMED / sizeof NAMED[0]); i++)
+    if (!strcmp(name, NAMED[i].name)) at = i;
+  if (at < 0) {
+    dc_buf b;
+    dc_buf_init(&b);
+    for (int i = 0; i < (int)(sizeof NAMED / sizeof NAMED[0]); i++) dc_buf_printf(&b, ", %s", NAMED[i].name);
+    dc_buf_u8(&b, 0);
+    dc_status *st = dc_error(DC_ERR_ARGUMENT, "--cpu %s: expected native, generic%s", name,
+                             b.failed ? "" : (const char *)b.data);
+    dc_buf_deinit(&b);
+    return st;
+  }
+  dc_status *st = take(LLVMGetDefaultTargetTriple(), &t->triple);
+  if (!st && strncmp(t->triple, "x86_64", 6) != 0)
+    st = dc_error(DC_ERR_UNSUPPORTED, "--cpu %s is an x86-64 target; this host is %s", name, t->triple);
+  dc_buf f;
+  dc_buf_init(&f);
+  for (int l = 0; l < NAMED[at].level; l++) dc_buf_printf(&f, "%s%s", l ? "," : "", LEVEL_ADDS[l]);
+  dc_buf_u8(&f, 0);
+  char *sorted = NULL;
+  if (!st && f.failed) st = dc_nomem("making the CPU target");
+  if (!st) st = enabled_features((const char *)f.data, &sorted);
+  dc_buf_deinit(&f);
+  if (!st) {
+    t->features = sorted;
+    const char *level[] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+    t->cpu = dc_strdup(level[NAMED[at].level - 1]);
+    t->tune = NAMED[at].tune ? dc_strdup(NAMED[at].tune) : NULL;
+    if (!t->cpu || (NAMED[at].tune && !t->tune)) st = dc_nomem("making the CPU target");
+  }
+  if (st) dc_cpu_target_deinit(t);
+  return st;
+}
+
 void dc_cpu_target_deinit(dc_cpu_target *t) {
   dc_free(t->triple);
   dc_free(t->cpu);
   dc_free(t->features);
+  dc_free(t->tune);
   memset(t, 0, sizeof *t);
 }
 
