@@ -385,8 +385,64 @@ def torch_child(job_path):
 # --------------------------------------------------------------------------------------
 
 
+# --isa: the instruction set both sides may use.  PyTorch's three kernel libraries each take their own
+# variable (ATen's dispatch, oneDNN's JIT, MKL's BLAS); diffc takes a --cpu target.  "native" sets
+# nothing: each side uses everything this CPU has.
+ISA_TORCH_ENV = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+ISA_DIFFC_CPU = {"native": None, "avx2": "x86-64-v3"}
+ISA = "native"  # set by main()
+
+
 def child_env(threads):
-    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **ISA_TORCH_ENV[ISA])
+
+
+ISA_PROBE = """
+import torch
+print("ATEN", torch.backends.cpu.get_cpu_capability(), flush=True)
+x = torch.randn(1, 64, 32, 32)
+torch.nn.functional.conv2d(x, torch.randn(64, 64, 3, 3), padding=1)
+a = torch.randn(64, 64)
+torch.addmm(a, a, a)
+"""
+
+
+def torch_isa(python, threads):
+    """What PyTorch's kernel libraries run under child_env: ATen's CPU capability, the ISA oneDNN's
+    JIT chose and the one MKL dispatched to (from their verbose modes, on a small conv and addmm)."""
+    env = dict(child_env(threads), ONEDNN_VERBOSE="1", MKL_VERBOSE="1")
+    try:
+        out = subprocess.run([python, "-c", ISA_PROBE], capture_output=True, text=True, env=env, timeout=300,
+                             preexec_fn=_pin).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"aten": "?", "onednn": "?", "mkl": "?", "conv_impl": "?", "error": str(e)}
+    res = {"aten": "?", "onednn": "?", "mkl": "?", "conv_impl": "?"}
+    m = re.search(r"^ATEN (\S+)", out, re.M)
+    if m:
+        res["aten"] = m.group(1)
+    m = re.search(r"onednn_verbose,.*?info,cpu,isa:(.*)", out)
+    if m:
+        res["onednn"] = m.group(1).strip()
+    m = re.search(r"onednn_verbose,.*?exec,cpu,convolution,([^,]+)", out)
+    if m:
+        res["conv_impl"] = m.group(1).strip()
+    m = re.search(r"MKL_VERBOSE oneMKL.*? for Intel\(R\) 64 architecture (.*?)(?:, Lnx|$)", out, re.M)
+    if m:
+        res["mkl"] = m.group(1).strip()
+    return res
+
+
+def plan_target(diffrun, plan):
+    """The 'target:' line of diffrun --info: which CPU the plan's kernels were compiled for."""
+    try:
+        out = subprocess.run([diffrun, "--info", plan], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^target:.*? for (\S+), cpu (\S+)", out, re.M)
+    return f"cpu {m.group(2)} ({m.group(1)})" if m else None
 
 
 PIN_CPUS = None  # set by main(): the CPUs every child is pinned to, when the machine has more than --threads
@@ -488,6 +544,8 @@ def bench_diffrun(case, model_dir, io_path, args, feats, flops):
         cmd += ["--entry", case["entry"]]
     for k, shape in case["inputs"].items():
         cmd += ["--input", f"{k}={'x'.join(map(str, shape))}"]
+    if ISA_DIFFC_CPU[ISA] and "--cpu" not in shlex.split(args.diffc_args):
+        cmd += ["--cpu", ISA_DIFFC_CPU[ISA]]
     cmd += shlex.split(args.diffc_args)
     res["diffc_cmd"] = show_cmd(cmd)
     log(f"  diffc: {res['diffc_cmd']}")
@@ -498,7 +556,8 @@ def bench_diffrun(case, model_dir, io_path, args, feats, flops):
         res["note"] = failure_note(rc, out)
         log(f"  {res['status']}: {res['note']}")
         return res
-    log(f"  compiled in {secs:.2f} s ({fmt_bytes(os.path.getsize(plan))} plan)")
+    res["target"] = plan_target(args.diffrun, plan)
+    log(f"  compiled in {secs:.2f} s ({fmt_bytes(os.path.getsize(plan))} plan); {res['target']}")
 
     run_args = []
     if feats["threads"]:
@@ -761,7 +820,7 @@ def busy_line(results, args):
     return f"- {pin}PyTorch got {args.threads} CPUs throughout (no sign of other load)"
 
 
-def write_results(path, args, results, machine, started, wall, command, feats):
+def write_results(path, args, results, machine, started, wall, command, feats, isa):
     t = results[0]["torch"] if results else {}
     head, rows = table_rows(results)
     lines = [
@@ -773,6 +832,13 @@ def write_results(path, args, results, machine, started, wall, command, feats):
         f"- machine: {machine['cpu']}, nproc {machine['nproc']}, {fmt_bytes(machine['mem'])} RAM, "
         f"flags {machine['flags']}, Linux {machine['kernel']}; load average at start "
         f"{machine['load'][0]:.2f} / end {os.getloadavg()[0]:.2f}",
+        f"- instruction set: --isa {args.isa}; PyTorch ran ATen {isa['aten']} kernels, oneDNN "
+        f"{isa['onednn']} (convolution {isa['conv_impl']}), MKL for {isa['mkl']}"
+        + (f" (environment {' '.join(f'{k}={v}' for k, v in ISA_TORCH_ENV[args.isa].items())})"
+           if ISA_TORCH_ENV[args.isa] else "")
+        + "; diffrun's kernels: " + (", ".join(sorted({r['diffrun'].get('target') or '?' for r in results
+                                                       if r.get('diffrun')})) or "not run")
+        + (f" (diffc --cpu {ISA_DIFFC_CPU[args.isa]})" if ISA_DIFFC_CPU[args.isa] else " (diffc --cpu native)"),
         f"- PyTorch {t.get('torch_version', '?')} ({t.get('cpu_capability', '?')} kernels; "
         f"{'; '.join(t.get('parallel_info', []))}), diffusers {t.get('diffusers_version', '?')}, "
         f"fp32, torch.no_grad(), torch.set_num_threads({args.threads})",
@@ -832,10 +898,19 @@ def main():
     ap.add_argument("--backend", default="", help="diffrun --backend NAME")
     ap.add_argument("--diffrun-args", default="", help="extra diffrun arguments (one string)")
     ap.add_argument("--diffc-args", default="", help="extra diffc arguments (one string)")
-    ap.add_argument("--results", default=os.path.join(BENCH_DIR, "results.md"),
-                    help="markdown results file (default bench/results.md; '' for none)")
+    ap.add_argument("--isa", choices=sorted(ISA_TORCH_ENV), default="native",
+                    help="instruction set for both sides: native (default: all this CPU has) or avx2 (PyTorch "
+                         "through ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2, "
+                         "diffc --cpu x86-64-v3), so an AVX-512 machine measures AVX2 code on both sides")
+    ap.add_argument("--results", default=None,
+                    help="markdown results file (default bench/results.md, with --isa avx2 "
+                         "bench/results-avx2.md; '' for none)")
     ap.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global ISA
+    ISA = args.isa
+    if args.results is None:
+        args.results = os.path.join(BENCH_DIR, "results.md" if args.isa == "native" else f"results-{args.isa}.md")
 
     if args.sizes:
         names = [s for x in args.sizes for s in x.split(",") if s]
@@ -873,6 +948,14 @@ def main():
             log(f"bench: note: diffrun has no --threads option and this machine has {machine['nproc']} CPUs, "
                 f"not {args.threads}")
 
+    if args.isa == "avx2" and "avx2" not in machine["flags"].split():
+        raise SystemExit("bench: --isa avx2: this CPU has no AVX2")
+    isa = torch_isa(args.python, args.threads)
+    log(f"bench: --isa {args.isa}: PyTorch runs ATen {isa['aten']}, oneDNN {isa['onednn']} ({isa['conv_impl']}), "
+        f"MKL {isa['mkl']}; diffc --cpu {ISA_DIFFC_CPU[args.isa] or 'native'}")
+    if args.isa == "avx2" and (isa["aten"] != "AVX2" or "AVX2" not in isa["onednn"] or "AVX2" not in isa["mkl"]
+                               or "512" in isa["onednn"] + isa["mkl"]):
+        raise SystemExit(f"bench: --isa avx2: PyTorch did not take the restriction to AVX2: {isa}")
     model_dirs = {}
     results = []
     for case in cases:
@@ -904,7 +987,7 @@ def main():
     log("")
     log(markdown_table(head, rows))
     if args.results:
-        write_results(args.results, args, results, machine, started, wall, command, feats)
+        write_results(args.results, args, results, machine, started, wall, command, feats, isa)
         log(f"\nbench: wrote {os.path.relpath(args.results, os.getcwd())} "
             f"(and {os.path.relpath(os.path.join(WORK_DIR, 'results.json'), os.getcwd())}); "
             f"{wall / 60:.1f} min")

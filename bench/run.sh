@@ -6,6 +6,9 @@
 #   bench/run.sh --quick               # only unet32 and vae256, 2 timed runs each: a sanity check
 #   bench/run.sh --sizes unet32 vae512 # chosen cases (unetS / unetHxW latent, vaeS / vaeHxW image)
 #   bench/run.sh --torch-only          # PyTorch side only
+#   bench/run.sh --isa avx2            # both sides restricted to AVX2 (PyTorch through ATEN_CPU_CAPABILITY,
+#                                      # DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS; diffc --cpu x86-64-v3):
+#                                      # an AVX-512 machine measures AVX2 code; writes bench/results-avx2.md
 #   bench/run.sh --help                # every option (they go to bench/bench.py)
 #
 # 1. Creates (or reuses, when it exists and its imports work) a virtual environment with torch,
@@ -15,7 +18,9 @@
 # 2. Builds diffc and diffrun in Release into build-bench/.
 # 3. Runs bench/bench.py: builds the models (seeded random weights, nothing downloaded) under
 #    bench/models/ once, then times both sides on each case, checks that the outputs agree, prints
-#    a markdown table and writes it to bench/results.md.  Work files go to build-bench/bench/.
+#    a markdown table and writes it to bench/results.md (bench/results-avx2.md with --isa avx2), with the
+#    instruction set each side ran (PyTorch's ATen, oneDNN and MKL as their verbose modes report them;
+#    the plan's CPU target) and the CPU's flags.  Work files go to build-bench/bench/.
 #
 # Environment:
 #   DIFFC_FIXTURE_VENV, DIFFC_FIXTURE_PACKAGES, PYTHON   as for tools/make_fixtures.sh
