@@ -28,13 +28,19 @@
 #include "frontend/frontend.h"
 #include "runtime/kernels.h"
 
-/* The weights (indices into m->weights) uploaded by group g, in schedule order. */
-static int group_weights(const dc_module *m, int64_t g, int32_t *out) {
+/* The weights (indices into m->weights) uploaded by group g, in schedule
+ * order, that are still in one of the first nsources files.  A group that
+ * runs more than once (a tiled VAE's decoder, once per tile) is one group
+ * per run with the same weights: the first run's file holds them, and the
+ * later runs find them moved already (their file index is past the
+ * sources, which were sized before any group file was added). */
+static int group_weights(const dc_module *m, int64_t g, int32_t nsources, int32_t *out) {
   int n = 0;
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *u = &m->nodes[i];
     if (u->op != OP_UPLOAD || dc_node_int(u, "group") != g) continue;
-    out[n++] = m->nodes[u->inputs[0]].ref;
+    int32_t w = m->nodes[u->inputs[0]].ref;
+    if (m->weights[w].file < nsources) out[n++] = w;
   }
   return n;
 }
@@ -205,7 +211,8 @@ dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only,
   int32_t *ws = dc_calloc((size_t)m->nweights + 1, sizeof *ws);
   dc_status *st = s.maps && ws ? NULL : dc_nomem("writing offload groups");
   for (int64_t g = 0; g < ngroups && !st; g++) {
-    int n = group_weights(m, g, ws);
+    int n = group_weights(m, g, s.nfiles, ws);
+    if (n == 0) continue; /* a later run of a group already written */
     if (disk_only && !has_disk_weight(m, ws, n)) continue; /* a cpu-placed group stays in host memory */
     uint64_t hash = 0;
     st = group_hash(m, &s, ws, n, &hash);

@@ -300,5 +300,16 @@ if grep -q '^# weights: 70 tensors, 7.5 KiB (7724 bytes) in 35 file(s): resident
 else
   bad "--offload-dir dump: $(grep -E '^# (weights|offload)' "$tmp/od.ir")"
 fi
+# a tiled decoder runs once per tile, its groups once each: --offload-dir crashed on the second run
+if "$diffc" "$fx/vae_tiled/model" --entry decode --input z=1x4x16x16 --vae-tiling --tile-size 16 --offload group \
+     --group-level leaf --offload-dir "$tmp/offtiled" -o "$tmp/vto.dplan" 2>/dev/null &&
+   [ "$(ls "$tmp/offtiled" | wc -l)" -eq 35 ] &&
+   "$diffrun" "$tmp/vto.dplan" --random-inputs --seed 4 --outputs "$tmp/vto.safetensors" -q &&
+   "$diffrun" "$tmp/vt.dplan" --random-inputs --seed 4 --outputs "$tmp/vt.safetensors" -q &&
+   cmp -s "$tmp/vto.safetensors" "$tmp/vt.safetensors"; then
+  ok "tiled VAE with --offload-dir: one file per group, outputs bit-identical to the resident plan"
+else
+  bad "tiled VAE with --offload-dir"
+fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -114,6 +114,28 @@ static void test_offload_words(void) {
   dc_free(pinned), dc_free(on_demand), dc_free(in_dir), dc_free(resident), dc_free(dir), dc_free(model);
 }
 
+/* A tiled VAE runs its decoder once per tile, each run its own offload
+ * groups over the same weights: --offload-dir writes each weight once (it
+ * read past its table of source files, and crashed, on the second run). */
+static void test_offload_dir_tiled(void) {
+  char *model = fixture_model("vae_tiled"), *dir = tu_path("offload_tiled"), line[512];
+  dc_input_shape two = {"z", 4, {2, 4, 16, 16}};
+  dc_compile_options co = {.model = model, .entry = "decode", .shapes = &two, .nshapes = 1,
+                           .vae_tiling = 1, .vae_slicing = 1, .tile_size = 24, .offload_dir = dir};
+  co.memory.offload = DC_OFFLOAD_GROUP;
+  co.memory.group_level = DC_GROUP_LEAF;
+  char *text = compiled_dump(&co);
+  if (text) {
+    /* 35 leaf modules, each run once per tile: 280 groups, 35 files */
+    check_has("tiled --offload-dir", line_of(text, "# offload = ", line, sizeof line), ": 280 groups, 560 uploads");
+    check_has("tiled --offload-dir", line_of(text, "# offload_dir = ", line, sizeof line), "(35 group files)");
+    check_has("tiled --offload-dir", line_of(text, "# weights: ", line, sizeof line), "in 35 file(s): resident 0 B");
+    check_round_trip("tiled --offload-dir", text);
+  }
+  printf("offload: a tiled VAE's repeated groups go to --offload-dir once each\n");
+  dc_free(text), dc_free(dir), dc_free(model);
+}
+
 /* Every value line whose op matches: its layout field is want. */
 static int check_layouts(const char *what, const char *text, const char *op_text, const char *want) {
   int n = 0;
@@ -220,6 +242,7 @@ static void test_vae_words(void) {
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_offload_words();
+  test_offload_dir_tiled();
   test_layout_labels();
   test_vae_words();
   return tu_finish();
