@@ -338,7 +338,7 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
     dc_plan plan = {.target = t->cuda ? DC_TARGET_CUDA : DC_TARGET_CPU, .options_json = opts,
-                    .ir_text = (char *)text.data, .module = m};
+                    .ir_text = (char *)text.data, .module = m, .sign_secret = o->sign_secret};
     st = emit_target(o, t, m, &plan, rep);
     if (!st) st = dc_plan_write(plan_path, &plan);
     dc_plan_kernels_deinit(&plan.kernels);

@@ -31,6 +31,9 @@ typedef struct {
   dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
   const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */
   int vae_slicing, vae_tiling; /* AutoencoderKL: --vae-slicing, --vae-tiling */
+  /* --sign: sign the plan with this Ed25519 secret key (64 bytes, from
+   * dc_secret_key_load), or NULL for an unsigned plan */
+  const uint8_t *sign_secret;
   int64_t tile_size;           /* --tile-size PX (0: the config's sample_size) */
   double tile_overlap;         /* --tile-overlap F (0: 0.25) */
 } dc_compile_options;

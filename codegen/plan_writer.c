@@ -7,12 +7,18 @@
  * taken here, from the files as they are when the plan is written, so no
  * plan can carry a hash of anything but what it will read: the original
  * checkpoints, and the files diffc wrote beside the plan (storage dtype,
- * NHWC repack, --offload-dir groups) alike. */
+ * NHWC repack, --offload-dir groups) alike.
+ *
+ * With a secret key (diffc --sign) a SIGN section comes last; it is signed
+ * once the rest of the file is on disk, over the bytes written, with the
+ * digest the reader computes (runtime/plan_sign.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "runtime/plan_format.h"
+#include "runtime/plan_sign.h"
 
 typedef struct {
   char tag[4];
@@ -111,9 +117,49 @@ static dc_status *build_sections(const dc_plan *plan, section *s) {
   return NULL;
 }
 
+/* The SIGN section, its signature zero until the file around it exists. */
+static dc_status *build_sign_section(const uint8_t *sk, section *s) {
+  memcpy(s->tag, "SIGN", 4);
+  dc_buf_u32(&s->data, DC_SIGN_ALG_ED25519_BLAKE2B);
+  dc_buf_append(&s->data, sk + DC_SIGN_SECRET_BYTES - DC_SIGN_PUBLIC_BYTES, DC_SIGN_PUBLIC_BYTES);
+  static const uint8_t zero_sig[DC_SIGN_BYTES];
+  dc_buf_append(&s->data, zero_sig, sizeof zero_sig);
+  return dc_buf_status(&s->data, "building the signature");
+}
+
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
-static dc_status *write_file(const char *path, uint32_t target, section *s, int n) {
+static void put_head_checksum(uint8_t *head, size_t hsize) { put_le(head + hsize, dc_hash64(head, hsize), 8); }
+
+/* Signs the file written so far (its last section is SIGN, at sign_offset)
+ * as the reader will check it: the digest is taken over the bytes on disk,
+ * then the signature, SIGN's checksum and the header checksum are patched
+ * in.  The reader computes the same digest with the same function. */
+static dc_status *sign_file(dc_atomic_file *f, uint8_t *head, size_t hsize, int sign_index, uint64_t sign_offset,
+                            section *sign, const uint8_t *sk) {
+  if (f->failed || fflush(f->fp) != 0) return NULL; /* dc_atomic_commit reports the write error */
+  dc_mapped_file m;
+  DC_TRY(dc_file_map(f->tmp_path, &m));
+  dc_span zero[3];
+  dc_plan_sign_spans(hsize, (uint32_t)sign_index, sign_offset, zero);
+  uint8_t digest[DC_SIGN_DIGEST_BYTES];
+  int bad = dc_plan_digest(m.data, m.size, zero, 3, digest) != 0;
+  dc_file_unmap(&m);
+  uint8_t *sig = sign->data.data + 4 + DC_SIGN_PUBLIC_BYTES;
+  if (bad || dc_sign_digest(sig, digest, sk) != 0)
+    return dc_error(DC_ERR_INTERNAL, "%s: signing failed (libsodium)", f->path);
+  uint8_t *e = head + DC_PLAN_HEADER_SIZE + (size_t)sign_index * DC_PLAN_ENTRY_SIZE;
+  put_le(e + 24, dc_hash64(sign->data.data, sign->data.len), 8);
+  put_head_checksum(head, hsize);
+  if (fseek(f->fp, 0, SEEK_SET) != 0) return dc_error(DC_ERR_IO, "%s: cannot seek: %s", f->path, strerror(errno));
+  dc_atomic_write(f, head, hsize + 8);
+  if (fseek(f->fp, (long)(sign_offset + 4 + DC_SIGN_PUBLIC_BYTES), SEEK_SET) != 0)
+    return dc_error(DC_ERR_IO, "%s: cannot seek: %s", f->path, strerror(errno));
+  dc_atomic_write(f, sig, DC_SIGN_BYTES);
+  return NULL;
+}
+
+static dc_status *write_file(const char *path, uint32_t target, section *s, int n, const uint8_t *sign_secret) {
   uint64_t table_end = DC_PLAN_HEADER_SIZE + (uint64_t)n * DC_PLAN_ENTRY_SIZE + 8;
   uint64_t offsets[DC_PLAN_MAX_SECTIONS], pos = align64(table_end);
   for (int i = 0; i < n; i++) {
@@ -135,7 +181,7 @@ static dc_status *write_file(const char *path, uint32_t target, section *s, int 
     put_le(e + 24, dc_hash64(s[i].data.data, s[i].data.len), 8);
   }
   size_t hsize = DC_PLAN_HEADER_SIZE + (size_t)n * DC_PLAN_ENTRY_SIZE;
-  put_le(head + hsize, dc_hash64(head, hsize), 8);
+  put_head_checksum(head, hsize);
 
   dc_atomic_file f;
   DC_TRY(dc_atomic_open(path, &f));
@@ -148,15 +194,24 @@ static dc_status *write_file(const char *path, uint32_t target, section *s, int 
     at = offsets[i] + s[i].data.len;
   }
   dc_atomic_write(&f, zeros, pos - at);
+  if (sign_secret) {
+    dc_status *st = sign_file(&f, head, hsize, n - 1, offsets[n - 1], &s[n - 1], sign_secret);
+    if (st) {
+      dc_atomic_abort(&f);
+      return st;
+    }
+  }
   return dc_atomic_commit(&f);
 }
 
 dc_status *dc_plan_write(const char *path, const dc_plan *plan) {
-  section s[5];
+  section s[6];
+  int n = plan->sign_secret ? 6 : 5; /* SIGN last */
   memset(s, 0, sizeof s);
-  for (int i = 0; i < 5; i++) dc_buf_init(&s[i].data);
+  for (int i = 0; i < 6; i++) dc_buf_init(&s[i].data);
   dc_status *st = build_sections(plan, s);
-  if (!st) st = write_file(path, plan->target, s, 5);
-  for (int i = 0; i < 5; i++) dc_buf_deinit(&s[i].data);
+  if (!st && plan->sign_secret) st = build_sign_section(plan->sign_secret, &s[5]);
+  if (!st) st = write_file(path, plan->target, s, n, plan->sign_secret);
+  for (int i = 0; i < 6; i++) dc_buf_deinit(&s[i].data);
   return st;
 }

@@ -61,6 +61,11 @@ typedef struct {
    * refused, naming the file and the first tensor that differs.  The file
    * size and safetensors header are checked either way. */
   int no_verify_weights;
+  /* A file of trusted Ed25519 public keys (runtime/plan_sign.h; diffrun
+   * --trusted-keys): the plan is refused unless one of them signed it
+   * (diffc --sign) and the signature verifies, checked before any of the
+   * plan is parsed.  NULL: signed and unsigned plans load alike. */
+  const char *trusted_keys;
 } drt_options;
 
 typedef struct {
@@ -134,6 +139,9 @@ typedef struct {
    * (0 and 0 when skipped: drt_options.no_verify_weights, or inspect). */
   uint64_t verified_bytes;
   double verify_seconds;
+  /* "none", "Ed25519 key 0123456789abcdef, verified against --trusted-keys
+   * FILE", or "Ed25519 key ... (not verified: no --trusted-keys)". */
+  const char *signature;
 } drt_plan_info;
 const drt_plan_info *drt_info(const drt_plan *p);
 

@@ -34,11 +34,19 @@
  *         index (-1 for leaves, 0..n-1 for every other node).  A str is a
  *         u32 length and the bytes, no NUL
  *   IRTX  the IR dump text, for `diffrun --print-ir` and people
+ *   SIGN  optional (diffc --sign), the last section: u32 algorithm (1 =
+ *         Ed25519 over a BLAKE2b-512 digest), the signer's 32-byte public
+ *         key, the 64-byte signature.  The digest covers every byte of the
+ *         file but three fields read as zeros, those the signature itself
+ *         determines: the signature, SIGN's xxh64 in the table and the
+ *         header checksum (runtime/plan_sign.h).  diffrun --trusted-keys
+ *         checks it before any section is parsed.
  * Unknown sections are skipped; missing required ones are an error. */
 #ifndef DC_PLAN_FORMAT_H
 #define DC_PLAN_FORMAT_H
 
 #include "../ir/ir.h"
+#include "plan_sign.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
 #define DC_PLAN_VERSION 4u
@@ -106,6 +114,14 @@ typedef struct {
   dc_module *module; /* with weights and files from WREF */
   dc_plan_kernels kernels; /* target CPU */
   dc_plan_cuda cuda;       /* target CUDA */
+  /* Writer: sign with this Ed25519 secret key (libsodium's 64 bytes), or
+   * NULL for an unsigned plan. */
+  const uint8_t *sign_secret;
+  /* Reader: the SIGN section's public key when the plan has a well-formed
+   * one (signed = 1), and whether the signature was verified against a
+   * trusted key (dc_plan_read_trusted; dc_plan_read does not verify). */
+  int is_signed, signature_verified;
+  uint8_t signer[DC_SIGN_PUBLIC_BYTES];
 } dc_plan;
 
 /* Writes atomically (temp name, then rename). */
@@ -113,6 +129,11 @@ dc_status *dc_plan_write(const char *path, const dc_plan *plan);
 /* Reads and checks everything: magic, version, sizes, checksums, then the
  * module through the verifier.  Messages name the file and the section. */
 dc_status *dc_plan_read(const char *path, dc_plan *out);
+/* The same, and first (after the header and checksums, before any section
+ * is parsed) requires a SIGN section whose key is one of `keys` and whose
+ * signature verifies; the file is read into memory, not mapped, so what
+ * is verified is what is parsed.  keys NULL: dc_plan_read. */
+dc_status *dc_plan_read_trusted(const char *path, const dc_trusted_keys *keys, dc_plan *out);
 void dc_plan_deinit(dc_plan *plan);
 void dc_plan_kernels_deinit(dc_plan_kernels *k);
 void dc_plan_cuda_deinit(dc_plan_cuda *c);

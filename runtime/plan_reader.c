@@ -1,5 +1,6 @@
 /* plan_reader.c — reads a plan file and trusts none of it: magic, version,
- * declared size, header checksum, each section's bounds and checksum, then
+ * declared size, header checksum, each section's bounds and checksum, the
+ * signature when trusted keys are given (before any section is parsed), then
  * the IR through the deserializer and the verifier, then the kernels (LLVM
  * objects, or CUDA images with launch geometry within CUDA's limits). */
 #include <string.h>
@@ -309,6 +310,81 @@ void dc_plan_kernels_deinit(dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
 }
 
+/* ---- SIGN: the signature (runtime/plan_sign.h) ---------------------------- */
+
+static uint32_t get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* What is wrong with the SIGN section at index i, or NULL: one section of
+ * the expected size and algorithm, after the table, overlapping nothing. */
+static const char *sign_section_problem(const entry *e, uint32_t n, uint32_t i, const uint8_t *file, char *buf,
+                                        size_t cap) {
+  for (uint32_t j = i + 1; j < n; j++)
+    if (!memcmp(e[j].tag, "SIGN", 4)) return "it has two SIGN sections";
+  const entry *s = &e[i];
+  if (s->size != DC_SIGN_SECTION_BYTES) {
+    snprintf(buf, cap, "its SIGN section has %llu bytes, expected %u", (unsigned long long)s->size, DC_SIGN_SECTION_BYTES);
+    return buf;
+  }
+  if (s->offset < DC_PLAN_HEADER_SIZE + (uint64_t)n * DC_PLAN_ENTRY_SIZE + 8) return "its SIGN section overlaps the header";
+  for (uint32_t j = 0; j < n; j++)
+    if (j != i && e[j].offset < s->offset + s->size && s->offset < e[j].offset + e[j].size)
+      return "its SIGN section overlaps another section";
+  uint32_t alg = get_le32(file + s->offset);
+  if (alg != DC_SIGN_ALG_ED25519_BLAKE2B) {
+    snprintf(buf, cap, "its signature uses algorithm %u (this diffrun knows 1 = Ed25519 over BLAKE2b-512)", alg);
+    return buf;
+  }
+  return NULL;
+}
+
+static dc_status *check_signature(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
+                                  uint32_t i, const dc_trusted_keys *keys, dc_plan *out) {
+  const uint8_t *pk = f->data + e[i].offset + 4, *sig = pk + DC_SIGN_PUBLIC_BYTES;
+  char id[17];
+  dc_key_id(pk, id);
+  if (!dc_trusted_keys_has(keys, pk))
+    return dc_error(DC_ERR_MISMATCH,
+                    "%s: refused: the plan is signed by key %s, which is not one of the %d key%s in --trusted-keys %s",
+                    path, id, keys->n, keys->n == 1 ? "" : "s", keys->path);
+  dc_span zero[3];
+  dc_plan_sign_spans(DC_PLAN_HEADER_SIZE + (uint64_t)n * DC_PLAN_ENTRY_SIZE, i, e[i].offset, zero);
+  uint8_t digest[DC_SIGN_DIGEST_BYTES];
+  if (dc_plan_digest(f->data, f->size, zero, 3, digest) != 0)
+    return dc_error(DC_ERR_INTERNAL, "%s: libsodium could not start to check the signature", path);
+  if (!dc_sign_verify(sig, digest, pk))
+    return dc_error(DC_ERR_MISMATCH,
+                    "%s: refused: the signature by trusted key %s does not verify (the plan was changed after it was "
+                    "signed, or the signature is damaged)",
+                    path, id);
+  out->signature_verified = 1;
+  return NULL;
+}
+
+/* Records the signer of a well-formed SIGN section; with keys, requires one
+ * by a trusted key that verifies. */
+static dc_status *read_signature(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
+                                 const dc_trusted_keys *keys, dc_plan *out) {
+  uint32_t i = 0;
+  while (i < n && memcmp(e[i].tag, "SIGN", 4) != 0) i++;
+  if (i == n)
+    return !keys ? NULL
+                 : dc_error(DC_ERR_MISMATCH,
+                            "%s: refused: the plan is not signed (no SIGN section) and --trusted-keys %s asks for a "
+                            "signature by one of its keys (sign plans with diffc --sign SECRETFILE)",
+                            path, keys->path);
+  char buf[160];
+  const char *problem = sign_section_problem(e, n, i, f->data, buf, sizeof buf);
+  if (problem)
+    return !keys ? NULL
+                 : dc_error(DC_ERR_FORMAT, "%s: refused: malformed signature: %s (--trusted-keys %s)", path, problem,
+                            keys->path);
+  out->is_signed = 1;
+  memcpy(out->signer, f->data + e[i].offset + 4, DC_SIGN_PUBLIC_BYTES);
+  return keys ? check_signature(path, f, e, n, i, keys, out) : NULL;
+}
+
 static dc_status *read_sections(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
                                 dc_plan *out) {
   const entry *opts, *wref, *schd, *kern, *irtx;
@@ -333,18 +409,29 @@ static dc_status *read_sections(const char *path, const dc_mapped_file *f, const
   return r.err;
 }
 
-dc_status *dc_plan_read(const char *path, dc_plan *out) {
+dc_status *dc_plan_read_trusted(const char *path, const dc_trusted_keys *keys, dc_plan *out) {
   memset(out, 0, sizeof *out);
   dc_mapped_file f;
-  DC_TRY(dc_file_map(path, &f));
+  char *copy = NULL; /* with keys: a private copy, so the bytes verified are the bytes parsed */
+  if (keys) {
+    memset(&f, 0, sizeof f);
+    DC_TRY(dc_file_read_all(path, &copy, &f.size));
+    f.data = (const uint8_t *)copy;
+  } else {
+    DC_TRY(dc_file_map(path, &f));
+  }
   entry e[DC_PLAN_MAX_SECTIONS];
   uint32_t n = 0;
   dc_status *st = read_header(path, &f, &out->target, e, &n);
+  if (!st) st = read_signature(path, &f, e, n, keys, out);
   if (!st) st = read_sections(path, &f, e, n, out);
-  dc_file_unmap(&f);
+  if (copy) dc_free(copy);
+  else dc_file_unmap(&f);
   if (st) dc_plan_deinit(out);
   return st;
 }
+
+dc_status *dc_plan_read(const char *path, dc_plan *out) { return dc_plan_read_trusted(path, NULL, out); }
 
 void dc_plan_deinit(dc_plan *plan) {
   dc_free(plan->options_json);

@@ -69,6 +69,7 @@ struct drt_plan {
   char archs[512], device[400];
   double verify_seconds; /* hashing the weights' bytes at load (0 when skipped) */
   uint64_t verified_bytes;
+  char signature[600];   /* drt_plan_info.signature */
 };
 
 /* ---- loading ---- */
@@ -371,6 +372,7 @@ static void describe(drt_plan *p) {
   in->archs = p->archs;
   in->verified_bytes = p->verified_bytes;
   in->verify_seconds = p->verify_seconds;
+  in->signature = p->signature;
   if (p->plan.target == DC_TARGET_CUDA) {
     in->target = "cuda";
     in->compute = p->plan.cuda.compute ? p->plan.cuda.compute : "f32";
@@ -385,8 +387,24 @@ static void describe(drt_plan *p) {
   }
 }
 
+/* The plan file; with trusted keys, only when one of them signed it. */
+static dc_status *read_plan(drt_plan *p, const char *trusted_keys) {
+  dc_trusted_keys keys = {0};
+  if (trusted_keys) DC_TRY(dc_trusted_keys_load(trusted_keys, &keys));
+  dc_status *st = dc_plan_read_trusted(p->path, trusted_keys ? &keys : NULL, &p->plan);
+  char id[17];
+  dc_key_id(p->plan.signer, id);
+  if (!p->plan.is_signed) snprintf(p->signature, sizeof p->signature, "none");
+  else if (p->plan.signature_verified)
+    snprintf(p->signature, sizeof p->signature, "Ed25519 key %s, verified against --trusted-keys %s", id, keys.path);
+  else
+    snprintf(p->signature, sizeof p->signature, "Ed25519 key %s (not verified: no --trusted-keys)", id);
+  if (trusted_keys) dc_trusted_keys_deinit(&keys);
+  return st;
+}
+
 static dc_status *load(drt_plan *p, const drt_options *opt) {
-  DC_TRY(dc_plan_read(p->path, &p->plan));
+  DC_TRY(read_plan(p, opt ? opt->trusted_keys : NULL));
   DC_TRY(check_plan(p));
   const dc_module *m = p->plan.module;
   DC_TRY(dc_liveness_compute(m, &p->live));

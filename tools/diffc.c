@@ -7,12 +7,14 @@
 
 #include "codegen/compile.h"
 #include "passes/passes.h"
+#include "runtime/plan_sign.h"
 
 
 #define MAX_SHAPES 16
 
 static const char usage[] =
     "usage: diffc MODEL_DIR -o PLAN [options]\n"
+    "       diffc keygen SECRETFILE PUBFILE\n"
     "\n"
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
     "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
@@ -103,6 +105,10 @@ static const char usage[] =
     "  --debug LIST             trace the compiler's decisions to stderr; channels: memplan (which\n"
     "                           placement won, then each value's arena offset and why: in place\n"
     "                           over its parent, or the lowest offset free over its lifetime)\n"
+    "  --sign SECRETFILE        sign the plan with this Ed25519 key (made by diffc keygen; it must\n"
+    "                           be mode 0600): diffrun --trusted-keys then runs it only if one of\n"
+    "                           its keys made the signature and the plan is unchanged since\n"
+    "                           signing\n"
     "  --list-passes            print the pass pipeline and exit\n"
     "  -v, --verbose            print progress and timings (and NVRTC's warnings)\n"
     "  -h, --help               this help\n"
@@ -113,11 +119,17 @@ static const char usage[] =
     "                        models text_embeds, time_ids; output sample\n"
     "  AutoencoderKL encode: sample (image) -> mean, logvar;  decode: z -> sample\n"
     "Activations are fp32; bf16/fp16/fp8 weights are converted to fp32 when read (and, with\n"
-    "--compute-dtype bf16|f16, rounded to that precision inside the matrix kernels).\n";
+    "--compute-dtype bf16|f16, rounded to that precision inside the matrix kernels).\n"
+    "\n"
+    "diffc keygen SECRETFILE PUBFILE makes an Ed25519 key pair for --sign: the secret key\n"
+    "(mode 0600; keep it private) and the public key, one line of 64 hex digits and a comment,\n"
+    "which is what diffrun --trusted-keys reads (any number of such lines). It never\n"
+    "overwrites a file. A plan is machine code: run plans from others only if signed by a key\n"
+    "you trust.\n";
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu;
-  const char *cuda_arch, *compute, *kernel_cache, *offload_dir;
+  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
   int64_t tile_size;
@@ -285,6 +297,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--cuda-arch")) slot = &o->cuda_arch;
     else if (!strcmp(a, "--compute-dtype")) slot = &o->compute;
     else if (!strcmp(a, "--kernel-cache")) slot = &o->kernel_cache;
+    else if (!strcmp(a, "--sign")) slot = &o->sign;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -306,10 +319,35 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   return NULL; /* the library checks the target options before any work */
 }
 
+/* diffc keygen SECRETFILE PUBFILE */
+static int keygen(int argc, char **argv) {
+  if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  char id[17];
+  dc_status *st = argc != 4 || argv[2][0] == '-' || argv[3][0] == '-'
+                      ? dc_error(DC_ERR_ARGUMENT, "usage: diffc keygen SECRETFILE PUBFILE (see diffc --help)")
+                      : dc_keygen(argv[2], argv[3], id);
+  if (st) {
+    fprintf(stderr, "diffc: error: %s\n", dc_status_message(st));
+    dc_status_free(st);
+    return 1;
+  }
+  fprintf(stderr,
+          "diffc: wrote secret key %s (mode 0600: keep it private) and public key %s (key %s); sign plans with "
+          "diffc --sign %s, run them with diffrun --trusted-keys %s\n",
+          argv[2], argv[3], id, argv[2], argv[3]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "keygen")) return keygen(argc, argv);
   options o;
   int exit_now = 0;
+  uint8_t sk[DC_SIGN_SECRET_BYTES];
   dc_status *st = parse_args(argc, argv, &o, &exit_now);
+  if (!st && !exit_now && o.sign) st = dc_secret_key_load(o.sign, sk); /* before any work */
   if (!st && !exit_now) {
     dc_compile_options co = {.model = o.model,
                              .component = o.component,
@@ -332,7 +370,8 @@ int main(int argc, char **argv) {
                              .vae_slicing = o.vae_slicing,
                              .vae_tiling = o.vae_tiling,
                              .tile_size = o.tile_size,
-                             .tile_overlap = o.tile_overlap};
+                             .tile_overlap = o.tile_overlap,
+                             .sign_secret = o.sign ? sk : NULL};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
     if (!st) {
@@ -344,7 +383,13 @@ int main(int argc, char **argv) {
               dc_format_bytes(rep.weight_bytes, b1, sizeof b1), dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2),
               cuda, rep.seconds * 1e3);
     }
+    if (!st && o.sign) {
+      char id[17];
+      dc_key_id(sk + DC_SIGN_SECRET_BYTES - DC_SIGN_PUBLIC_BYTES, id);
+      fprintf(stderr, "diffc: signed %s with key %s (%s)\n", o.output, id, o.sign);
+    }
   }
+  dc_secret_wipe(sk, sizeof sk);
   for (int i = 0; i < o.nshapes; i++) dc_free((void *)o.shapes[i].name);
   dc_free(o.map);
   if (st) {

@@ -41,6 +41,10 @@ static const char usage[] =
     "                      default every tensor the plan reads is hashed (XXH3) and compared with\n"
     "                      the compile-time hash, and a changed tensor refuses the plan (its file\n"
     "                      size and safetensors header are checked either way)\n"
+    "  --trusted-keys FILE run the plan only if it is signed (diffc --sign) by one of the Ed25519\n"
+    "                      public keys in FILE (one per line: 64 hex digits, then an optional\n"
+    "                      comment; '#' lines are skipped; diffc keygen writes one) and the\n"
+    "                      signature verifies; checked before any of the plan is parsed\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
     "                      needed)\n"
@@ -50,12 +54,18 @@ static const char usage[] =
     "Reports wall time and arithmetic rate (GFLOP/s of conv2d, linear and attention) per run,\n"
     "the peak of the device arena (measured, and as the plan predicted it), resident weight\n"
     "bytes and the process's peak host memory (max RSS); on CUDA also the kernels' device time\n"
-    "and the device memory held (arena + weights).\n";
+    "and the device memory held (arena + weights).\n"
+    "\n"
+    "Security: a plan is an executable. It carries machine code that diffrun links and runs, so\n"
+    "a plan from someone else is as dangerous as a shared library from someone else; its xxHash\n"
+    "checksums stop accidents, not attackers. Run plans you did not build only with\n"
+    "--trusted-keys, holding the public keys of people you trust.\n";
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights;
+  const char *trusted_keys;
   uint64_t device_memory;
   unsigned long long seed;
 } options;
@@ -84,6 +94,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
+    else if (!strcmp(a, "--trusted-keys")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trusted-keys needs a FILE of public keys (see diffrun --help)");
+      if (o->trusted_keys)
+        return dc_error(DC_ERR_ARGUMENT, "--trusted-keys given twice (%s and %s): put all the keys in one file",
+                        o->trusted_keys, argv[i + 1]);
+      o->trusted_keys = argv[++i];
+    }
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
              !strcmp(a, "--seed") || !strcmp(a, "--repeat") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
@@ -186,6 +203,7 @@ static void print_info(drt_plan *p) {
   printf("target: %s, compute precision %s, %d compiled kernel(s)%s%s\n", in->target, in->compute, in->kernels,
          in->archs[0] ? " for " : "", in->archs);
   printf("arithmetic: %.3f GFLOP per run (conv2d, linear, attention)\n", (double)in->flops * 1e-9);
+  printf("signature: %s\n", in->signature);
   for (int i = 0; i < drt_input_count(p); i++) {
     const drt_tensor_info *t = drt_input_info(p, i);
     printf("input  %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
@@ -245,7 +263,7 @@ static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
                     .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory,
-                    .no_verify_weights = o->no_verify_weights};
+                    .no_verify_weights = o->no_verify_weights, .trusted_keys = o->trusted_keys};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -295,6 +313,7 @@ static dc_status *run(const options *o) {
                dc_format_bytes(pi->verified_bytes, b1, sizeof b1), pi->verify_seconds);
       else if (o->no_verify_weights)
         printf("weights not verified at load (--no-verify-weights): only file sizes and headers were checked\n");
+      if (o->trusted_keys) printf("signature: %s\n", pi->signature);
       printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
              dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
       if (s.host_weight_bytes)

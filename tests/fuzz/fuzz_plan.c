@@ -7,14 +7,44 @@
  * when it has a plausible header, with its total size, section checksums
  * and header checksum recomputed (the section parsers and the verifier
  * behind them).  The replay test adds a plan compiled from unet_tiny at
- * test time. */
+ * test time.
+ *
+ * Each input is also read as diffrun --trusted-keys reads it, trusting the
+ * fuzz key (tests/fuzz/fuzz_sign.key, a test-only key whose secret is in
+ * the repository): the SIGN section's parser and the signature check run
+ * before the sections'.  The replay test adds a plan signed with that key,
+ * and corpus/plan/sign_* are SIGN-only plans (valid, damaged signature,
+ * unknown algorithm, short section). */
 #include "frontend/frontend.h"
 #include "fuzz_common.h"
 #include "runtime/diffrun.h"
 #include "runtime/plan_format.h"
 
+/* The public half of tests/fuzz/fuzz_sign.key. */
+static const char fuzz_public_key[] = "d6393dd4e1622c6168a95bfc220a8183cf52ccdd74bfd92d8a11f18b00e7aad4 fuzz key\n";
+static char keys_path[256];
+static dc_trusted_keys keys;
+
+/* dc_plan_read_trusted with the fuzz key; with the signature good, also
+ * drt_load with --trusted-keys. */
+static void load_trusted(const char *path) {
+  dc_plan plan;
+  dc_status *st = dc_plan_read_trusted(path, &keys, &plan);
+  if (st) {
+    fuzz_drop(st);
+    return;
+  }
+  dc_plan_deinit(&plan);
+  drt_options opt = {.backend = "reference", .threads = 1, .trusted_keys = keys_path, .inspect = 1};
+  drt_plan *p = NULL;
+  st = drt_load(path, &opt, &p);
+  if (!st) drt_destroy(p);
+  fuzz_drop(st);
+}
+
 static void load(const char *path, const uint8_t *data, size_t size) {
   fuzz_write_file(path, data, size);
+  load_trusted(path);
   dc_plan plan;
   dc_status *st = dc_plan_read(path, &plan);
   if (st) {
@@ -68,6 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!path[0]) {
     fuzz_tmp_path(path, sizeof path, "plan", ".dplan");
     fuzz_cleanup_add(path);
+    fuzz_tmp_path(keys_path, sizeof keys_path, "plan", ".pub");
+    fuzz_cleanup_add(keys_path);
+    fuzz_write_file(keys_path, (const uint8_t *)fuzz_public_key, strlen(fuzz_public_key));
+    dc_status *st = dc_trusted_keys_load(keys_path, &keys);
+    if (st) {
+      fprintf(stderr, "fuzz harness: %s\n", dc_status_message(st));
+      abort();
+    }
   }
   load(path, data, size);
   uint8_t *fixed = malloc(size ? size : 1);

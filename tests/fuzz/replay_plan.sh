@@ -1,14 +1,18 @@
 #!/bin/sh
 # replay_plan.sh DIFFC REPLAY MODEL DIR... — compiles MODEL with diffc to a
-# fresh plan (plans are version-specific, so none is committed) and replays
-# it, a truncated copy and copies with changed bytes, together with the
+# fresh plan (plans are version-specific, so none is committed), signed with
+# the fuzz key that fuzz_plan.c trusts, and replays it, a truncated copy and
+# copies with changed bytes (the signature among them), together with the
 # stored corpus and crashers, through the plan fuzz target.
 set -e
 diffc=$1 replay=$2 model=$3
 shift 3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/diffc-fuzz-plan.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-"$diffc" "$model" -o "$tmp/tiny.dplan" --cpu generic >/dev/null
+# git keeps the test-only key 0644; diffc --sign wants a secret key 0600
+cp "$(dirname "$0")/fuzz_sign.key" "$tmp/fuzz.key"
+chmod 600 "$tmp/fuzz.key"
+"$diffc" "$model" -o "$tmp/tiny.dplan" --cpu generic --sign "$tmp/fuzz.key" 2>/dev/null
 size=$(wc -c <"$tmp/tiny.dplan")
 head -c $((size / 2)) "$tmp/tiny.dplan" >"$tmp/tiny-truncated.dplan"
 # Flip a byte in the section table (the table checksum must catch it).
@@ -19,6 +23,11 @@ printf '\377' | dd of="$tmp/tiny-flipped.dplan" bs=1 seek=40 conv=notrunc 2>/dev
 for at in 400 1500 6000 20000 45000; do
   cp "$tmp/tiny.dplan" "$tmp/tiny-payload$at.dplan"
   printf '\001\377' | dd of="$tmp/tiny-payload$at.dplan" bs=1 seek=$at conv=notrunc 2>/dev/null
+done
+# The SIGN section is last: 100 bytes at size - 128 (then padding to 64).
+for at in $((size - 128)) $((size - 118)) $((size - 60)); do
+  cp "$tmp/tiny.dplan" "$tmp/tiny-sign$at.dplan"
+  printf '\001' | dd of="$tmp/tiny-sign$at.dplan" bs=1 seek=$at conv=notrunc 2>/dev/null
 done
 rc=0
 "$replay" "$tmp"/tiny*.dplan "$@" || rc=$?
