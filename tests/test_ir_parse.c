@@ -117,7 +117,10 @@ static void test_errors(void) {
 /* The fuzz seeds (tests/fuzz/corpus/ir) are valid: they must parse and
  * their dumps round-trip, or the fuzzer starts from nothing. */
 static void test_seeds(void) {
-  static const char *seeds[] = {"small_planned.ir", "vae_tiny_decode.ir"};
+  static const char *seeds[] = {"small_planned.ir",         "vae_tiny_decode.ir",
+                                 "vae_tiny_decode_nhwc_2dev.ir", "vae_tiny_encode_frontend.ir",
+                                 "vae_tiled_decode_tiled_sliced.ir", "vae_tiny_decode_offload_dir.ir",
+                                 "unet_tiny_forward.ir",     "old_words.ir"};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/fuzz/corpus/ir/%s", tu_source_dir, seeds[i]);
@@ -138,6 +141,30 @@ static void test_seeds(void) {
   printf("fuzz seeds parse and round-trip\n");
 }
 
+/* Dumps of older versions read: "host" for an offloaded weight and
+ * "random timesteps" for a timestep input mean what the new words mean, and
+ * print as the new words. */
+static void test_old_words(void) {
+  char path[512], *text = NULL;
+  size_t n = 0;
+  snprintf(path, sizeof path, "%s/fuzz/corpus/ir/old_words.ir", tu_source_dir);
+  CHECK_OK(dc_file_read_all(path, &text, &n));
+  dc_module *m = NULL;
+  if (text) CHECK_OK(dc_parse(text, n, "old_words.ir", &m));
+  char *printed = m ? dump(m) : NULL;
+  if (printed) {
+    CHECK(m->inputs[0].init == INIT_TIMESTEP && m->inputs[1].init == INIT_NORMAL);
+    CHECK(strstr(printed, "%0 = input \"t\" : f32[2]  # row, dev0, 8 B, live 0..4, @off 0, timestep "
+                          "(--random-inputs: uniform integers 0..999)\n") != NULL);
+    CHECK(strstr(printed, "%2 = weight @m.w : f32[16]  # row, dev0, 64 B, offloaded, file 0 @ 136\n") != NULL);
+    CHECK(strstr(printed, "# weights: 1 tensors, 64 B (64 bytes) in 1 file(s): resident 0 B, offloaded 64 B\n") != NULL);
+  }
+  printf("an older dump's words (host, random timesteps) read as today's and print as them\n");
+  dc_free(printed);
+  dc_module_destroy(m);
+  dc_free(text);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   fixture_case("unet_tiny", "forward", NULL, 0);
@@ -149,5 +176,6 @@ int main(int argc, char **argv) {
   fixture_case("vae_sd", "encode", NULL, 0);
   test_errors();
   test_seeds();
+  test_old_words();
   return tu_finish();
 }
