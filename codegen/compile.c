@@ -374,6 +374,7 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
     if (!st) {
       rep->steps = m->nnodes;
       rep->weight_bytes = l.weight_bytes;
+      rep->offloaded_weight_bytes = l.host_weight_bytes;
       rep->peak_activation_bytes = l.peak_bytes;
       rep->seconds = dc_now_seconds() - t0;
       dc_liveness_deinit(&l);

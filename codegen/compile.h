@@ -40,7 +40,8 @@ typedef struct {
 
 typedef struct {
   int steps;
-  uint64_t weight_bytes, peak_activation_bytes;
+  uint64_t weight_bytes, peak_activation_bytes; /* weight_bytes: resident on the device */
+  uint64_t offloaded_weight_bytes;              /* copied in by uploads (--offload, --device-map cpu/disk) */
   double seconds;
   /* --target cuda: distinct kernels, compiles (kernels x archs), how many
    * of those came from the kernel cache, and how many had NVRTC warnings */

@@ -291,12 +291,13 @@ else
   bad "tiling dump or reference-kernel note: $(cat "$tmp/vt.err"; grep '^# vae' "$tmp/vt.ir")"
 fi
 "$diffc" "$fx/vae_tiny/model" --entry decode --offload group --group-level leaf --offload-dir "$tmp/offdir" \
-  -o "$tmp/od.dplan" --dump-ir "$tmp/od.ir" 2>/dev/null
-if grep -q '^# weights: 70 tensors, 7.5 KiB (7724 bytes) in 35 file(s): resident 0 B, offloaded 7.5 KiB$' "$tmp/od.ir" &&
+  -o "$tmp/od.dplan" --dump-ir "$tmp/od.ir" 2>"$tmp/od.err"
+if grep -q 'wrote .*: 183 steps, weights 7.5 KiB (resident 0 B, offloaded 7.5 KiB), peak activations' "$tmp/od.err" &&
+   grep -q '^# weights: 70 tensors, 7.5 KiB (7724 bytes) in 35 file(s): resident 0 B, offloaded 7.5 KiB$' "$tmp/od.ir" &&
    grep -q '^# offload_dir = .*offdir (35 group files)$' "$tmp/od.ir" &&
    grep -q '^# offloaded: 7.5 KiB of weights, on disk in the offload_dir group files, read at every upload' "$tmp/od.ir" &&
    ! grep -q 'host memory' "$tmp/od.ir"; then
-  ok "--offload-dir: the dump counts the offloaded weights and says they stay on disk"
+  ok "--offload-dir: diffc and the dump count the offloaded weights, and the dump says they stay on disk"
 else
   bad "--offload-dir dump: $(grep -E '^# (weights|offload)' "$tmp/od.ir")"
 fi

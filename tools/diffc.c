@@ -379,9 +379,13 @@ int main(int argc, char **argv) {
       if (rep.cuda_compiles)
         snprintf(cuda, sizeof cuda, ", %d CUDA kernels (%d compiles, %d from the cache)", rep.cuda_kernels,
                  rep.cuda_compiles, rep.cuda_cached);
-      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s, peak activations %s%s (%.0f ms)\n", o.output, rep.steps,
-              dc_format_bytes(rep.weight_bytes, b1, sizeof b1), dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2),
-              cuda, rep.seconds * 1e3);
+      char split[96] = ""; /* the resident bytes alone read as "no weights" for an offloaded plan */
+      if (rep.offloaded_weight_bytes)
+        snprintf(split, sizeof split, " (resident %s, offloaded %s)", dc_format_bytes(rep.weight_bytes, b1, sizeof b1),
+                 dc_format_bytes(rep.offloaded_weight_bytes, b2, sizeof b2));
+      fprintf(stderr, "diffc: wrote %s: %d steps, weights %s%s, peak activations %s%s (%.0f ms)\n", o.output, rep.steps,
+              dc_format_bytes(rep.weight_bytes + rep.offloaded_weight_bytes, b1, sizeof b1), split,
+              dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2), cuda, rep.seconds * 1e3);
     }
     if (!st && o.sign) {
       char id[17];
