@@ -1,5 +1,6 @@
 /* cast_weights.c — pass "cast-weights": layerwise casting (diffusers
- * enable_layerwise_casting, ../shared/notes/diffusers-semantics.md §3).
+ * enable_layerwise_casting: weights kept in a storage dtype, upcast where a
+ * layer computes; docs/ARCHITECTURE.md has the pass order).
  *
  * Requires: a verified module; runs before dce and offload.
  * Guarantees: with --storage-dtype D, the weight and bias of every conv2d

@@ -17,7 +17,8 @@
  *   --offload-dir before the pipeline runs); the runtime reads it.
  * Invalidates: node ids (inputs and outputs remapped here).
  *
- * Groups, following diffusers (../shared/notes/diffusers-semantics.md §1–2):
+ * Groups, following diffusers' ModelMixin / pipeline offloading hooks (the
+ * whole flow: docs/ARCHITECTURE.md, "Offload, prefetch and placement"):
  *   model       one group, uploaded at the start and held for the run
  *               (enable_model_cpu_offload for one model);
  *   sequential  one group per module that owns weights, uploaded right

@@ -1,6 +1,6 @@
 /* cuda_backend.c — sets a CUDA plan up on its GPUs through the driver API
  * table of cuda_driver.h, and tears it down; cuda_backend_run.c runs it.
- * The device side of runtime.c's model (DESIGN.md), once per device of the
+ * The device side of runtime.c's model (docs/ARCHITECTURE.md), once per device of the
  * plan (one, or several after diffc --device-map; the single-GPU plan is
  * the one-device case of the same code): its primary context, its arena at
  * the planned size, its resident weights in one block, a copy stream and a

@@ -1,5 +1,5 @@
 /* runtime.c — executes a plan on the CPU with the reference kernels, under
- * the device-memory model of DESIGN.md: "device memory" is one arena of the
+ * the device-memory model of docs/ARCHITECTURE.md: "device memory" is one arena of the
  * size the plan's memory plan gives (pass memplan), allocated at load time;
  * every activation lives at arena + its planned offset; inputs are copied
  * from host buffers into the arena when a run starts, outputs back at the

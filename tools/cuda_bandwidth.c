@@ -1,7 +1,7 @@
 /* cuda_bandwidth — how fast bytes cross between host and GPU: host-to-device
  * from pinned (cuMemHostAlloc) and from pageable (malloc) memory, and
  * device-to-host into both, best of N copies of one size.  This bounds what
- * an offloaded plan can stream per step (DESIGN.md: a step cannot beat
+ * an offloaded plan can stream per step (docs/ARCHITECTURE.md: a step cannot beat
  * streamed bytes / host-to-device bandwidth).  Uses the same dlopen'd driver
  * table as diffrun. */
 #include <errno.h>
