@@ -170,12 +170,16 @@ static void print_peak(const dc_module *m, const dc_liveness *l, dc_buf *b) {
                   dc_format_bytes(l->peak_bytes, b3, sizeof b3));
   }
   for (int d = 0; l->ndevices > 1 && d < l->ndevices; d++) { /* --device-map: each device's own arena */
-    int transfers = 0;
-    for (int32_t i = 0; i < m->nnodes; i++) transfers += m->nodes[i].op == OP_TRANSFER && m->nodes[i].device == d;
-    dc_buf_printf(b, "#   device %d: %s = weights %s + activations %s; %d transfer%s in\n", d,
+    int transfers = 0, uploads = 0;
+    for (int32_t i = 0; i < m->nnodes; i++) {
+      transfers += m->nodes[i].op == OP_TRANSFER && m->nodes[i].device == d;
+      uploads += m->nodes[i].op == OP_UPLOAD && m->nodes[i].device == d;
+    }
+    dc_buf_printf(b, "#   device %d: %s = weights %s + %s %s; %d transfer%s in\n", d,
                   dc_format_bytes(l->dev_weights[d] + l->dev_peak[d], bb, sizeof bb),
-                  dc_format_bytes(l->dev_weights[d], b2, sizeof b2), dc_format_bytes(l->dev_peak[d], b3, sizeof b3),
-                  transfers, transfers == 1 ? "" : "s");
+                  dc_format_bytes(l->dev_weights[d], b2, sizeof b2),
+                  uploads ? "arena (activations and uploaded weights)" : "activations",
+                  dc_format_bytes(l->dev_peak[d], b3, sizeof b3), transfers, transfers == 1 ? "" : "s");
   }
   if (l->host_weight_bytes) print_offload(m, l, b);
 }

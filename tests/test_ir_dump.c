@@ -136,6 +136,29 @@ static void test_offload_dir_tiled(void) {
   dc_free(text), dc_free(dir), dc_free(model);
 }
 
+/* --device-map with a module on the cpu: its weights are uploaded to device
+ * 0, so device 0's arena holds them and device 1's holds only activations. */
+static void test_device_words(void) {
+  char *model = fixture_model("vae_tiny"), *path = tu_path("map.json"), line[512];
+  const char *json = "{\"\": 0, \"decoder.up_blocks.1\": \"cpu\", \"decoder.conv_out\": 1}";
+  tu_write_file(path, json, strlen(json));
+  dc_map_entry *map = NULL;
+  int n = 0;
+  CHECK_OK(dc_load_device_map(path, &map, &n));
+  dc_compile_options co = {.model = model, .entry = "decode"};
+  co.memory.device_map = DC_MAP_FILE, co.memory.device_map_file = path, co.memory.map = map, co.memory.nmap = n;
+  char *text = map ? compiled_dump(&co) : NULL;
+  if (text) {
+    check_has("cpu module", line_of(text, "# weights: ", line, sizeof line), ": resident 6.7 KiB, offloaded 872 B");
+    check_has("cpu module", line_of(text, "#   device 0: ", line, sizeof line),
+              "+ arena (activations and uploaded weights) ");
+    check_has("cpu module", line_of(text, "#   device 1: ", line, sizeof line), "= weights 228 B + activations ");
+    check_round_trip("cpu module", text);
+  }
+  printf("device map: each device's line says whether its arena holds uploaded weights\n");
+  dc_free(text), dc_free(map), dc_free(path), dc_free(model);
+}
+
 /* Every value line whose op matches: its layout field is want. */
 static int check_layouts(const char *what, const char *text, const char *op_text, const char *want) {
   int n = 0;
@@ -243,6 +266,7 @@ int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_offload_words();
   test_offload_dir_tiled();
+  test_device_words();
   test_layout_labels();
   test_vae_words();
   return tu_finish();
