@@ -110,7 +110,9 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
   if (o->offload_dir) cJSON_AddStringToObject(j, "offload_dir", o->offload_dir);
   if (fit && fit->len) cJSON_AddRawToObject(j, "fit", (const char *)fit->data);
   cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
-  cJSON_AddStringToObject(j, "model", f->dir);
+  char *model = dc_path_absolute(f->dir);
+  if (model) cJSON_AddStringToObject(j, "model", model);
+  dc_free(model);
   if (o->component) cJSON_AddStringToObject(j, "component", o->component);
   if (o->variant) cJSON_AddStringToObject(j, "variant", o->variant);
   if (o->entry) cJSON_AddStringToObject(j, "entry", o->entry);

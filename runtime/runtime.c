@@ -315,8 +315,10 @@ static dc_status *setup_cuda(drt_plan *p, const drt_options *opt) {
   const dc_module *m = p->plan.module;
   dc_status *st = dc_cu_api_open(NULL, &p->cu_api);
   if (st) {
-    dc_status *msg = dc_error(dc_status_code_of(st), "%s: this plan targets CUDA, and %s; CPU plans still run: compile "
-                              "with diffc --target cpu", p->path, dc_status_message(st));
+    dc_status *msg = dc_error(dc_status_code_of(st),
+                              "%s: this plan targets CUDA, and %s; --backend reference runs it on the CPU (plain C "
+                              "kernels, slow), or compile with diffc --target cpu for this CPU",
+                              p->path, dc_status_message(st));
     dc_status_free(st);
     return msg;
   }

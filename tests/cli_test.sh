@@ -160,8 +160,8 @@ for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir -
 done
 expect_fail "unknown --offload value" "--offload disk: expected none, model, sequential or group" "$out" -- \
   "$diffc" "$fx/vae_tiny/model" -o "$out" --offload disk
-expect_fail "group level without group size" "--group-level block needs --blocks-per-group N" "$out" -- \
-  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload group --group-level block
+expect_fail "group size at leaf level" "--blocks-per-group applies to --group-level block only" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --offload group --group-level leaf --blocks-per-group 2
 expect_fail "prefetch without offload" "--prefetch needs --offload group (nothing is offloaded)" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" --prefetch
 expect_fail "tiling options on a UNet" "apply to an AutoencoderKL" "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --vae-tiling

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/compile.h"
 #include "passes/passes.h"
@@ -58,10 +59,11 @@ static const char usage[] =
     "                           layer right before use, freed after (diffusers\n"
     "                           enable_sequential_cpu_offload); group = by --group-level (diffusers\n"
     "                           enable_group_offload)\n"
-    "  --group-level block|leaf group offload: block = --blocks-per-group consecutive entries of each\n"
-    "                           block list (down_blocks.N, up_blocks.N; the rest stays resident);\n"
-    "                           leaf = each conv/linear/norm module its own group\n"
-    "  --blocks-per-group N     block level: blocks per group\n"
+    "  --group-level block|leaf group offload (required with it): block = --blocks-per-group\n"
+    "                           consecutive entries of each block list (down_blocks.N, up_blocks.N;\n"
+    "                           the rest stays resident); leaf = each conv/linear/norm module its own\n"
+    "                           group\n"
+    "  --blocks-per-group N     block level: blocks per group (default 1)\n"
     "  --prefetch[=DEPTH]       group offload: issue each group's copy DEPTH groups ahead (default 1)\n"
     "                           on the copy stream, so it overlaps compute\n"
     "  --offload-dir DIR        offloaded groups' weights live in DIR, one safetensors file per group\n"
@@ -72,16 +74,17 @@ static const char usage[] =
     "                           from the plan's files at each upload through a small pinned bounce\n"
     "                           buffer, so host memory stays small (diffusers low_cpu_mem_usage; the\n"
     "                           default with --offload-dir)\n"
-    "  --storage-dtype fp8_e4m3|fp8_e5m2|bf16|fp16\n"
+    "  --storage-dtype fp8_e4m3|fp8_e5m2|bf16|fp16|fp32\n"
     "                           store conv/linear weights in this dtype (in host memory, over the copy\n"
     "                           and on the device; written beside the plan as PLAN.weights.safetensors);\n"
-    "                           the kernels upcast as they load (diffusers enable_layerwise_casting)\n"
+    "                           the kernels upcast as they load (diffusers enable_layerwise_casting).\n"
+    "                           fp32, the default, casts nothing: weights stay as the checkpoint has them\n"
     "  --skip-cast PATTERN      modules whose path (or an ancestor's) matches this regex keep their\n"
     "                           dtype; repeatable; replaces the defaults pos_embed, patch_embed, norm,\n"
     "                           ^proj_in$, ^proj_out$ (a UNet always adds norm)\n"
-    "  --layout nhwc            channels_last: convolution regions run in NHWC with weights repacked at\n"
-    "                           compile time, transposes only at region edges (the dump shows every\n"
-    "                           value's layout)\n"
+    "  --layout nchw|nhwc       nhwc = channels_last: convolution regions run in NHWC with weights\n"
+    "                           repacked at compile time, transposes only at region edges (the dump\n"
+    "                           shows every value's layout); nchw, the default, is PyTorch's layout\n"
     "  --device-map balanced|auto|sequential|FILE.json\n"
     "                           place modules (down_blocks.N, mid_block..., conv_in) across GPUs, cpu\n"
     "                           and disk under --max-memory, as accelerate does: sequential fills GPU\n"
@@ -132,6 +135,7 @@ typedef struct {
   const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
+  unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size;
   double tile_overlap;
   dc_memory_options memory;
@@ -192,6 +196,9 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
   if (k < 0) return *used = 0, NULL;
   if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
   const char *s = argv[++*i];
+  if (k != 7 && (o->seen_memory_options & (1u << k))) /* --skip-cast (7) is the repeatable one */
+    return dc_error(DC_ERR_ARGUMENT, "%s given twice: give it once", a);
+  o->seen_memory_options |= 1u << k;
   switch (k) {
     case 0:
       for (int kind = DC_OFFLOAD_NONE; kind <= DC_OFFLOAD_GROUP; kind++)
@@ -255,6 +262,20 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
   }
 }
 
+/* A plan that cannot be written should fail before minutes of compiling,
+ * naming the path the user gave (the writer's temporary name is ours). */
+static dc_status *check_output_folder(const char *plan) {
+  char *dir = dc_path_parent(plan);
+  if (!dir) return dc_nomem("parsing arguments");
+  dc_status *st = NULL;
+  if (!dc_dir_exists(dir)) st = dc_error(DC_ERR_IO, "-o %s: cannot create the plan: no folder %s", plan, dir);
+  else if (access(dir, W_OK) != 0)
+    st = dc_error(DC_ERR_IO, "-o %s: cannot create the plan in %s: %s", plan, dir, strerror(errno));
+  else if (dc_dir_exists(plan)) st = dc_error(DC_ERR_IO, "-o %s: is a folder; name the plan file, e.g. %s/model.dplan", plan, plan);
+  dc_free(dir);
+  return st;
+}
+
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   memset(o, 0, sizeof *o);
   for (int i = 1; i < argc; i++) {
@@ -271,7 +292,9 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     if (!strcmp(a, "--list-passes")) {
       int n;
       const dc_pass *ps = dc_pass_list(&n);
-      for (int k = 0; k < n; k++) printf("%-12s %s\n", ps[k].name, ps[k].summary);
+      /* frontend is no pass but --dump-after accepts it: list it first */
+      printf("%-14s %s\n", "frontend", "build the graph from config.json and the weights (before any pass)");
+      for (int k = 0; k < n; k++) printf("%-14s %s\n", ps[k].name, ps[k].summary);
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
@@ -312,10 +335,16 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       return dc_error(DC_ERR_ARGUMENT, "unexpected argument %s: one model folder at a time", a);
     }
     if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+    if (*slot) /* taking the last one silently would hide a typo in a long command */
+      return dc_error(DC_ERR_ARGUMENT, "%s given twice (%s and %s): give it once", a, *slot, argv[i + 1]);
     *slot = argv[++i];
   }
   if (!o->model) return dc_error(DC_ERR_ARGUMENT, "no model folder given (see diffc --help)");
   if (!o->output) return dc_error(DC_ERR_ARGUMENT, "no output plan given: use -o PLAN");
+  DC_TRY(check_output_folder(o->output));
+  /* diffusers makes num_blocks_per_group a required argument; 1 is the
+   * value every example of its guide uses, and the one a user expects */
+  if (o->memory.group_level == DC_GROUP_BLOCK && o->memory.blocks_per_group == 0) o->memory.blocks_per_group = 1;
   return NULL; /* the library checks the target options before any work */
 }
 

@@ -2,6 +2,7 @@
  * inputs from a .safetensors file (or make seeded random ones), run, write
  * outputs, report time and memory. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -48,7 +49,7 @@ static const char usage[] =
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
     "                      needed)\n"
-    "  -q, --quiet         print only errors\n"
+    "  -q, --quiet         print only errors and warnings\n"
     "  -h, --help          this help\n"
     "\n"
     "Reports wall time and arithmetic rate (GFLOP/s of conv2d, linear and attention) per run,\n"
@@ -77,6 +78,20 @@ static dc_status *parse_int(const char *opt, const char *v, long long lo, long l
   if (!*v || *end || errno || x < lo) return dc_error(DC_ERR_ARGUMENT, "%s %s: expected an integer >= %lld", opt, v, lo);
   *out = x;
   return NULL;
+}
+
+/* Outputs are written as safetensors; a name whose extension says another
+ * format (img.png, out.npy) would give the user a file their tools cannot
+ * open, so it is refused before any work.  No extension is fine. */
+static dc_status *check_output_name(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  const char *dot = strrchr(base, '.');
+  if (!dot || dot == base || !strcmp(dot, ".safetensors")) return NULL;
+  return dc_error(DC_ERR_ARGUMENT,
+                  "--outputs %s: diffrun writes outputs as safetensors, not as the \"%s\" the name says; "
+                  "name the file *.safetensors (image output is not supported yet)",
+                  path, dot + 1);
 }
 
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
@@ -108,9 +123,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
       const char *v = argv[++i];
       long long x;
-      if (!strcmp(a, "--inputs")) o->inputs = v;
-      else if (!strcmp(a, "--outputs")) o->outputs = v;
-      else if (!strcmp(a, "--backend")) o->backend = v;
+      const char **slot = !strcmp(a, "--inputs") ? &o->inputs : !strcmp(a, "--outputs") ? &o->outputs
+                          : !strcmp(a, "--backend") ? &o->backend : NULL;
+      if (slot && *slot) return dc_error(DC_ERR_ARGUMENT, "%s given twice (%s and %s): give it once", a, *slot, v);
+      if (slot) *slot = v;
       else if (!strcmp(a, "--seed")) {
         DC_TRY(parse_int(a, v, 0, &x));
         o->seed = (unsigned long long)x;
@@ -138,6 +154,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   }
   if (!o->plan) return dc_error(DC_ERR_ARGUMENT, "no plan given (see diffrun --help)");
   if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
+  if (o->outputs) DC_TRY(check_output_name(o->outputs));
   return NULL;
 }
 
@@ -232,6 +249,17 @@ static void print_profile(const drt_plan *p, int runs) {
     if (k == nops && nops < 64) ops[nops] = t[i].op, op_s[nops] = 0, op_n[nops++] = 0;
     if (k < nops) op_s[k] += t[i].seconds, op_n[k]++;
   }
+  /* Largest first: the table is read from the top for what to optimize.
+   * Ties keep the order of first appearance (insertion sort is stable). */
+  for (int k = 1; k < nops; k++)
+    for (int j = k; j > 0 && op_s[j] > op_s[j - 1]; j--) {
+      const char *to = ops[j];
+      double ts = op_s[j];
+      int tn = op_n[j];
+      ops[j] = ops[j - 1], op_s[j] = op_s[j - 1], op_n[j] = op_n[j - 1];
+      ops[j - 1] = to, op_s[j - 1] = ts, op_n[j - 1] = tn;
+    }
+  printf("per op, slowest first:\n");
   for (int k = 0; k < nops; k++)
     printf("  %-20s %5d steps %9.2f ms/run %5.1f%%\n", ops[k], op_n[k], op_s[k] / runs * 1e3,
            total > 0 ? 100 * op_s[k] / total : 0);
@@ -239,6 +267,30 @@ static void print_profile(const drt_plan *p, int runs) {
   for (int i = 0; i < n && i < TOP; i++)
     printf("  %%%-6d %-12s %9.2f ms/run  %s\n", t[i].step, t[i].op, t[i].seconds / runs * 1e3, t[i].scope);
   dc_free(t);
+}
+
+/* Without --check-finite nothing looks at the values, so a NaN image would
+ * be written with exit 0 and no word.  One pass over each output is cheap
+ * next to the run; the warning says how to find the step that made them. */
+static void warn_nonfinite_outputs(drt_plan *p) {
+  for (int i = 0; i < drt_output_count(p); i++) {
+    const drt_tensor_info *info = drt_output_info(p, i);
+    const float *y = drt_output(p, info->name, NULL);
+    if (!y) continue;
+    uint64_t nan = 0, inf = 0, first = 0;
+    for (uint64_t k = 0; k < info->numel; k++) {
+      if (isfinite(y[k])) continue;
+      if (!nan && !inf) first = k;
+      if (isnan(y[k])) nan++;
+      else inf++;
+    }
+    if (nan || inf)
+      fprintf(stderr,
+              "diffrun: warning: output \"%s\" holds %llu NaN and %llu Inf of %llu values (the first at element "
+              "%llu); rerun with --check-finite to stop at the step that made them\n",
+              info->name, (unsigned long long)nan, (unsigned long long)inf, (unsigned long long)info->numel,
+              (unsigned long long)first);
+  }
 }
 
 /* "12.3 GFLOP/s" or "312.4 TFLOP/s" into buf. */
@@ -280,6 +332,7 @@ static dc_status *run(const options *o) {
       total += s.seconds;
       if (!st && !o->quiet) print_run(r + 1, &s);
     }
+    if (!st && !o->check_finite) warn_nonfinite_outputs(p); /* --check-finite already looked at every step */
     if (!st && o->outputs) st = write_outputs(p, o->outputs);
     if (!st && o->profile) print_profile(p, o->repeat);
     if (!st && !o->quiet) {
