@@ -6,44 +6,78 @@
  *  - the front half of diffc (folder, config, frontend, every pass,
  *    offload, tiling, then also layout and placement) on vae_tiny with the
  *    memory techniques on: every N;
- *  - the whole of dc_compile (plus the fit table, LLVM kernels, plan
- *    writing): every N;
+ *  - LLVM kernels and the plan file on a small graph (conv2d + group_norm:
+ *    dc_emit_cpu_kernels, dc_plan_write): every N;
+ *  - the whole of dc_compile on vae_tiny (plus the fit table, LLVM kernels
+ *    of 21 distinct ops, plan writing): every N up to the kernels, then 16
+ *    points spread evenly over the kernels and the writer, and the last.
+ *    Each point past the kernels' compile pays for compiling all of them
+ *    again, so sweeping every one of those took most of this test's time
+ *    (659 s on 2 loaded cores); the small graph sweeps the same code at
+ *    every point;
  *  - drt_load of a plan, reference and llvm backends: every N.
- * The plan path must never hold a partial file after a failed compile. */
+ * The plan path must never hold a partial file after a failed compile or
+ * write. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "codegen/compile.h"
+#include "codegen/emit_kernels.h"
+#include "codegen/weight_store.h"
+#include "kernel_harness.h"
 #include "runtime/diffrun.h"
+#include "runtime/plan_format.h"
 #include "testutil.h"
 
-/* Runs op with the Nth allocation failing, N = 0.. until it succeeds (at
- * most max_n), every `stride`th N past `dense`; returns the N that passed. */
 typedef dc_status *(*op_fn)(void *ctx);
 
-static long sweep(const char *what, op_fn op, void *ctx, long dense, long stride, long max_n, int (*leftover)(void *)) {
-  long n = 0, failures = 0;
-  for (;; n += n < dense ? 1 : stride) {
-    dc_alloc_fail_after(n);
-    dc_status *st = op(ctx);
-    dc_alloc_fail_after(-1);
-    if (!st) break;
-    failures++;
-    if (dc_status_code_of(st) != DC_ERR_NOMEM) {
-      /* Some failures surface as another error (e.g. a writer that could not
-       * allocate reports the write); a message is all that is required. */
-      CHECK(dc_status_message(st)[0] != 0);
-    }
-    dc_status_free(st);
-    if (leftover) CHECK(!leftover(ctx));
+/* Runs op with the nth allocation (and every one after) failing: 1 when it
+ * failed, as it must, cleanly (a message, nothing left behind), 0 when it
+ * succeeded (n is past its last allocation). */
+static int fails_at(long n, op_fn op, void *ctx, int (*leftover)(void *)) {
+  dc_alloc_fail_after(n);
+  dc_status *st = op(ctx);
+  dc_alloc_fail_after(-1);
+  if (!st) return 0;
+  if (dc_status_code_of(st) != DC_ERR_NOMEM) {
+    /* Some failures surface as another error (e.g. a writer that could not
+     * allocate reports the write); a message is all that is required. */
+    CHECK(dc_status_message(st)[0] != 0);
+  }
+  dc_status_free(st);
+  if (leftover) CHECK(!leftover(ctx));
+  return 1;
+}
+
+/* Every N = 0, 1, .. until op succeeds (at most max_n); returns that N. */
+static long sweep(const char *what, op_fn op, void *ctx, long max_n, int (*leftover)(void *)) {
+  long n = 0;
+  double t0 = dc_now_seconds();
+  for (; fails_at(n, op, ctx, leftover); n++)
     if (n > max_n) {
       CHECK(!"the operation never succeeded");
       break;
     }
-  }
-  printf("%-44s %5ld failure points, each a clean error; succeeds from N = %ld\n", what, failures, n);
+  printf("%-52s %5ld failure points, each a clean error; succeeds from N = %ld (%.1f s)\n", what, n, n,
+         dc_now_seconds() - t0);
   return n;
+}
+
+/* N = 0 .. dense-1, then `spread` points evenly over [dense, all), then the
+ * given extra points (all: op's allocation count); each must fail cleanly,
+ * and op must succeed after. */
+static void sweep_spread(const char *what, op_fn op, void *ctx, long dense, long all, int spread, const long *extra,
+                         int nextra, int (*leftover)(void *)) {
+  double t0 = dc_now_seconds();
+  long failures = 0, points = 0;
+  for (long n = 0; n < dense; n++, points++) failures += fails_at(n, op, ctx, leftover);
+  for (int i = 0; i < spread; i++, points++) failures += fails_at(dense + (all - dense) * i / spread, op, ctx, leftover);
+  for (int i = 0; i < nextra; i++, points++) failures += fails_at(extra[i], op, ctx, leftover);
+  CHECK(failures == points);
+  CHECK_OK(op(ctx));
+  printf("%-52s %5ld failure points (every N < %ld, %d spread over the %ld after, %d more), each a clean error "
+         "(%.1f s)\n", what, failures, dense, spread, all - dense, nextra, dc_now_seconds() - t0);
 }
 
 typedef struct {
@@ -70,6 +104,49 @@ static dc_status *whole(void *p) {
 static int plan_left(void *p) {
   struct stat sb;
   return stat(((compile_ctx *)p)->plan, &sb) == 0;
+}
+
+/* The small graph: x -> conv2d(+bias, silu) -> group_norm -> y, compiled
+ * into LLVM kernels and written as a plan. */
+typedef struct {
+  dc_module *m;
+  dc_cpu_target t;
+  const char *path;
+} small_ctx;
+
+static dc_module *small_graph(void) {
+  dc_module *m = dc_module_create();
+  int32_t x = kh_input(m, 4, (int64_t[]){1, 4, 6, 5}), w = kh_input(m, 4, (int64_t[]){8, 4, 3, 3});
+  int32_t b = kh_input(m, 1, (int64_t[]){8}), g = kh_input(m, 1, (int64_t[]){8}), beta = kh_input(m, 1, (int64_t[]){8});
+  dc_node conv = dc_node_make(OP_CONV2D, 3, (int32_t[]){x, w, b});
+  dc_node_set_int(&conv, "bias", 1);
+  dc_node_set_int(&conv, "stride", 1);
+  dc_node_set_int(&conv, "pad_t", 1), dc_node_set_int(&conv, "pad_l", 1);
+  dc_node_set_int(&conv, "pad_b", 1), dc_node_set_int(&conv, "pad_r", 1);
+  dc_node_set_int(&conv, "act", ACT_SILU);
+  int32_t c = kh_node(m, conv);
+  dc_node gn = dc_node_make(OP_GROUP_NORM, 3, (int32_t[]){c, g, beta});
+  dc_node_set_int(&gn, "groups", 2);
+  dc_node_set_float(&gn, "eps", 1e-5);
+  int32_t y = c >= 0 ? kh_node(m, gn) : -1;
+  CHECK(y >= 0);
+  CHECK_OK(y >= 0 ? dc_module_add_output(m, "y", y) : NULL);
+  CHECK_OK(dc_memplan(m, NULL));
+  return m;
+}
+
+static dc_status *emit_and_write(void *p) {
+  small_ctx *c = p;
+  dc_plan plan = {.target = DC_TARGET_CPU, .options_json = (char *)"{}", .ir_text = (char *)"", .module = c->m};
+  dc_status *st = dc_emit_cpu_kernels(c->m, &c->t, 0, &plan.kernels);
+  if (!st) st = dc_plan_write(c->path, &plan);
+  dc_plan_kernels_deinit(&plan.kernels);
+  return st;
+}
+
+static int small_left(void *p) {
+  struct stat sb;
+  return stat(((small_ctx *)p)->path, &sb) == 0;
 }
 
 typedef struct {
@@ -100,33 +177,58 @@ int main(int argc, char **argv) {
                               .vae_slicing = 1,
                               .vae_tiling = 1,
                               .memory = {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 1}};
-  long before = dc_alloc_count();
   CHECK_OK(front_half(&c));
-  long front = dc_alloc_count() - before;
-  sweep("frontend + passes (tiled, sliced, offloaded)", front_half, &c, front + 1, 1, front + 10, NULL);
+  sweep("frontend + passes (tiled, sliced, offloaded)", front_half, &c, 1L << 20, NULL);
 
   /* channels_last and two devices on top (passes layout and place) */
   c.co.memory.layout = LAYOUT_NHWC;
   c.co.memory.device_map = DC_MAP_BALANCED;
   CHECK_OK(dc_parse_max_memory("0=1GiB,1=1GiB", &c.co.memory.max_memory));
-  before = dc_alloc_count();
   CHECK_OK(front_half(&c));
-  front = dc_alloc_count() - before;
-  sweep("frontend + passes (nhwc, two devices, offloaded)", front_half, &c, front + 1, 1, front + 10, NULL);
+  sweep("frontend + passes (nhwc, two devices, offloaded)", front_half, &c, 1L << 20, NULL);
+
+  small_ctx sm = {small_graph(), {0}, tu_path("small.dplan")};
+  CHECK_OK(kh_target(&sm.t));
+  sweep("LLVM kernels + plan file, conv2d + group_norm", emit_and_write, &sm, 1L << 20, small_left);
+  dc_plan rd;
+  CHECK_OK(dc_plan_read(sm.path, &rd)); /* what the sweep's last call wrote is a whole plan */
+  dc_plan_deinit(&rd);
+  dc_cpu_target_deinit(&sm.t);
+  dc_module_destroy(sm.m);
+  free((char *)sm.path);
 
   c.shape = (dc_input_shape){"z", 4, {1, 4, 4, 4}};
   c.co.vae_slicing = c.co.vae_tiling = 0; /* the whole compile: nhwc (its weights repacked into a file), two devices */
-  before = dc_alloc_count();
+  long before = dc_alloc_count();
   CHECK_OK(whole(&c));
   long all = dc_alloc_count() - before;
   remove(plan);
-  sweep("dc_compile (frontend .. kernels .. plan file)", whole, &c, all + 1, 1, all + 10, plan_left);
-  CHECK_OK(whole(&c));
+  /* The compile's last allocations are its kernels' and the plan writer's:
+   * how many, from emitting and writing the same module once more. */
+  dc_folder f;
+  small_ctx big = {NULL, {0}, tu_path("big.dplan")};
+  CHECK_OK(dc_compile_module(&c.co, &f, &big.m));
+  char *wpath = dc_asprintf("%s.weights.safetensors", big.path); /* the nhwc repack, as dc_compile does first */
+  CHECK_OK(big.m ? dc_store_cast_weights(big.m, wpath, 0) : NULL);
+  CHECK_OK(kh_target(&big.t));
+  before = dc_alloc_count();
+  CHECK_OK(big.m ? emit_and_write(&big) : NULL);
+  long tail = dc_alloc_count() - before;
+  dc_cpu_target_deinit(&big.t);
+  dc_module_destroy(big.m);
+  dc_folder_close(&f);
+  remove(big.path);
+  remove(wpath);
+  dc_free(wpath);
+  free((char *)big.path);
+  CHECK(tail > 0 && tail < all);
+  long last[] = {all - 1};
+  sweep_spread("dc_compile (frontend .. kernels .. plan file)", whole, &c, all - tail, all, 16, last, 1, plan_left);
 
   load_ctx l = {plan, "reference"};
-  sweep("drt_load + drt_run, reference backend", load, &l, 1L << 30, 1, 1L << 20, NULL);
+  sweep("drt_load + drt_run, reference backend", load, &l, 1L << 20, NULL);
   l.backend = "llvm";
-  sweep("drt_load + drt_run, llvm backend", load, &l, 1L << 30, 1, 1L << 20, NULL);
+  sweep("drt_load + drt_run, llvm backend", load, &l, 1L << 20, NULL);
   dc_free(model);
   free(plan);
   return tu_finish();
