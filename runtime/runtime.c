@@ -1,4 +1,5 @@
-/* runtime.c — executes a plan on the CPU with the reference kernels, under
+/* runtime.c — executes a CPU plan with its compiled LLVM kernels (on the
+ * thread pool) or, for any plan, with the plain C reference kernels, under
  * the device-memory model of docs/ARCHITECTURE.md: "device memory" is one arena of the
  * size the plan's memory plan gives (pass memplan), allocated at load time;
  * every activation lives at arena + its planned offset; inputs are copied
