@@ -369,6 +369,75 @@ static void width_cases(void) {
   dc_module_destroy(m);
 }
 
+/* ---- what the micro-kernel compiles to ---- */
+/* In assembly text, the loop with the most FMAs among the blocks that
+ * branch back to their own label (the unrolled k loop; an epilogue's exp
+ * polynomial has FMAs too but is no loop): its FMA count and how many of
+ * its instructions touch the stack. */
+static void kloop_block(const char *asm_text, int *fmas, int *stack) {
+  *fmas = *stack = 0;
+  int f = 0, st = 0;
+  char label[64] = "";
+  for (const char *line = asm_text; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < 255 ? len : 255), line);
+    line += len + (end ? 1 : 0);
+    if (buf[0] != '\t' && buf[0] != ' ' && buf[0] != '#' && strchr(buf, ':')) { /* ".LBB0_5:": a new block */
+      snprintf(label, sizeof label, "%.*s", (int)(strchr(buf, ':') - buf), buf);
+      f = st = 0;
+      continue;
+    }
+    if (buf[0] != '\t' || buf[1] == '.') continue; /* comments, directives */
+    f += strstr(buf, "vfmadd") != NULL;
+    st += strstr(buf, "(%rsp)") != NULL; /* a spill or reload (rbp is a general register here) */
+    if (buf[1] != 'j') continue;
+    const char *target = strrchr(buf, '\t');
+    if (label[0] && target && !strcmp(target + 1, label) && f > *fmas) *fmas = f, *stack = st;
+    f = st = 0; /* what follows a branch falls through unlabelled */
+    label[0] = 0;
+  }
+}
+
+/* AVX2 has 16 vector registers, AVX-512 32: at both widths the k loop of
+ * the conv and linear kernels holds its 6 × 2-vector tile in registers
+ * (6·2 FMAs per k, unrolled 4 times or a multiple, and no spill or reload
+ * through the stack). */
+static void check_kloop_registers(void) {
+  dc_module *m = dc_module_create();
+  conv_shape s = {1, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  int32_t ids[2] = {add_conv(m, &s, 1, ACT_SILU, RES_FULL),
+                    add_linear(m, 2, (int64_t[]){50, 300}, 40, 1, ACT_NONE, RES_NONE)};
+  const char *what[2] = {"conv 1x40x8x16->24 k3x3", "linear [50,300] x 40"};
+  for (int w = 16; w >= 8; w /= 2)
+    for (int i = 0; i < 2; i++) {
+      dc_cpu_target t;
+      dc_llvm *g = NULL;
+      dc_cpu_kernel ck = {0};
+      int has = 0;
+      char *text = NULL;
+      dc_buf obj;
+      dc_buf_init(&obj);
+      dc_status *st = target_of_width(w, &t);
+      if (!st) st = dc_llvm_create(&t, &g);
+      if (!st) st = dc_llvm_emit_node(g, m, ids[i], &ck, &has);
+      if (!st) st = dc_llvm_finish(g, &obj);
+      if (!st) st = dc_llvm_asm_text(g, &text);
+      CHECK_OK(st);
+      int fmas = 0, stack = 0;
+      if (text) kloop_block(text, &fmas, &stack);
+      printf("%-30s %2d lanes (%s): k loop %d FMAs, %d stack accesses\n", what[i], w, t.cpu, fmas, stack);
+      CHECK(fmas >= 6 * 2 * 4 && fmas % (6 * 2 * 4) == 0 && stack == 0); /* LLVM may unroll it further */
+      dc_free(text);
+      dc_free(ck.symbol);
+      dc_buf_deinit(&obj);
+      dc_llvm_destroy(g);
+      if (!st) dc_cpu_target_deinit(&t);
+    }
+  dc_module_destroy(m);
+}
+
 /* ---- timing (DIFFC_BENCH=1) ---- */
 static double now(void) {
   struct timespec ts;
@@ -445,6 +514,7 @@ int main(int argc, char **argv) {
   linear_cases();
   inplace_cases();
   width_cases();
+  check_kloop_registers();
   if (getenv("DIFFC_BENCH")) {
     bench_conv(320, 320, 64, 3);
     bench_conv(640, 640, 32, 3);

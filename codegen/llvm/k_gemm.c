@@ -3,9 +3,12 @@
  * blocking, the thread split, and the fused epilogue.
  *
  * Micro-kernel: an mr × nv·W tile of C (6 × 32 with AVX-512: 12 zmm
- * accumulators) over a k range; per k it loads nv vectors of the packed B
- * panel and broadcasts mr scalars of A straight from A's rows, nv·mr
- * llvm.fmuladd.  The k loop is unrolled by u.
+ * accumulators; 6 × 16 with AVX2: 12 ymm) over a k range; per k it loads
+ * nv vectors of the packed B panel and broadcasts mr scalars of A straight
+ * from A's rows, nv·mr llvm.fmuladd.  The k loop is unrolled by u.  The
+ * tile must fit the target's vector registers (choose_tile): AVX2 has 16,
+ * and 12 accumulators + 2 B vectors + 1 broadcast is 15 of them, so the k
+ * loop never spills (test_llvm_gemm checks the generated assembly).
  *
  * Blocking, per column chunk (ppc panels of one group's columns):
  *   pack B for all k into scratch (k × ppc·nr floats, sized to about L2)
@@ -27,6 +30,7 @@
  * Small M gets narrower chunks so there are still enough pairs. */
 #include "k_gemm.h"
 
+#include <assert.h>
 #include <string.h>
 
 enum {
@@ -157,9 +161,22 @@ static int64_t bfloats(const gemm *gm) { return gm->k * gm->ppc * gm->nr; }
 static int64_t cfloats(const gemm *gm) { return gm->nkb > 1 ? gm->mc * gm->ppc * gm->nr : 0; }
 static int64_t zfloats(const dc_kgen *g, const gemm *gm) { return gm->arow ? rup(gm->kc, g->vw) : 0; }
 
-void gemm_plan(dc_kgen *g, gemm *gm) {
+/* The register tile.  Live across the k loop: mr·nv accumulators, the k
+ * step's nv B vectors and one broadcast A value (and, without FMA on SSE2,
+ * the product before its add).  6 × 2 vectors fills AVX2's 16 and keeps 12
+ * FMAs in flight (2 FMA ports × 4 cycles latency need 8).  With AVX-512's 32
+ * registers a taller tile would fit, but 6 × 2 already has 8 loads per 12
+ * FMAs, under the 2-3 load ports per 2 FMA ports, and nv = 2 keeps the
+ * kc × nr B micro-panel at 32 KiB, in L1 (geglu needs nv even). */
+static void choose_tile(const dc_kgen *g, gemm *gm) {
   gm->mr = MR;
   gm->nv = NV;
+  /* vector registers: 32 with AVX-512 (zmm0-31), 16 with AVX2 and SSE2 */
+  assert(gm->mr * gm->nv + gm->nv + 1 + (g->vw == 4) <= (g->vw == 16 ? 32 : 16));
+}
+
+void gemm_plan(dc_kgen *g, gemm *gm) {
+  choose_tile(g, gm);
   gm->nr = gm->nv * g->vw;
   gm->nro = gm->geglu ? gm->nr / 2 : gm->nr;
   gm->u = UNROLL;

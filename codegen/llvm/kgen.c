@@ -166,6 +166,22 @@ dc_status *dc_llvm_finish(dc_llvm *l, dc_buf *obj) {
   return dc_buf_status(obj, "storing object code");
 }
 
+dc_status *dc_llvm_asm_text(dc_llvm *l, char **out) {
+  *out = NULL;
+  char *err = NULL;
+  LLVMMemoryBufferRef mb;
+  if (LLVMTargetMachineEmitToMemoryBuffer(l->g.tm, l->g.mod, LLVMAssemblyFile, &err, &mb)) {
+    dc_status *st = dc_error(DC_ERR_INTERNAL, "LLVM could not emit assembly: %s", err);
+    LLVMDisposeMessage(err);
+    return st;
+  }
+  size_t n = LLVMGetBufferSize(mb);
+  *out = dc_malloc(n + 1);
+  if (*out) memcpy(*out, LLVMGetBufferStart(mb), n), (*out)[n] = 0;
+  LLVMDisposeMemoryBuffer(mb);
+  return *out ? NULL : dc_nomem("reading the kernels' assembly");
+}
+
 char *dc_llvm_ir_text(dc_llvm *l) {
   char *s = LLVMPrintModuleToString(l->g.mod);
   char *copy = dc_strdup(s);

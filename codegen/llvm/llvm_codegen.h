@@ -65,6 +65,9 @@ void dc_llvm_destroy(dc_llvm *g);
 dc_status *dc_llvm_emit_node(dc_llvm *g, const dc_module *m, int32_t id, dc_cpu_kernel *out, int *has_kernel);
 /* Verifies, optimizes and writes the object file into obj. */
 dc_status *dc_llvm_finish(dc_llvm *g, dc_buf *obj);
+/* The machine code of the module (after dc_llvm_finish) as assembly text,
+ * dc_malloc'd: for tests that check what the micro-kernels compile to. */
+dc_status *dc_llvm_asm_text(dc_llvm *g, char **out);
 /* The LLVM IR text of the module (for tests and --dump-llvm). */
 char *dc_llvm_ir_text(dc_llvm *g);
 
