@@ -3,74 +3,179 @@
  * For each run of each tests/fixtures/NAME/case.json (the model, component,
  * variant, entry and the input shapes of its io file, as fixture_check
  * compiles it), the module goes through the frontend and the pass pipeline,
- * then every distinct kernel is generated and compiled by NVRTC for sm_80
- * and sm_90, in f32 and in bf16 compute.  Any generator error, NVRTC error
- * or NVRTC warning fails the test, printed with the kernel, its node and
- * NVRTC's log; every failure is listed, not only the first.  Last, one
- * fixture goes through dc_compile --target cuda into a plan file, read back
- * and checked (target, options, one kernel per non-leaf node).
+ * then every distinct kernel is generated in f32 and in bf16 compute, as
+ * dc_emit_cuda_kernels groups and generates them.  Fixtures share many
+ * kernels (the same conv at the same shapes, the elementwise ops), so each
+ * distinct source is compiled once per run: every kernel is generated under
+ * one entry name (the name is the only part of a source that depends on
+ * where the kernel sits in its plan), and the distinct sources are compiled
+ * by NVRTC for sm_80 and sm_90 together at the end.  Any generator error,
+ * NVRTC error or NVRTC warning fails the test, printed with the kernel's
+ * first use (model, kernel, node), the arch and NVRTC's log; every failure
+ * is listed, not only the first.  Last, one fixture goes through
+ * dc_compile --target cuda into a plan file, read back and checked (target,
+ * options, one kernel per non-leaf node): the production path, names and
+ * geometry checks included.
  *
- * Time: the kernels go through the disk kernel cache ($DIFFC_CACHE_DIR, else
- * the default), so a repeat takes seconds; a cold run compiles each kernel
- * x 2 archs x 2 precisions (~0.05-0.3 s each) on one thread per CPU, and
- * prints how long each model took.  Exit 77 when NVRTC is not installed.
+ * Time: the compiles go through the disk kernel cache ($DIFFC_CACHE_DIR,
+ * else the default), so a repeat takes seconds; a cold run compiles each
+ * distinct kernel x 2 archs (~0.05-0.3 s each) on one thread per CPU.
+ * Exit 77 when NVRTC is not installed.
  * Usage: test_cuda_compile TESTS_DIR [FIXTURE_NAME] (one fixture only). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/compile.h"
+#include "codegen/cuda/kernel_cache.h"
 #include "codegen/emit_cuda.h"
+#include "codegen/kernel_group.h"
 #include "runtime/plan_format.h"
+#include "runtime/threadpool.h"
 #include "testutil.h"
 
 #define MAX_FIXTURES 32
+#define ENTRY "dc_kernel" /* every kernel's entry name here, so that equal kernels have equal sources */
 
 typedef struct {
-  int runs, kernels, compiles, cached, failures;
-  double seconds;
+  int runs, kernels, failures;
 } totals;
+
+/* The distinct kernel sources met so far, and their compiles. */
+typedef struct {
+  char *source;
+  uint64_t hash;
+  char *first_use; /* "unet_sd15 io_forward.safetensors forward bf16: k3_conv2d (node %12)" */
+} distinct;
+
+typedef struct {
+  distinct *k;
+  int n, cap;
+  const dc_nvrtc *nv;
+  const dc_cuda_arch *archs;
+  int narchs;
+  dc_kcache cache;
+  atomic_int next;
+  dc_nvrtc_output *out; /* [n * narchs], kernel-major */
+  dc_status **st;
+  int *cached;
+} kernel_set;
 
 static const char *str_or_null(const cJSON *run, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(run, key);
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static void print_notes(const char *what, const dc_cuda_note *notes, int n) {
-  for (int i = 0; i < n; i++)
-    fprintf(stderr, "  %s: kernel %s (node %%%d)%s%s:\n%s\n", what, notes[i].kernel, (int)notes[i].node,
-            notes[i].arch ? " for " : "", notes[i].arch ? notes[i].arch : " (not generated)", notes[i].text);
+/* 1 when source is new (then the set owns it), 0 when an equal one is known. */
+static int add_source(kernel_set *s, char *source, const char *first_use) {
+  uint64_t h = dc_hash64(source, strlen(source));
+  for (int i = 0; i < s->n; i++)
+    if (s->k[i].hash == h && !strcmp(s->k[i].source, source)) return 0;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 256;
+    distinct *grown = dc_realloc(s->k, (size_t)cap * sizeof *grown);
+    CHECK(grown != NULL);
+    if (!grown) return 0;
+    s->k = grown, s->cap = cap;
+  }
+  s->k[s->n++] = (distinct){source, h, dc_strdup(first_use)};
+  return 1;
 }
 
-/* All kernels of m for one precision; failures printed and counted. */
-static void compile_module(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_arch *archs, int narchs,
-                           dc_cuda_compute compute, const char *label, totals *t) {
-  dc_cuda_emit_options o = {.compute = compute, .archs = archs, .narchs = narchs, .keep_going = 1, .no_progress = 1};
-  dc_cuda_emit_report r;
-  dc_plan_cuda c;
-  dc_status *st = dc_emit_cuda_kernels(m, nv, &o, &c, &r);
-  print_notes("ERROR", r.errors, r.nerrors);
-  print_notes("WARNING", r.warnings, r.nwarnings);
-  int ok = !st && r.nwarnings == 0;
-  CHECK(ok);
-  if (st && !r.nerrors) fprintf(stderr, "  ERROR: %s\n", dc_status_message(st));
-  printf("%-44s %-4s %3d kernels for %4d nodes, %4d compiles (%4d cached), %6.1f s: %s", label,
-         dc_cuda_compute_name(compute), r.nkernels, r.nnodes, r.ncompiles, r.ncached, r.seconds,
-         ok ? "ok\n" : "FAILED");
-  if (!ok) printf(" (%d errors, %d warnings)\n", r.nerrors, r.nwarnings);
-  if (r.cache_warning) printf("  (%s)\n", r.cache_warning);
-  t->kernels += r.nkernels;
-  t->compiles += r.ncompiles;
-  t->cached += r.ncached;
-  t->failures += r.nerrors + r.nwarnings + (st && !r.nerrors);
-  dc_status_free(st);
-  dc_cuda_emit_report_deinit(&r);
-  dc_plan_cuda_deinit(&c);
+static int has_cuda_kernel(const dc_module *m, int32_t id) { return !dc_op_is_copy(m->nodes[id].op); }
+
+/* Generates every kernel of m for one precision, as dc_emit_cuda_kernels
+ * groups them; new sources join the set, generator errors are failures. */
+static void add_module(kernel_set *s, const dc_module *m, dc_cuda_compute compute, const char *label, totals *t) {
+  dc_kernel_groups g;
+  dc_status *st = dc_kernel_groups_build(m, has_cuda_kernel, dc_cuda_compute_name(compute), &g);
+  CHECK_OK(st);
+  if (st) return;
+  int nnodes = 0, fresh = 0, errors = 0;
+  for (int32_t i = 0; i < m->nnodes; i++) nnodes += g.group_of[i] >= 0;
+  dc_cuda_options o = {compute};
+  for (int r = 0; r < g.nreps; r++) {
+    char use[256];
+    snprintf(use, sizeof use, "%s %s: k%d_%s (node %%%d)", label, dc_cuda_compute_name(compute), r,
+             dc_op_get(m->nodes[g.reps[r]].op)->name, (int)g.reps[r]);
+    dc_cuda_kernel k;
+    st = dc_cuda_gen_node(m, g.reps[r], &o, ENTRY, &k);
+    if (st) {
+      fprintf(stderr, "  ERROR: kernel %s (not generated):\n%s\n", use, dc_status_message(st));
+      dc_status_free(st);
+      errors++;
+      continue;
+    }
+    if (add_source(s, k.source, use)) {
+      k.source = NULL; /* now the set's */
+      fresh++;
+    }
+    dc_cuda_kernel_deinit(&k);
+  }
+  CHECK(errors == 0);
+  printf("%-44s %-4s %3d kernels for %4d nodes, %3d not met before%s\n", label, dc_cuda_compute_name(compute), g.nreps,
+         nnodes, fresh, errors ? ", GENERATOR ERRORS" : "");
+  t->kernels += g.nreps;
+  t->failures += errors;
+  dc_kernel_groups_deinit(&g);
 }
 
-static void compile_run(const char *name, const char *dir, const cJSON *run, const dc_nvrtc *nv,
-                        const dc_cuda_arch *archs, int narchs, totals *t) {
+/* One compile job (kernel i / narchs for arch i % narchs), through the disk cache. */
+static void compile_job(kernel_set *s, int i) {
+  const distinct *k = &s->k[i / s->narchs];
+  const dc_cuda_arch *a = &s->archs[i % s->narchs];
+  uint64_t key = 0;
+  int keyed = s->cache.dir && dc_nvrtc_cache_key(s->nv, k->source, a, &key);
+  if (keyed && dc_kcache_get(&s->cache, key, &s->out[i])) {
+    s->cached[i] = 1;
+    return;
+  }
+  s->st[i] = dc_nvrtc_compile(s->nv, ENTRY, k->source, a, &s->out[i]);
+  if (!s->st[i] && keyed) dc_kcache_put(&s->cache, key, &s->out[i]);
+}
+
+static void compile_worker(void *ctx, int64_t tid, int64_t nthreads) {
+  kernel_set *s = ctx;
+  for (int i; (i = atomic_fetch_add(&s->next, 1)) < s->n * s->narchs;) compile_job(s, i);
+}
+
+/* Compiles every distinct kernel for every arch; prints and counts failures. */
+static void compile_set(kernel_set *s, totals *t) {
+  int njobs = s->n * s->narchs, ncached = 0, failures = 0;
+  double t0 = dc_now_seconds();
+  s->out = dc_calloc((size_t)njobs + 1, sizeof *s->out);
+  s->st = dc_calloc((size_t)njobs + 1, sizeof *s->st);
+  s->cached = dc_calloc((size_t)njobs + 1, sizeof *s->cached);
+  dc_pool *pool = NULL;
+  CHECK(s->out && s->st && s->cached);
+  CHECK_OK(dc_kcache_open(NULL, 0, &s->cache));
+  CHECK_OK(dc_pool_create(0, &pool));
+  if (!s->out || !s->st || !s->cached || !pool) return;
+  for (int i = 0; i < njobs; i++) dc_buf_init(&s->out[i].image);
+  int threads = dc_pool_size(pool);
+  dc_pool_run(pool, compile_worker, s);
+  dc_pool_destroy(pool);
+  for (int i = 0; i < njobs; i++) {
+    const char *use = s->k[i / s->narchs].first_use, *arch = s->archs[i % s->narchs].name;
+    if (s->st[i]) fprintf(stderr, "  ERROR: kernel %s for %s:\n%s\n", use, arch, dc_status_message(s->st[i]));
+    else if (s->out[i].log) fprintf(stderr, "  WARNING: kernel %s for %s:\n%s\n", use, arch, s->out[i].log);
+    failures += s->st[i] || s->out[i].log;
+    ncached += s->cached[i];
+    dc_status_free(s->st[i]);
+    dc_nvrtc_output_deinit(&s->out[i]);
+  }
+  CHECK(failures == 0);
+  printf("%d distinct kernels x %d archs: %d compiles (%d from the kernel cache%s%s), %d failures, %.1f s on %d "
+         "thread(s)\n", s->n, s->narchs, njobs, ncached, s->cache.warning ? "; " : "",
+         s->cache.warning ? s->cache.warning : "", failures, dc_now_seconds() - t0, threads);
+  t->failures += failures;
+  dc_kcache_close(&s->cache);
+  dc_free(s->out), dc_free(s->st), dc_free(s->cached);
+}
+
+static void compile_run(const char *name, const char *dir, const cJSON *run, kernel_set *ks, totals *t) {
   const char *io_name = str_or_null(run, "io"), *entry = str_or_null(run, "entry");
   char *io_path = dc_path_join(dir, io_name), *model = dc_path_join(dir, "model");
   dc_st_file io;
@@ -86,17 +191,15 @@ static void compile_run(const char *name, const char *dir, const cJSON *run, con
                              .nshapes = tu_io_shapes(&io, shapes, 8)};
     dc_folder f;
     dc_module *m = NULL;
-    double t0 = dc_now_seconds();
     st = dc_compile_module(&co, &f, &m);
     CHECK_OK(st);
     char label[160];
     snprintf(label, sizeof label, "%s %s%s%s", name, io_name, entry ? " " : "", entry ? entry : "");
     if (!st) {
-      compile_module(m, nv, archs, narchs, DC_CUDA_COMPUTE_F32, label, t);
-      compile_module(m, nv, archs, narchs, DC_CUDA_COMPUTE_BF16, label, t);
+      add_module(ks, m, DC_CUDA_COMPUTE_F32, label, t);
+      add_module(ks, m, DC_CUDA_COMPUTE_BF16, label, t);
     }
     t->runs++;
-    t->seconds += dc_now_seconds() - t0;
     dc_module_destroy(m);
     dc_folder_close(&f);
     dc_st_close(&io);
@@ -105,14 +208,14 @@ static void compile_run(const char *name, const char *dir, const cJSON *run, con
   free(model);
 }
 
-static void compile_fixture(const char *name, const dc_nvrtc *nv, const dc_cuda_arch *archs, int narchs, totals *t) {
+static void compile_fixture(const char *name, kernel_set *ks, totals *t) {
   char *dir = dc_asprintf("%s/fixtures/%s", tu_source_dir, name), *case_path = dc_path_join(dir, "case.json");
   char *text = NULL;
   CHECK_OK(dc_file_read_all(case_path, &text, NULL));
   cJSON *c = text ? cJSON_Parse(text) : NULL;
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(c, "runs"), *run;
   CHECK(cJSON_IsArray(runs) && cJSON_GetArraySize(runs) > 0);
-  cJSON_ArrayForEach(run, runs) compile_run(name, dir, run, nv, archs, narchs, t);
+  cJSON_ArrayForEach(run, runs) compile_run(name, dir, run, ks, t);
   cJSON_Delete(c);
   dc_free(text);
   dc_free(case_path);
@@ -191,12 +294,15 @@ int main(int argc, char **argv) {
   int n = list_fixtures(names, MAX_FIXTURES);
   CHECK(n > 0);
   totals t = {0};
+  kernel_set ks = {.nv = nv, .archs = archs, .narchs = narchs};
   for (int i = 0; i < n; i++) {
-    if (argc < 3 || !strcmp(argv[2], names[i])) compile_fixture(names[i], nv, archs, narchs, &t);
+    if (argc < 3 || !strcmp(argv[2], names[i])) compile_fixture(names[i], &ks, &t);
     dc_free(names[i]);
   }
-  printf("%d model runs: %d kernels, %d compiles (%d from the kernel cache), %d failures, %.1f s\n", t.runs, t.kernels,
-         t.compiles, t.cached, t.failures, t.seconds);
+  printf("%d model runs: %d kernels, %d distinct\n", t.runs, t.kernels, ks.n);
+  compile_set(&ks, &t);
+  for (int i = 0; i < ks.n; i++) dc_free(ks.k[i].source), dc_free(ks.k[i].first_use);
+  dc_free(ks.k);
   if (argc < 3) check_plan_file();
   dc_nvrtc_unload(nv);
   return tu_finish();
