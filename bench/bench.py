@@ -17,6 +17,11 @@ Release into build-bench/.  For every case, in one run:
      is the warm-up, as for PyTorch).  Every diffrun process has a hard --timeout.
   3. A markdown table (and per-case details) is printed and written to bench/results.md.
 
+--isa avx2 runs both sides at AVX2 on a machine that has more: the PyTorch children get
+ATEN_CPU_CAPABILITY=avx2, DNNL_MAX_CPU_ISA=AVX2 and MKL_ENABLE_INSTRUCTIONS=AVX2 (a probe child with
+ONEDNN_VERBOSE and MKL_VERBOSE checks that all three took, else the bench stops), diffc gets
+--cpu x86-64-v3; the results (bench/results-avx2.md) record what each side ran.
+
 Models are built from configs with seeded random weights (nothing is downloaded) and saved as
 diffusers folders under bench/models/, reused when present.  Work files (plans, io files, logs,
 results.json) go to build-bench/bench/.
