@@ -48,6 +48,8 @@ grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "
 "$diffrun" "$tmp/u.dplan" --random-inputs --backend reference | grep -q "backend reference" && ok "--backend reference" || bad "--backend reference"
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/d.dplan" --input z=1x4x8x8 2>/dev/null && ok "vae decode compiles" || bad "vae decode"
 "$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
+"$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/v3.dplan" --input z=1x4x8x8 --cpu x86-64-v3 2>/dev/null &&
+  "$diffrun" "$tmp/v3.dplan" --info | grep -q "cpu x86-64-v3" && ok "--cpu x86-64-v3 (AVX2 kernels)" || bad "--cpu x86-64-v3"
 
 # ---- help tells the truth: every option the parser knows is documented ----
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version; do
@@ -113,6 +115,8 @@ for opt in --cuda-arch --compute-dtype --kernel-cache --no-kernel-cache; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 expect_fail "unknown target" "--target tpu: expected cpu or cuda" "$out" -- "$diffc" "$fx/vae_tiny/model" -o "$out" --target tpu
+expect_fail "unknown --cpu" "--cpu pentium: expected native, generic, x86-64, x86-64-v2, x86-64-v3" "$out" -- \
+    "$diffc" "$fx/vae_tiny/model" -o "$out" --cpu pentium
 expect_fail "bf16 on the cpu target" "--compute-dtype bf16: the cpu target computes in f32 only for now" "$out" -- \
   "$diffc" "$fx/vae_tiny/model" -o "$out" --compute-dtype bf16
 expect_fail "--cuda-arch without --target cuda" "--cuda-arch sm_90: only for --target cuda" "$out" -- \
