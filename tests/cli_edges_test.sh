@@ -2,33 +2,8 @@
 # cli_edges_test.sh BUILD_DIR SOURCE_DIR — the rough edges a new user hit
 # (issue 11): each check fails on the behaviour before its fix.
 set -u
-build=$(cd "$1" && pwd)
-src=$(cd "$2" && pwd)
-diffc=$build/diffc
-diffrun=$build/diffrun
-tmp=$(mktemp -d /tmp/diffc-edges-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "  ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
-fx=$src/tests/fixtures
-
-# expect_fail NAME EXPECTED_SUBSTRING -- command...: non-zero exit, one line naming it
-expect_fail() {
-  local name=$1 want=$2
-  shift 3
-  local msg rc
-  msg=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ]; then bad "$name: exit 0, expected failure"; return; fi
-  case "$msg" in
-    *"$want"*) ;;
-    *) bad "$name: message '$msg' lacks '$want'"; return ;;
-  esac
-  if [ "$(printf '%s\n' "$msg" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $msg"; return; fi
-  ok "$name: $msg"
-}
+. "$(dirname "$0")/cli_lib.sh"
+cli_init "$1" "$2" diffc-edges
 
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/d.dplan" --input z=4x4x16x16 2>/dev/null || bad "vae_tiny compiles"
 
@@ -127,5 +102,4 @@ awk '/^per op, slowest first:/ {on = 1; next} /^slowest steps:/ {on = 0} on { t 
 # ---- item 14: the quick start's out/ is ignored ----
 grep -qx "/out/" "$src/.gitignore" && ok "out/ is ignored by git" || bad "out/ not in .gitignore"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

@@ -3,35 +3,9 @@
 # the happy path end to end, --help covering every option, and bad input
 # giving one clear message, a non-zero exit and no output file left behind.
 set -u
-build=$1
-src=$2
-diffc=$build/diffc
-diffrun=$build/diffrun
-tmp=$(mktemp -d /tmp/diffc-cli-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "  ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+. "$(dirname "$0")/cli_lib.sh"
+cli_init "$1" "$2" diffc-cli
 
-# expect_fail NAME EXPECTED_SUBSTRING OUTPUT_FILE -- command...
-expect_fail() {
-  local name=$1 want=$2 out=$3
-  shift 4
-  local msg rc
-  msg=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ]; then bad "$name: exit 0, expected failure"; return; fi
-  case "$msg" in
-    *"$want"*) ;;
-    *) bad "$name: message '$msg' lacks '$want'"; return ;;
-  esac
-  if [ "$(printf '%s\n' "$msg" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $msg"; return; fi
-  if [ -n "$out" ] && ls "$out"* >/dev/null 2>&1; then bad "$name: left $(ls "$out"*) behind"; return; fi
-  ok "$name: $msg"
-}
-
-fx=$src/tests/fixtures
 # ---- happy path ----
 if "$diffc" "$fx/unet_tiny/model" -o "$tmp/u.dplan" --input sample=4x4x16x16 --input timestep=4 \
      --input encoder_hidden_states=4x4x8 --dump-ir "$tmp/u.ir" 2>/dev/null &&
@@ -316,5 +290,4 @@ if "$diffc" "$fx/vae_tiled/model" --entry decode --input z=1x4x16x16 --vae-tilin
 else
   bad "tiled VAE with --offload-dir"
 fi
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+cli_finish

@@ -4,32 +4,8 @@
 # --trusted-keys and --no-verify-weights as a user runs them; every refusal
 # is one line naming the plan (or file) and why, with a non-zero exit.
 set -u
-build=$1
-src=$2
-diffc=$build/diffc
-diffrun=$build/diffrun
-tmp=$(mktemp -d /tmp/diffc-sign-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "  ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
-
-# expect_fail NAME EXPECTED_SUBSTRING -- command...
-expect_fail() {
-  local name=$1 want=$2
-  shift 3
-  local msg rc
-  msg=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ]; then bad "$name: exit 0, expected failure"; return; fi
-  case "$msg" in
-    *"$want"*) ;;
-    *) bad "$name: message '$msg' lacks '$want'"; return ;;
-  esac
-  if [ "$(printf '%s\n' "$msg" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $msg"; return; fi
-  ok "$name: $msg"
-}
+. "$(dirname "$0")/cli_lib.sh"
+cli_init "$1" "$2" diffc-sign
 
 cp -r "$src/tests/fixtures/vae_tiny/model" "$tmp/vae"
 cd "$tmp" || exit 1
@@ -94,5 +70,4 @@ for opt in --trusted-keys --no-verify-weights "Security: a plan is an executable
 done
 ok "--help documents keygen, --sign, --trusted-keys, --no-verify-weights and the security note"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish
