@@ -14,19 +14,6 @@
 #include "passes/passes.h"
 #include "testutil.h"
 
-static char *dump(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  dc_status *st = dc_print(m, &b);
-  dc_buf_u8(&b, 0);
-  if (st) {
-    CHECK_OK(st);
-    dc_buf_deinit(&b);
-    return NULL;
-  }
-  return (char *)b.data;
-}
-
 /* The dump's line that starts with prefix, copied ("" if none). */
 static const char *line_of(const char *text, const char *prefix, char *buf, size_t cap) {
   buf[0] = 0;
@@ -50,7 +37,7 @@ static void check_has(const char *what, const char *text, const char *needle) {
 static void check_round_trip(const char *what, const char *text) {
   dc_module *m = NULL;
   CHECK_OK(dc_parse(text, strlen(text), what, &m));
-  char *again = m ? dump(m) : NULL;
+  char *again = m ? tu_ir_text(m) : NULL;
   CHECK(again && strcmp(again, text) == 0);
   if (again && strcmp(again, text) != 0) printf("  %s: the parsed dump prints differently\n", what);
   dc_free(again);
@@ -68,7 +55,7 @@ static char *compiled_dump(const dc_compile_options *co) {
   dc_folder f;
   dc_module *m = NULL;
   CHECK_OK(dc_compile_module(co, &f, &m));
-  char *text = m ? dump(m) : NULL;
+  char *text = m ? tu_ir_text(m) : NULL;
   dc_module_destroy(m);
   dc_folder_close(&f);
   return text;

@@ -8,26 +8,12 @@
 #include "passes/passes.h"
 #include "testutil.h"
 
-static char *dump(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  dc_status *st = dc_print(m, &b);
-  dc_buf_u8(&b, 0);
-  if (st) {
-    printf("  print: %s\n", dc_status_message(st));
-    dc_status_free(st);
-    dc_buf_deinit(&b);
-    return NULL;
-  }
-  return (char *)b.data;
-}
-
 /* Parses text and checks the parsed module dumps to the same text. */
 static dc_module *round_trip(const char *what, const char *text) {
   dc_module *m = NULL;
   CHECK_OK(dc_parse(text, strlen(text), what, &m));
   if (!m) return NULL;
-  char *again = dump(m);
+  char *again = tu_ir_text(m);
   CHECK(again && strcmp(again, text) == 0);
   if (again && strcmp(again, text) != 0) {
     size_t i = 0;
@@ -48,13 +34,13 @@ static void fixture_case(const char *name, const char *entry, const dc_input_sha
   CHECK_OK(dc_frontend_build(&f, &bo, &m));
   if (m) {
     /* Before the passes: the frontend's graph, no memory plan. */
-    char *before = dump(m);
+    char *before = tu_ir_text(m);
     dc_module *parsed = before ? round_trip(name, before) : NULL;
     /* The passes on the original and on the parsed text give the same text. */
     dc_pipeline_options po = {0};
     CHECK_OK(dc_pipeline_run(m, &po));
     if (parsed) CHECK_OK(dc_pipeline_run(parsed, &po));
-    char *after = dump(m), *after_parsed = parsed ? dump(parsed) : NULL;
+    char *after = tu_ir_text(m), *after_parsed = parsed ? tu_ir_text(parsed) : NULL;
     CHECK(after && after_parsed && strcmp(after, after_parsed) == 0);
     /* After memory planning: offsets and the arena size survive. */
     dc_module *planned = after ? round_trip(name, after) : NULL;
@@ -130,7 +116,7 @@ static void test_seeds(void) {
     if (!text) continue;
     dc_module *m = NULL, *again = NULL;
     CHECK_OK(dc_parse(text, n, seeds[i], &m));
-    char *printed = m ? dump(m) : NULL;
+    char *printed = m ? tu_ir_text(m) : NULL;
     if (printed) again = round_trip(seeds[i], printed);
     CHECK(again != NULL);
     dc_module_destroy(again);
@@ -151,7 +137,7 @@ static void test_old_words(void) {
   CHECK_OK(dc_file_read_all(path, &text, &n));
   dc_module *m = NULL;
   if (text) CHECK_OK(dc_parse(text, n, "old_words.ir", &m));
-  char *printed = m ? dump(m) : NULL;
+  char *printed = m ? tu_ir_text(m) : NULL;
   if (printed) {
     CHECK(m->inputs[0].init == INIT_TIMESTEP && m->inputs[1].init == INIT_NORMAL);
     CHECK(strstr(printed, "%0 = input \"t\" : f32[2]  # row, dev0, 8 B, live 0..4, @off 0, timestep "

@@ -128,3 +128,16 @@ drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st
   }
   return p;
 }
+
+char *tu_ir_text(const dc_module *m) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_status *st = dc_print(m, &b);
+  dc_buf_u8(&b, 0);
+  if (st) {
+    CHECK_OK(st);
+    dc_buf_deinit(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}

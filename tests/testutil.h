@@ -53,6 +53,9 @@ void tu_params_add(tu_params *ps, int rank, const int64_t *dims, const char *fmt
  * (the plain root sum of squares when want is all zero); NaN or Inf in got
  * makes it non-finite. */
 double tu_rel_l2(const float *got, const float *want, size_t n);
+/* The module's IR text (dc_print), malloc'd; NULL, counted as a failed
+ * check, if printing fails. */
+char *tu_ir_text(const dc_module *m);
 /* The input shapes recorded in a fixture io file: every tensor not named
  * out.*; returns how many (at most max). */
 int tu_io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max);
