@@ -43,7 +43,7 @@ typedef struct {
   const dc_cuda_kernel *kernels;
   job *jobs;
   int njobs;
-  atomic_int next, failed;
+  atomic_int failed;
   progress pr;
 } compile_ctx;
 
@@ -154,16 +154,14 @@ static void run_job(compile_ctx *c, job *j) {
   if (!j->st && keyed) dc_kcache_put(c->cache, key, &j->out);
 }
 
-static void worker(void *arg, int64_t tid, int64_t nthreads) {
+/* Job i, on whichever pool thread claimed it. */
+static void worker(void *arg, int64_t i, int64_t njobs, int thread) {
   compile_ctx *c = arg;
-  for (;;) {
-    int i = atomic_fetch_add(&c->next, 1);
-    if (i >= c->njobs) return;
-    if (atomic_load(&c->failed) && !c->o->keep_going) continue; /* the first failure ends the compile */
-    run_job(c, &c->jobs[i]);
-    if (c->jobs[i].st) atomic_store(&c->failed, 1);
-    progress_step(&c->pr, c->jobs[i].cached);
-  }
+  (void)njobs, (void)thread;
+  if (atomic_load(&c->failed) && !c->o->keep_going) return; /* the first failure ends the compile */
+  run_job(c, &c->jobs[i]);
+  if (c->jobs[i].st) atomic_store(&c->failed, 1);
+  progress_step(&c->pr, c->jobs[i].cached);
 }
 
 /* One job per generated kernel and arch, kernel-major. */
@@ -192,7 +190,7 @@ static dc_status *compile_all(compile_ctx *c, int *threads) {
   c->pr.verbose = c->o->verbose;
   c->pr.off = c->o->no_progress;
   c->pr.t0 = c->pr.last = dc_now_seconds();
-  if (c->njobs > 0) dc_pool_run(pool, worker, c);
+  dc_pool_run(pool, *threads, c->njobs, worker, c);
   dc_pool_destroy(pool);
   pthread_mutex_destroy(&c->pr.lock);
   return NULL;

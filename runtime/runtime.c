@@ -560,12 +560,14 @@ typedef struct {
   uint64_t stride;
 } launch;
 
-static void run_on_thread(void *ctx, int64_t tid, int64_t nthreads) {
+/* One part of a step: the kernel's (tid, nthreads) split is its (part,
+ * nparts); the scratch is the running thread's. */
+static void run_part(void *ctx, int64_t part, int64_t nparts, int thread) {
   const launch *l = ctx;
   void *bufs[DC_MAX_INPUTS + 2];
   memcpy(bufs, l->bufs, sizeof bufs);
-  bufs[l->nbufs] = l->scratch ? l->scratch + (uint64_t)tid * l->stride : NULL;
-  l->fn(bufs, tid, nthreads);
+  bufs[l->nbufs] = l->scratch ? l->scratch + (uint64_t)thread * l->stride : NULL;
+  l->fn(bufs, part, nparts);
 }
 
 /* The first element of step s's output y that is NaN or infinite, if any. */
@@ -592,6 +594,7 @@ static dc_status *check_finite(const drt_plan *p, int32_t s, const float *y) {
  * split, a reshape cost more in waking and joining than in copying). */
 #define SPLIT_BYTES (64u << 10)
 #define FLOPS_PER_BYTE 4u
+#define PARTS_PER_THREAD 4u
 
 static uint64_t step_work(const dc_module *m, const dc_node *n) {
   uint64_t bytes = dc_type_bytes(&n->type), flops = 0;
@@ -613,6 +616,17 @@ static int threads_for(const drt_plan *p, const dc_node *n) {
   return shares >= (uint64_t)pool ? pool : shares < 1 ? 1 : (int)shares;
 }
 
+/* Parts a step is cut into: PARTS_PER_THREAD per thread where the work
+ * allows (each part at least SPLIT_BYTES' worth), so that a thread the
+ * scheduler delays holds up at most a small part while the others take the
+ * rest (threadpool.h). */
+static int64_t parts_for(const drt_plan *p, const dc_node *n, int threads) {
+  if (threads <= 1) return 1;
+  uint64_t shares = step_work(p->plan.module, n) / SPLIT_BYTES;
+  uint64_t most = (uint64_t)threads * PARTS_PER_THREAD;
+  return (int64_t)(shares < (uint64_t)threads ? (uint64_t)threads : shares > most ? most : shares);
+}
+
 static dc_status *run_node(drt_plan *p, int32_t s) {
   const dc_module *m = p->plan.module;
   const dc_node *n = &m->nodes[s];
@@ -620,7 +634,8 @@ static dc_status *run_node(drt_plan *p, int32_t s) {
   if (p->use_llvm && p->fn[s]) {
     launch l = {p->fn[s], {out}, n->ninputs + 1, p->scratch, p->scratch_stride};
     for (int k = 0; k < n->ninputs; k++) l.bufs[k + 1] = p->value[n->inputs[k]];
-    dc_pool_run_n(p->pool, threads_for(p, n), run_on_thread, &l);
+    int threads = threads_for(p, n);
+    dc_pool_run(p->pool, threads, parts_for(p, n, threads), run_part, &l);
     return NULL;
   }
   const void *in[DC_MAX_INPUTS];

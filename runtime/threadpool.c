@@ -1,13 +1,28 @@
-/* threadpool.c — a fork/join pool.  Each worker has its own futex word
- * (slot.gen) that the caller bumps to hand it a run; the caller waits on
- * `remaining`, which the workers count down.  Every wait spins for at most
- * SPIN_NS (kernels are launched back to back, so a worker usually finds the
- * next run within that) and then sleeps in the kernel.  The spin is bounded
- * in time, not in pause instructions, because a pause costs 10 cycles on one
- * CPU and 140 on another; and it is short, because on a busy machine a
- * spinning thread takes the core the thread it waits for needs (issue 11:
- * the old 200000-pause spins made 2 threads 17x slower than 1 beside one
- * busy core).
+/* threadpool.c — a fork/join pool whose runs are split into parts that the
+ * threads claim as they get to them.  A run of n parts posts to the workers
+ * it may use and then claims parts itself; every thread takes the next
+ * unclaimed part from one atomic word until none is left, and the caller
+ * returns once every part has finished.  So a worker that the scheduler has
+ * not run yet costs nothing: the caller (and the other workers) take its
+ * share, and nobody waits for a thread that has not started a part (issue
+ * 11: with a static split, a descheduled worker's share made the caller wait
+ * a whole time slice, and 2 threads on a busy machine ran slower than 1).
+ *
+ * Each worker has its own futex word (slot.gen) that the caller bumps to
+ * wake it; the caller waits on `done`, which the workers count up.  Every
+ * wait spins for at most SPIN_NS (kernels are launched back to back, so a
+ * worker usually finds the next run within that) and then sleeps in the
+ * kernel.  The spin is bounded in time, not in pause instructions, because a
+ * pause costs 10 cycles on one CPU and 140 on another; and it is short,
+ * because on a busy machine a spinning thread takes the core the thread it
+ * waits for needs.
+ *
+ * The claim word holds (parts of the current run) << 32 | (next part).  A
+ * claim is a compare-and-swap on the whole word, so it takes a part of the
+ * run whose parts it saw; fn and ctx are read only after a successful claim
+ * and the run cannot end (so the caller cannot overwrite them) before that
+ * part is counted in `done`.  A late worker that finds a newer run's word
+ * simply takes part in that run, which is as correct as any other thread.
  *
  * Sleeping without a lost wake-up: a waiter sets its `sleeping` flag and then
  * re-reads the word; a waker changes the word and then reads the flag (both
@@ -44,13 +59,13 @@ struct dc_pool {
   int n;
   pthread_t *threads;
   slot *slots; /* [n]; slot 0 (the caller) unused */
-  /* The current run, written before the workers' gen is bumped and read by
-   * them after, so the bump publishes it. */
+  /* The current run, written before the claim word is published and read
+   * by a thread only after it has claimed a part of it. */
   dc_pool_fn fn;
   void *ctx;
-  int64_t active;
-  atomic_uint remaining;       /* workers of the current run still running */
-  atomic_uint caller_sleeping; /* the caller is (about to be) asleep on remaining */
+  _Atomic uint64_t claim;      /* nparts << 32 | next unclaimed part */
+  atomic_uint done;            /* parts of the current run finished */
+  atomic_uint caller_sleeping; /* the caller is (about to be) asleep on done */
   atomic_int quit;
 };
 
@@ -88,18 +103,32 @@ static void wake(atomic_uint *w, atomic_uint *sleeping) {
   if (atomic_load(sleeping)) futex_wake(w, 1);
 }
 
+/* Takes parts of the current run until none is left. */
+static void take_parts(dc_pool *p, int thread) {
+  uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
+  for (;;) {
+    uint32_t nparts = (uint32_t)(v >> 32), part = (uint32_t)v;
+    if (part >= nparts) return;
+    if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+      continue; /* v now holds the word another thread left */
+    p->fn(p->ctx, part, nparts, thread);
+    if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == nparts)
+      wake(&p->done, &p->caller_sleeping);
+    v = atomic_load_explicit(&p->claim, memory_order_acquire);
+  }
+}
+
 static void *worker(void *arg) {
   dc_pool *p = ((worker_arg *)arg)->p;
-  int64_t tid = ((worker_arg *)arg)->tid;
+  int thread = (int)((worker_arg *)arg)->tid;
   dc_free(arg);
-  slot *s = &p->slots[tid];
+  slot *s = &p->slots[thread];
   unsigned seen = 0;
   for (;;) {
     wait_change(&s->gen, seen, &s->sleeping);
     seen = atomic_load(&s->gen);
     if (atomic_load(&p->quit)) return NULL;
-    p->fn(p->ctx, tid, p->active);
-    if (atomic_fetch_sub(&p->remaining, 1) == 1) wake(&p->remaining, &p->caller_sleeping);
+    take_parts(p, thread);
   }
 }
 
@@ -147,19 +176,20 @@ void dc_pool_destroy(dc_pool *p) {
 
 int dc_pool_size(const dc_pool *p) { return p->n; }
 
-void dc_pool_run(dc_pool *p, dc_pool_fn fn, void *ctx) { dc_pool_run_n(p, p->n, fn, ctx); }
-
-void dc_pool_run_n(dc_pool *p, int n, dc_pool_fn fn, void *ctx) {
-  if (n > p->n) n = p->n;
-  if (n <= 1) {
-    fn(ctx, 0, 1);
+void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *ctx) {
+  if (nparts < 1) return;
+  if (nparts > DC_POOL_MAX_PARTS) nparts = DC_POOL_MAX_PARTS;
+  if (nthreads > p->n) nthreads = p->n;
+  if (nthreads > nparts) nthreads = (int)nparts;
+  if (nthreads <= 1) {
+    for (int64_t part = 0; part < nparts; part++) fn(ctx, part, nparts, 0);
     return;
   }
   p->fn = fn;
   p->ctx = ctx;
-  p->active = n;
-  atomic_store(&p->remaining, (unsigned)(n - 1));
-  for (int t = 1; t < n; t++) post(p, t);
-  fn(ctx, 0, n);
-  for (unsigned r; (r = atomic_load(&p->remaining)) != 0;) wait_change(&p->remaining, r, &p->caller_sleeping);
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->claim, (uint64_t)nparts << 32, memory_order_release);
+  for (int t = 1; t < nthreads; t++) post(p, t);
+  take_parts(p, 0);
+  for (unsigned d; (d = atomic_load(&p->done)) != (unsigned)nparts;) wait_change(&p->done, d, &p->caller_sleeping);
 }

@@ -1,8 +1,11 @@
 /* threadpool.h — the CPU backend's worker threads, created once per loaded
- * plan: dc_pool_run(fn) calls fn(ctx, tid, n) on every thread (the caller
- * is thread 0) and returns when all have returned; dc_pool_run_n runs fn on
- * the first n threads only (the others are not woken), so a small op need
- * not pay for waking threads it cannot keep busy.
+ * plan.  dc_pool_run(p, nthreads, nparts, fn) calls fn(ctx, part, nparts,
+ * thread) once for every part in [0, nparts) and returns when all have
+ * returned.  Parts are claimed by whichever of the first nthreads threads
+ * (the caller is thread 0) gets to them first, so the caller never waits
+ * for a worker that has not been scheduled: it takes that worker's parts.
+ * `thread` (< dc_pool_size) names the thread running the part, for
+ * per-thread scratch; a part must not depend on which thread runs it.
  *
  * Waiting threads (workers between runs, the caller for the workers) spin a
  * few microseconds, then sleep on a futex: back-to-back kernels find the
@@ -14,15 +17,18 @@
 #include "support/support.h"
 
 typedef struct dc_pool dc_pool;
-typedef void (*dc_pool_fn)(void *ctx, int64_t tid, int64_t nthreads);
+typedef void (*dc_pool_fn)(void *ctx, int64_t part, int64_t nparts, int thread);
+
+/* A run's part count is clamped to this. */
+#define DC_POOL_MAX_PARTS ((int64_t)1 << 30)
 
 /* nthreads <= 0 means one per online CPU. */
 dc_status *dc_pool_create(int nthreads, dc_pool **out);
 void dc_pool_destroy(dc_pool *p);
 int dc_pool_size(const dc_pool *p);
-void dc_pool_run(dc_pool *p, dc_pool_fn fn, void *ctx);
-/* fn(ctx, tid, n) for tid in [0, n), n clamped to [1, dc_pool_size(p)];
- * n == 1 runs fn on the caller alone. */
-void dc_pool_run_n(dc_pool *p, int n, dc_pool_fn fn, void *ctx);
+/* fn(ctx, part, nparts, thread) for every part in [0, nparts) on at most
+ * nthreads threads (clamped to [1, dc_pool_size(p)] and to nparts);
+ * nthreads == 1 runs every part on the caller, in order. */
+void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *ctx);
 
 #endif

@@ -50,12 +50,13 @@ typedef struct {
   int nbufs;
 } launch;
 
-static void run_kernel(void *ctx, int64_t tid, int64_t nt) {
+/* One part of the kernel's split, with the running thread's scratch. */
+static void run_kernel(void *ctx, int64_t part, int64_t nparts, int thread) {
   launch *l = ctx;
   void *bufs[8];
   memcpy(bufs, l->bufs, sizeof(void *) * (size_t)l->nbufs);
-  bufs[l->nbufs] = l->scratch + (size_t)tid * l->scratch_bytes;
-  l->fn(bufs, tid, nt);
+  bufs[l->nbufs] = l->scratch + (size_t)thread * l->scratch_bytes;
+  l->fn(bufs, part, nparts);
 }
 
 dc_status *kh_target(dc_cpu_target *t) {
@@ -132,7 +133,8 @@ static void compiled_run(compiled *c, const dc_node *n, int32_t id, const void *
   launch l = {c->fns[id], bufs, NULL, c->k.entries[0].scratch_bytes, n->ninputs + 1};
   int nt = dc_pool_size(c->pool);
   if (posix_memalign((void **)&l.scratch, 64, l.scratch_bytes * (size_t)nt + 64)) return;
-  dc_pool_run(c->pool, run_kernel, &l);
+  /* more parts than threads, as diffrun cuts big steps (runtime.c parts_for) */
+  dc_pool_run(c->pool, nt, nt > 1 ? 3 * nt + 1 : 1, run_kernel, &l);
   free(l.scratch);
 }
 

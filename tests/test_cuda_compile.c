@@ -57,7 +57,6 @@ typedef struct {
   const dc_cuda_arch *archs;
   int narchs;
   dc_kcache cache;
-  atomic_int next;
   dc_nvrtc_output *out; /* [n * narchs], kernel-major */
   dc_status **st;
   int *cached;
@@ -136,9 +135,9 @@ static void compile_job(kernel_set *s, int i) {
   if (!s->st[i] && keyed) dc_kcache_put(&s->cache, key, &s->out[i]);
 }
 
-static void compile_worker(void *ctx, int64_t tid, int64_t nthreads) {
-  kernel_set *s = ctx;
-  for (int i; (i = atomic_fetch_add(&s->next, 1)) < s->n * s->narchs;) compile_job(s, i);
+static void compile_worker(void *ctx, int64_t job, int64_t njobs, int thread) {
+  (void)njobs, (void)thread;
+  compile_job(ctx, (int)job);
 }
 
 /* Compiles every distinct kernel for every arch; prints and counts failures. */
@@ -155,7 +154,7 @@ static void compile_set(kernel_set *s, totals *t) {
   if (!s->out || !s->st || !s->cached || !pool) return;
   for (int i = 0; i < njobs; i++) dc_buf_init(&s->out[i].image);
   int threads = dc_pool_size(pool);
-  dc_pool_run(pool, compile_worker, s);
+  dc_pool_run(pool, threads, njobs, compile_worker, s);
   dc_pool_destroy(pool);
   for (int i = 0; i < njobs; i++) {
     const char *use = s->k[i / s->narchs].first_use, *arch = s->archs[i % s->narchs].name;

@@ -177,7 +177,7 @@ typedef struct {
   int nbufs;
   uint8_t *scratch;
   dc_cpu_kernel_fn fn;
-  double cpu[64]; /* per thread: CPU seconds of its last kernel call */
+  double cpu[64]; /* per thread: CPU seconds in the last run_all */
 } runner;
 
 static double cpu_now(void) {
@@ -186,14 +186,22 @@ static double cpu_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void run_thread(void *ctx, int64_t tid, int64_t nt) {
+static void run_part(void *ctx, int64_t part, int64_t nparts, int thread) {
   runner *r = ctx;
   void *bufs[8];
   memcpy(bufs, r->bufs, sizeof bufs);
-  bufs[r->nbufs] = r->scratch + (size_t)tid * r->k.entries[0].scratch_bytes;
+  bufs[r->nbufs] = r->scratch + (size_t)thread * r->k.entries[0].scratch_bytes;
   double t0 = cpu_now();
-  r->fn(bufs, tid, nt);
-  if (tid < 64) r->cpu[tid] = cpu_now() - t0;
+  r->fn(bufs, part, nparts);
+  if (thread < 64) r->cpu[thread] += cpu_now() - t0;
+}
+
+/* The kernel split into one part per pool thread; r->cpu[t] is thread t's
+ * CPU time in it. */
+static void run_all(runner *r) {
+  memset(r->cpu, 0, sizeof r->cpu);
+  int nt = dc_pool_size(r->pool);
+  dc_pool_run(r->pool, nt, nt, run_part, r);
 }
 
 /* A target with W-lane vectors: 16 the host (AVX-512 here), 8 AVX2
@@ -270,7 +278,7 @@ static void check_gelu_grid(void) {
     float *x = malloc(N * sizeof *x), *out = malloc(N * sizeof *out), one = 1.0f;
     for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * (float)i / N;
     r.bufs[0] = out, r.bufs[1] = &one, r.bufs[2] = x;
-    dc_pool_run(r.pool, run_thread, &r);
+    run_all(&r);
     double maxrel = 0, maxabs = 0;
     int differ = 0;
     for (int i = 0; i < N; i++) {
@@ -324,7 +332,7 @@ static void check_custom(dc_module *m, int32_t y, const char *what, int width, i
     float *want = malloc(numel * sizeof *want), *got = malloc(numel * sizeof *got);
     CHECK_OK(dc_ref_kernel_for(n->op)(m, n, in, want));
     r.bufs[0] = inplace ? r.bufs[n->ninputs] : got; /* the residual is the last input */
-    dc_pool_run(r.pool, run_thread, &r);
+    run_all(&r);
     double d2 = 0, r2 = 0;
     for (size_t i = 0; i < numel; i++) {
       double d = (double)((float *)r.bufs[0])[i] - want[i];
@@ -468,13 +476,13 @@ static void bench(const char *what, dc_module *m, int32_t y, double flops) {
     for (size_t j = 0; j < cnt; j++) d[j] = (float)((j * 2654435761u) % 1000) / 1000.0f - 0.5f;
     r.bufs[i] = d;
   }
-  dc_pool_run(r.pool, run_thread, &r);
+  run_all(&r);
   /* Wall time, and the slower thread's CPU time: what the wall time would
    * be with a core per thread (the box is shared; other jobs steal cores). */
   double best = 1e30, best_cpu = 1e30;
   for (int rep = 0; rep < 5; rep++) {
     double t0 = now();
-    dc_pool_run(r.pool, run_thread, &r);
+    run_all(&r);
     double dt = now() - t0, cpu = r.cpu[0] > r.cpu[1] ? r.cpu[0] : r.cpu[1];
     if (dt < best) best = dt;
     if (cpu < best_cpu) best_cpu = cpu;

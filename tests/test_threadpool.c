@@ -1,13 +1,16 @@
 /* test_threadpool.c — the fork/join pool (runtime/threadpool.h) on 1..4
  * threads:
- *  - many back-to-back runs: every thread of a run is called exactly once
- *    with its tid and the run's thread count, and a run returns only after
- *    every thread has finished it (checked through the data each wrote);
- *  - dc_pool_run_n: only threads [0, n) run, with nthreads = n; n beyond
- *    the pool or below 1 is clamped;
+ *  - many back-to-back runs with part counts below, at and above the thread
+ *    count: every part of a run is called exactly once with the run's part
+ *    count, on a thread below the pool's size, and a run returns only after
+ *    every part has finished (checked through the data each wrote);
+ *  - nthreads beyond the pool or below 1 is clamped; nthreads 1 runs every
+ *    part on the caller, in order; no parts is no call;
  *  - runs with gaps, so that workers have gone to sleep when the next run
- *    is posted, and runs where the caller's share (or the last worker's) is
- *    slow, so that the others sleep while they wait: the futex paths;
+ *    is posted, and runs where one part is slow, so that the others sleep
+ *    while they wait: the futex paths;
+ *  - the point of claiming parts: when a worker is held up inside its first
+ *    part, the caller takes every other part instead of waiting for it;
  *  - destroy while the workers are idle (asleep, or just started), and
  *    right after a run.
  * Timing is not checked here (bench/threads.sh measures it). */
@@ -20,59 +23,70 @@
 #include "testutil.h"
 
 #define MAX_THREADS 4
+#define MAX_PARTS 64
 #define N 4096
-#define RUN_ALL INT_MIN /* one_run: dc_pool_run instead of dc_pool_run_n */
 
 typedef struct {
-  long run;                       /* the run being executed */
-  long seen[MAX_THREADS];         /* per tid: the last run it took part in */
-  atomic_int calls[MAX_THREADS];  /* per tid: calls in the current run */
-  atomic_int bad_n;               /* calls whose nthreads differed from want_n */
-  int64_t want_n;
-  int slow_tid;                   /* this tid sleeps slow_ms in its share (-1: none) */
+  long run;                    /* the run being executed */
+  long seen[MAX_PARTS];        /* per part: the last run it took part in */
+  atomic_int calls[MAX_PARTS]; /* per part: calls in the current run */
+  atomic_int bad;              /* calls with the wrong nparts, or a thread out of range */
+  atomic_int by_thread[MAX_THREADS];
+  int64_t want_parts;
+  int pool_size;
+  int slow_part;      /* this part sleeps slow_ms (-1: none) */
+  int slow_worker;    /* the first part a worker (thread > 0) runs sleeps slow_ms */
+  atomic_int slowed;  /* slow_worker: it has happened */
   int slow_ms;
-  double data[N], sum[MAX_THREADS];
+  int in_order;       /* nthreads 1: parts must come 0, 1, 2, ... */
+  atomic_int next_in_order;
+  double data[N], sum[MAX_PARTS];
 } job;
 
 static void sleep_ms(int ms) { nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL); }
 
-/* Each thread sums its slice of data and records that it ran. */
-static void work(void *ctx, int64_t tid, int64_t n) {
+/* Each part sums its slice of data and records that it ran. */
+static void work(void *ctx, int64_t part, int64_t nparts, int thread) {
   job *j = ctx;
-  if (n != j->want_n) atomic_fetch_add(&j->bad_n, 1);
-  atomic_fetch_add(&j->calls[tid], 1);
-  if (tid == j->slow_tid) sleep_ms(j->slow_ms);
+  if (nparts != j->want_parts || thread < 0 || thread >= j->pool_size || part < 0 || part >= nparts)
+    atomic_fetch_add(&j->bad, 1);
+  if (j->in_order && (thread != 0 || atomic_fetch_add(&j->next_in_order, 1) != part)) atomic_fetch_add(&j->bad, 1);
+  atomic_fetch_add(&j->calls[part], 1);
+  atomic_fetch_add(&j->by_thread[thread], 1);
+  if (part == j->slow_part) sleep_ms(j->slow_ms);
+  if (j->slow_worker && thread > 0 && atomic_exchange(&j->slowed, 1) == 0) sleep_ms(j->slow_ms);
+  else if (j->slow_worker) sleep_ms(1); /* parts long enough for the worker to wake and claim one */
   double s = 0;
-  for (int64_t i = N * tid / n; i < N * (tid + 1) / n; i++) s += j->data[i];
-  j->sum[tid] = s;
-  j->seen[tid] = j->run;
+  for (int64_t i = N * part / nparts; i < N * (part + 1) / nparts; i++) s += j->data[i];
+  j->sum[part] = s;
+  j->seen[part] = j->run;
 }
 
-/* One run on n threads (n as passed to dc_pool_run_n, or RUN_ALL);
- * 1 when every thread [0, eff) ran once, none other did, and the slices
- * add up, all visible to the caller when the run returns. */
-static int one_run(dc_pool *p, job *j, int n) {
-  int size = dc_pool_size(p), eff = n == RUN_ALL ? size : n < 1 ? 1 : n > size ? size : n;
+/* One run of nparts parts on nthreads threads; 1 when every part ran once,
+ * no other did, and the slices add up, all visible when the run returns. */
+static int one_run(dc_pool *p, job *j, int nthreads, int nparts) {
   j->run++;
-  j->want_n = eff;
-  for (int t = 0; t < MAX_THREADS; t++) atomic_store(&j->calls[t], 0);
-  if (n == RUN_ALL) dc_pool_run(p, work, j);
-  else dc_pool_run_n(p, n, work, j);
+  j->want_parts = nparts;
+  j->pool_size = dc_pool_size(p);
+  j->in_order = nthreads <= 1 || j->pool_size == 1 || nparts == 1;
+  atomic_store(&j->next_in_order, 0);
+  for (int t = 0; t < MAX_PARTS; t++) atomic_store(&j->calls[t], 0);
+  dc_pool_run(p, nthreads, nparts, work, j);
   double total = 0;
-  int ok = atomic_load(&j->bad_n) == 0;
-  for (int t = 0; t < MAX_THREADS; t++) {
+  int ok = atomic_load(&j->bad) == 0;
+  for (int t = 0; t < MAX_PARTS; t++) {
     int calls = atomic_load(&j->calls[t]);
-    ok &= t < eff ? calls == 1 && j->seen[t] == j->run : calls == 0;
-    if (t < eff) total += j->sum[t];
+    ok &= t < nparts ? calls == 1 && j->seen[t] == j->run : calls == 0;
+    if (t < nparts) total += j->sum[t];
   }
-  return ok && total == (double)N * (N - 1) / 2;
+  return ok && (nparts < 1 || total == (double)N * (N - 1) / 2);
 }
 
 static job *new_job(void) {
   static job j;
   memset(&j, 0, sizeof j);
   for (int i = 0; i < N; i++) j.data[i] = i; /* sums are exact in double */
-  j.slow_tid = -1;
+  j.slow_part = -1;
   return &j;
 }
 
@@ -83,11 +97,12 @@ static void back_to_back(int threads) {
   CHECK(dc_pool_size(p) == threads);
   job *j = new_job();
   int good = 0, runs = 5000;
-  for (int r = 0; r < runs; r++) good += one_run(p, j, r % 3 == 0 ? RUN_ALL : r % threads + 1);
+  for (int r = 0; r < runs; r++) good += one_run(p, j, r % threads + 1, 1 + (r * 7) % MAX_PARTS);
   CHECK(good == runs);
-  /* clamping: more threads than the pool, and fewer than one */
-  CHECK(one_run(p, j, threads + 3) && one_run(p, j, 0) && one_run(p, j, -2));
-  printf("%d thread(s): %d back-to-back runs (dc_pool_run and dc_pool_run_n on 1..%d), %d correct\n", threads, runs,
+  /* clamping: more threads than the pool or than parts, fewer than one; no parts */
+  CHECK(one_run(p, j, threads + 3, 5) && one_run(p, j, 4, 2) && one_run(p, j, 0, 3) && one_run(p, j, -2, 7));
+  CHECK(one_run(p, j, threads, 0));
+  printf("%d thread(s): %d back-to-back runs of 1..%d parts on 1..%d threads, %d correct\n", threads, runs, MAX_PARTS,
          threads, good);
   dc_pool_destroy(p); /* right after a run */
 }
@@ -100,25 +115,53 @@ static void sleepers(int threads) {
   int good = 0, runs = 0;
   for (int r = 0; r < 20; r++, runs++) { /* the workers are asleep when each run is posted */
     sleep_ms(2);
-    good += one_run(p, j, RUN_ALL);
+    good += one_run(p, j, threads, 2 * threads);
   }
   j->slow_ms = 20;
-  for (int slow = 0; slow < threads; slow++, runs++) { /* the caller's share, then each worker's, is slow */
-    j->slow_tid = slow;
-    good += one_run(p, j, RUN_ALL);
+  for (int slow = 0; slow < 2 * threads; slow++, runs++) { /* each part in turn is slow */
+    j->slow_part = slow;
+    good += one_run(p, j, threads, 2 * threads);
   }
-  j->slow_tid = -1;
+  j->slow_part = -1;
   CHECK(good == runs);
-  printf("%d thread(s): %d runs posted to sleeping workers or waiting on a slow share, %d correct\n", threads, runs,
+  printf("%d thread(s): %d runs posted to sleeping workers or waiting on a slow part, %d correct\n", threads, runs,
          good);
   sleep_ms(5);
   dc_pool_destroy(p); /* idle: every worker asleep */
+}
+
+/* A worker held up in its first part (as a worker the scheduler does not
+ * run would be) holds up that part only: the caller runs all the others.
+ * With a fixed share per thread it would wait for half of them. */
+static void caller_takes_the_rest(void) {
+  dc_pool *p = NULL;
+  CHECK_OK(dc_pool_create(2, &p));
+  if (!p) return;
+  job *j = new_job();
+  j->slow_ms = 300; /* longer than the caller's 64 parts of 1 ms */
+  int nparts = MAX_PARTS, worst = nparts, good = 0, held = 0;
+  for (int r = 0; r < 5; r++) {
+    j->slow_worker = 1;
+    atomic_store(&j->slowed, 0);
+    for (int t = 0; t < MAX_THREADS; t++) atomic_store(&j->by_thread[t], 0);
+    good += one_run(p, j, 2, nparts);
+    int by_caller = atomic_load(&j->by_thread[0]);
+    held += atomic_load(&j->slowed);
+    if (by_caller < worst) worst = by_caller;
+  }
+  j->slow_worker = 0;
+  CHECK(good == 5);
+  CHECK(worst >= nparts - 1);
+  printf("5 runs, the worker held up 300 ms in its first part in %d of them: the caller ran at least %d of %d "
+         "parts\n", held, worst, nparts);
+  dc_pool_destroy(p);
 }
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   for (int t = 1; t <= MAX_THREADS; t++) back_to_back(t);
   for (int t = 1; t <= MAX_THREADS; t++) sleepers(t);
+  caller_takes_the_rest();
   for (int t = 1; t <= MAX_THREADS; t++) { /* destroy before the workers ever waited, or while they spin */
     dc_pool *p = NULL;
     CHECK_OK(dc_pool_create(t, &p));
