@@ -57,9 +57,6 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
                     "precisions of --target cuda)",
                     o->compute);
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
-  if (o->kernel_cache || o->no_kernel_cache)
-    return dc_error(DC_ERR_ARGUMENT, "--%s: only for --target cuda (CPU kernels are not cached)",
-                    o->kernel_cache ? "kernel-cache" : "no-kernel-cache");
   return NULL;
 }
 
@@ -71,10 +68,10 @@ static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
   t->cuda = !strcmp(target, "cuda");
   if (o->compute && dc_cuda_compute_from_name(o->compute, &t->compute) != 0)
     return dc_error(DC_ERR_ARGUMENT, "--compute-dtype %s: expected f32, bf16 or f16", o->compute);
-  if (!t->cuda) return check_cpu_options(o, t);
-  if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
   if (o->kernel_cache && o->no_kernel_cache)
     return dc_error(DC_ERR_ARGUMENT, "--kernel-cache %s and --no-kernel-cache contradict each other", o->kernel_cache);
+  if (!t->cuda) return check_cpu_options(o, t);
+  if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
   DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
   return dc_nvrtc_parse_archs(t->nv, o->cuda_arch, t->archs, &t->narchs);
 }
@@ -294,7 +291,8 @@ dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_modul
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(dc_cpu_target_named(o->cpu, &t));
-  dc_status *st = dc_emit_cpu_kernels(m, &t, o->verbose, k);
+  dc_cpu_emit_options eo = {.verbose = o->verbose, .cache_dir = o->kernel_cache, .no_cache = o->no_kernel_cache};
+  dc_status *st = dc_emit_cpu_kernels(m, &t, &eo, k);
   dc_cpu_target_deinit(&t);
   return st;
 }

@@ -2,14 +2,14 @@
  * (codegen/kernel_group.h, the compute precision in the signature), write
  * each distinct kernel's source (serially: it takes microseconds), then
  * compile kernel x arch jobs on a thread pool, each through the disk cache
- * (codegen/cuda/kernel_cache.h), with a progress line for long compiles. */
+ * (codegen/kernel_cache.h), with a progress line for long compiles. */
 #include "emit_cuda.h"
 
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/cuda/kernel_cache.h"
+#include "codegen/kernel_cache.h"
 #include "codegen/kernel_group.h"
 #include "runtime/threadpool.h"
 
@@ -301,7 +301,7 @@ dc_status *dc_emit_cuda_kernels(const dc_module *m, const dc_nvrtc *nv, const dc
   memset(rep, 0, sizeof *rep);
   double t0 = dc_now_seconds();
   dc_kcache cache;
-  DC_TRY(dc_kcache_open(o->cache_dir, o->no_cache, &cache));
+  DC_TRY(dc_kcache_open(o->cache_dir, o->no_cache, "cuda", &cache));
   dc_kernel_groups g;
   dc_status *st = dc_kernel_groups_build(m, has_cuda_kernel, dc_cuda_compute_name(o->compute), &g);
   dc_cuda_kernel *kernels = st ? NULL : dc_calloc((size_t)g.nreps + 1, sizeof *kernels);

@@ -93,7 +93,7 @@ static void get_cpu_kernels(dc_reader *r, uint32_t format, int32_t nnodes, dc_pl
   k->cpu = dc_read_str(r, NULL, 256);
   k->features = dc_read_str(r, NULL, 1 << 16);
   uint32_t nobj = dc_read_u32(r);
-  if (!r->err && (nobj == 0 || nobj > 256)) return dc_reader_fail(r, "%u object files (expected 1..256)", nobj);
+  if (!r->err && (nobj == 0 || nobj > 65536)) return dc_reader_fail(r, "%u object files (expected 1..65536)", nobj);
   k->objects = r->err ? NULL : dc_calloc(nobj, sizeof *k->objects);
   if (!k->objects && !r->err) return (void)(r->err = dc_nomem("reading kernels"));
   for (uint32_t i = 0; i < nobj && !r->err; i++) {
