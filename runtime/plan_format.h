@@ -20,7 +20,8 @@
  *   KERN  compiled kernels: u32 format (0 = none, 1 = LLVM objects,
  *         2 = CUDA images), then
  *         for format 1: the target (triple, cpu, features), u32 n object
- *         files (each u64 size + bytes; diffc compiles them in parallel),
+ *         files (each u64 size + bytes; one per distinct kernel, each
+ *         defining the symbol dck_<its kernel cache key>),
  *         and u32 n entries of (u32 node, symbol, u64 scratch bytes per
  *         thread);
  *         for format 2 (target CUDA): str compute precision ("f32", "bf16"
