@@ -67,10 +67,15 @@ const dc_entry_desc *dc_entry_find(const dc_class_desc *c, const char *name) {
   return NULL;
 }
 
+/* "a, b, c, d (with X)": a condition is said once, after the last of the
+ * inputs it adds. */
 static void describe_io(dc_buf *b, const dc_entry_io *io) {
-  for (int i = 0; io[i].name; i++)
-    dc_buf_printf(b, "%s%s%s%s%s", i ? ", " : "", io[i].name, io[i].when ? " (with " : "",
-                  io[i].when ? io[i].when : "", io[i].when ? ")" : "");
+  for (int i = 0; io[i].name; i++) {
+    const char *when = io[i].when, *next = io[i + 1].name ? io[i + 1].when : NULL;
+    int last_of_run = when && !(next && !strcmp(next, when));
+    dc_buf_printf(b, "%s%s%s%s%s", i ? ", " : "", io[i].name, last_of_run ? " (with " : "", last_of_run ? when : "",
+                  last_of_run ? ")" : "");
+  }
 }
 
 void dc_classes_describe(dc_buf *b) {
