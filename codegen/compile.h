@@ -30,7 +30,7 @@ typedef struct {
   /* memory techniques */
   dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
   const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */
-  int vae_slicing, vae_tiling; /* AutoencoderKL: --vae-slicing, --vae-tiling */
+  int vae_slicing, vae_tiling; /* --vae-slicing, --vae-tiling (classes whose facts allow them) */
   /* --sign: sign the plan with this Ed25519 secret key (64 bytes, from
    * dc_secret_key_load), or NULL for an unsigned plan */
   const uint8_t *sign_secret;

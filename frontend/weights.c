@@ -16,6 +16,7 @@
  * the checkpoint the config needs (tools/make_model fills one with random
  * values). */
 #include "frontend.h"
+#include "registry.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -269,11 +270,7 @@ static dc_status *weights_config_folder(const char *config_path, dc_weight_list 
   if (!f->dir) return dc_nomem("reading a config");
   if (!dc_file_exists(config_path)) return dc_error(DC_ERR_IO, "%s: no such file", config_path);
   DC_TRY(dc_json_load(config_path, &f->config));
-  DC_TRY(dc_json_str(&f->config, "_class_name", NULL, &f->class_name));
-  if (!f->class_name)
-    return dc_error(DC_ERR_FORMAT, "%s: no \"_class_name\" (is this a diffusers model config?)",
-                    config_path);
-  return NULL;
+  return dc_class_of_config(&f->config, &f->class_name, &f->desc);
 }
 
 dc_status *dc_frontend_weight_list(const char *config_path, const char *entry,

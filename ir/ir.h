@@ -21,6 +21,7 @@
 #define DC_IR_H
 
 #include "../support/support.h"
+#include "model_facts.h"
 
 #define DC_MAX_DIMS 6
 #define DC_MAX_INPUTS 4
@@ -187,6 +188,10 @@ typedef struct dc_module {
   dc_meta *meta;     /* shown in the dump header: class, entry, scaling_factor, ... */
   int32_t nmeta, cap_meta;
   uint64_t arena_bytes; /* the activation arena's size (pass memplan); 0 until planned */
+  /* The class facts passes read (block lists, skip patterns): set by the
+   * frontend, NULL for a module parsed or read from a plan; not part of the
+   * text or binary form (the plan records what the passes did with them). */
+  const dc_model_facts *facts;
 } dc_module;
 
 dc_module *dc_module_create(void);
