@@ -294,9 +294,23 @@ static void count_nodes(const dc_module *m, const dc_kernel_groups *g, dc_cuda_e
   for (int32_t i = 0; i < m->nnodes; i++) rep->nnodes += g->group_of[i] >= 0;
 }
 
+/* Constants are placed by the CPU runtime only so far: the CUDA backend has
+ * no step that writes their bytes into the arena, so a plan that needs one
+ * is refused here, at compile time, naming the node. */
+static dc_status *check_no_constants(const dc_module *m) {
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_CONSTANT)
+      return dc_error(DC_ERR_UNSUPPORTED,
+                      "--target cuda: node %%%d (constant%s%s) cannot run there yet: the CUDA backend does not place "
+                      "constants; compile for --target cpu",
+                      (int)i, m->nodes[i].scope ? " in " : "", m->nodes[i].scope ? m->nodes[i].scope : "");
+  return NULL;
+}
+
 dc_status *dc_emit_cuda_kernels(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_emit_options *o,
                                 dc_plan_cuda *out, dc_cuda_emit_report *rep_out) {
   memset(out, 0, sizeof *out);
+  DC_TRY(check_no_constants(m));
   dc_cuda_emit_report local, *rep = rep_out ? rep_out : &local;
   memset(rep, 0, sizeof *rep);
   double t0 = dc_now_seconds();

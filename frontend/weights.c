@@ -118,6 +118,9 @@ static dc_status *weights_bind(dc_weights *w, const dc_weight *wt, int32_t *out)
 
 static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, int32_t *out) {
   const dc_st_tensor *t = e->tensor;
+  if (dc_dtype_is_int(t->dtype)) /* every weight a builder asks for is a float parameter, cast to f32 */
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: tensor \"%s\" is %s, but the model reads it as a float parameter",
+                    w->folder->shards[e->shard].file.path, t->name, dc_dtype_safetensors_name(t->dtype));
   dc_weight wt = {.name = t->name, .offset = t->offset, .bytes = t->bytes};
   DC_TRY(weights_file_index(w, e->shard, &wt.file));
   wt.type.dtype = t->dtype;

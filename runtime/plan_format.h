@@ -16,7 +16,8 @@
  *         tensor's bytes, dtype, shape); diffrun re-hashes every tensor at
  *         load and refuses the plan if one differs (version 4 on)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
- *         outputs, metadata) in ir/serialize.c's format
+ *         outputs, metadata, and the values of constants) in
+ *         ir/serialize.c's format
  *   KERN  compiled kernels: u32 format (0 = none, 1 = LLVM objects,
  *         2 = CUDA images), then
  *         for format 1: the target (triple, cpu, features), u32 n object
@@ -50,7 +51,9 @@
 #include "plan_sign.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-#define DC_PLAN_VERSION 4u
+/* 5: integer dtypes (i32, i64), constants (their bytes in SCHD) and nodes
+ * of up to DC_MAX_INPUTS inputs; 4: weight content hashes. */
+#define DC_PLAN_VERSION 5u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u
