@@ -372,6 +372,10 @@ static void parse_constant(parser *ps, cursor *c) {
                   count);
     if (k) expect(ps, &values, ", ");
     if (!ps->err) get_constant_value(ps, &values, n.type.dtype, data, k);
+    char fb[32];
+    if (!ps->err && values.p != values.end && *values.p != ',')
+      return fail(ps, "value %" PRIu64 " of the %s constant is followed by \"%s\"", k, dc_dtype_name(n.type.dtype),
+                  found(&values, fb, sizeof fb));
   }
   if (!ps->err && values.p != values.end)
     return fail(ps, "constant of type %s has more than %" PRIu64 " values", dc_type_str(&n.type, tb, sizeof tb), count);
