@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/emit_cuda.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
 #include "runtime/plan_format.h"
@@ -288,6 +289,11 @@ static void test_plan(void) {
   dc_plan_deinit(&back);
   run_backend(path, "reference");
   run_backend(path, "llvm");
+  /* the cuda backend does not place constants yet: refused at compile time, naming the node */
+  dc_cuda_emit_options co = {.no_cache = 1, .no_progress = 1};
+  dc_plan_cuda cuda;
+  CHECK_ERR(dc_emit_cuda_kernels(m, NULL, &co, &cuda, NULL),
+            "--target cuda: node %2 (constant in time_proj.scale) cannot run there yet");
   dc_free(a);
   dc_free(b);
   free(path);
