@@ -332,6 +332,5 @@ int main(int argc, char **argv) {
   cJSON_Delete(c);
   dc_free(text);
   free(case_path);
-  int rc = tu_finish();
-  return rc == 0 && no_gpu ? 77 : rc;
+  return tu_finish_or_skip(no_gpu);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/kernel_cache.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/kernels.h"
@@ -71,6 +72,29 @@ dc_status *kh_target(dc_cpu_target *t) {
   exit(77);
 }
 
+static dc_kcache kcache;
+static int kcache_open;
+
+dc_status *kh_finish_cached(dc_llvm *g, dc_cpu_kernel *ck, dc_buf *obj) {
+  if (!kcache_open) {
+    DC_TRY(dc_kcache_open(NULL, 0, "cpu", &kcache));
+    kcache_open = 1; /* open for the process's life */
+  }
+  uint64_t key = 0;
+  DC_TRY(dc_llvm_kernel_key(g, ck, &key));
+  dc_kernel_image img;
+  if (dc_kcache_get(&kcache, key, &img)) {
+    dc_buf_append(obj, img.image.data, img.image.len);
+    dc_kernel_image_deinit(&img);
+    return dc_buf_status(obj, "reading a cached kernel");
+  }
+  dc_kernel_image_deinit(&img);
+  DC_TRY(dc_llvm_finish(g, obj));
+  img = (dc_kernel_image){*obj, NULL};
+  dc_kcache_put(&kcache, key, &img);
+  return NULL;
+}
+
 static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(kh_target(&t));
@@ -82,7 +106,7 @@ static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *
   dc_status *st = dc_llvm_create(&t, &g);
   if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
   if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "op %s has no LLVM kernel", dc_op_get(m->nodes[id].op)->name);
-  if (!st) st = dc_llvm_finish(g, &obj);
+  if (!st) st = kh_finish_cached(g, &ck, &obj);
   dc_llvm_destroy(g);
   if (st) {
     dc_buf_deinit(&obj);

@@ -20,6 +20,11 @@ typedef struct {
  * name) or the host.  A target this machine cannot run ends the test with
  * exit code 77 (CTest's skip). */
 dc_status *kh_target(dc_cpu_target *t);
+/* For a module holding the one kernel ck just emitted: names it by its
+ * key (dc_llvm_kernel_key) and fills obj from the kernel cache (the default
+ * directory, as diffc's), else by LLVM, storing the result: the kernel
+ * tests and their x86-64-v3 repeats stop recompiling the same kernels. */
+dc_status *kh_finish_cached(dc_llvm *g, dc_cpu_kernel *ck, dc_buf *obj);
 
 /* Node id of m (whose inputs are any earlier nodes: their data is random,
  * normal(0,1) scaled by `scale`) with the LLVM kernel on nthreads threads.

@@ -781,6 +781,5 @@ int main(int argc, char **argv) {
   dc_cu_api_set_override(NULL);
   dc_st_close(&io);
   free(io_path);
-  int rc = tu_finish();
-  return rc == 0 && skip ? 77 : rc;
+  return tu_finish_or_skip(skip);
 }

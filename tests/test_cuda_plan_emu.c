@@ -175,6 +175,5 @@ int main(int argc, char **argv) {
   if (!skip) run_fixture("fixtures/vae_tiny", "decode", "io_decode.safetensors");
   memory = NULL;
   dc_cu_api_set_override(NULL);
-  int rc = tu_finish();
-  return rc == 0 && skip ? 77 : rc;
+  return tu_finish_or_skip(skip);
 }

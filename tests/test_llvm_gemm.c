@@ -227,7 +227,7 @@ static dc_status *runner_init(runner *r, const dc_module *m, int32_t id, int thr
   dc_status *st = dc_llvm_create(&t, &g);
   if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
   if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "no LLVM kernel");
-  if (!st) st = dc_llvm_finish(g, &obj);
+  if (!st) st = kh_finish_cached(g, &ck, &obj);
   dc_llvm_destroy(g);
   r->k.triple = t.triple;
   r->k.cpu = t.cpu;

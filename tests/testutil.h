@@ -29,7 +29,11 @@ extern const char *tu_source_dir; /* argv[1]: tests/ in the source tree */
 void tu_check_err(dc_status *st, const char *needle, const char *file, int line);
 void tu_check_ok(dc_status *st, const char *file, int line);
 void tu_init(int argc, char **argv);
-int tu_finish(void); /* prints the summary; returns the exit code */
+int tu_finish(void); /* prints the summary; returns the exit code: 1 on a failure or when no check ran */
+/* skipped: the test could not run its main part here (no GPU, no NVRTC);
+ * then 77 (ctest's skip) unless a check that did run failed, else as
+ * tu_finish. */
+int tu_finish_or_skip(int skipped);
 
 /* A fresh temporary directory (removed by tu_finish). */
 const char *tu_tmpdir(void);

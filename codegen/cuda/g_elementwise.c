@@ -160,7 +160,7 @@ static void emit_boffset(dc_buf *b, const bcast *p, const char *it) {
 static dc_status *gen_binary(const dc_module *m, const dc_node *n, const char *name, dc_cuda_kernel *out) {
   const dc_type *ta = &m->nodes[n->inputs[0]].type, *tb = &m->nodes[n->inputs[1]].type;
   char opc = n->op == OP_MUL ? '*' : '+';
-  bcast p;
+  bcast p = {0};
   DC_TRY(need_f32_io(m, n));
   DC_TRY(bcast_plan(n, ta, tb, &p));
   uint64_t total = dc_type_numel(ta);
