@@ -237,6 +237,7 @@ static dc_status *load_kernels(drt_plan *p, int threads) {
   if (!p->fn) return dc_nomem("loading kernels");
   DC_TRY(dc_cpu_code_load(p->path, k, m->nnodes, &p->code, p->fn));
   DC_TRY(dc_pool_create(threads, &p->pool));
+  dc_pool_set_adaptive(p->pool, 1); /* beside other work, fall back to the caller alone (threadpool.c) */
   for (int i = 0; i < k->nentries; i++)
     if (k->entries[i].scratch_bytes > p->scratch_stride) p->scratch_stride = k->entries[i].scratch_bytes;
   p->scratch_stride = (p->scratch_stride + 63) & ~(uint64_t)63;

@@ -24,6 +24,19 @@
  * part is counted in `done`.  A late worker that finds a newer run's word
  * simply takes part in that run, which is as correct as any other thread.
  *
+ * Adaptive pools (dc_pool_set_adaptive; diffrun's) also notice when the
+ * machine is oversubscribed.  A worker the scheduler preempts while it holds
+ * a part makes the caller wait for it for a time slice (milliseconds), far
+ * longer than a part takes: on a machine whose other cores are busy, 2
+ * threads then ran 1.1-1.4x slower than 1.  So the caller measures, per
+ * run, how long it waited beyond two of its own parts' time after it ran out
+ * of parts to claim; when over a window of runs that excess is more than
+ * STRAGGLE of the runs' time, the pool runs everything on the caller for a
+ * spell (SPELL_NS at first, doubling while the next window says the same, up
+ * to SPELL_MAX_NS), then measures again.  An ordinary imbalance (the last
+ * part) stays under two parts' time and never counts; neither does a worker
+ * that never got a part, since the caller then did its share.
+ *
  * Sleeping without a lost wake-up: a waiter sets its `sleeping` flag and then
  * re-reads the word; a waker changes the word and then reads the flag (both
  * sequentially consistent), so at least one of them sees the other, and
@@ -38,6 +51,10 @@
 #include <unistd.h>
 
 #define SPIN_NS 20000 /* 20 µs: a few kernel launches' gap, far below a scheduler tick */
+#define WINDOW 8                  /* split runs per decision */
+#define STRAGGLE 0.25             /* share of a window's time lost to preempted workers that goes solo */
+#define SPELL_NS 50000000ull      /* the first solo spell: 50 ms */
+#define SPELL_MAX_NS 1000000000ull /* the longest: 1 s, so a machine that frees up is noticed soon */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -67,6 +84,12 @@ struct dc_pool {
   atomic_uint done;            /* parts of the current run finished */
   atomic_uint caller_sleeping; /* the caller is (about to be) asleep on done */
   atomic_int quit;
+  /* adaptive mode, the caller's alone */
+  int adaptive;
+  int window_runs;
+  uint64_t window_ns, window_excess_ns;
+  uint64_t solo_until_ns, spell_ns;
+  long spells;
 };
 
 typedef struct {
@@ -103,12 +126,12 @@ static void wake(atomic_uint *w, atomic_uint *sleeping) {
   if (atomic_load(sleeping)) futex_wake(w, 1);
 }
 
-/* Takes parts of the current run until none is left. */
-static void take_parts(dc_pool *p, int thread) {
+/* Takes parts of the current run until none is left; returns how many. */
+static int take_parts(dc_pool *p, int thread) {
   uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
-  for (;;) {
+  for (int taken = 0;; taken++) {
     uint32_t nparts = (uint32_t)(v >> 32), part = (uint32_t)v;
-    if (part >= nparts) return;
+    if (part >= nparts) return taken;
     if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
       continue; /* v now holds the word another thread left */
     p->fn(p->ctx, part, nparts, thread);
@@ -176,11 +199,37 @@ void dc_pool_destroy(dc_pool *p) {
 
 int dc_pool_size(const dc_pool *p) { return p->n; }
 
+void dc_pool_set_adaptive(dc_pool *p, int on) { p->adaptive = on; }
+
+long dc_pool_solo_spells(const dc_pool *p) { return p->spells; }
+
+/* Adaptive mode: after a split run, counts how long the caller waited
+ * beyond two of its own parts' time, and decides at the end of a window. */
+static void account(dc_pool *p, uint64_t start, uint64_t claimed, uint64_t end, int taken) {
+  if (taken == 0) return; /* a worker took every part: it was running, not preempted */
+  uint64_t part_ns = (claimed - start) / (uint64_t)taken, wait = end - claimed;
+  p->window_ns += end - start;
+  p->window_excess_ns += wait > 2 * part_ns ? wait - 2 * part_ns : 0;
+  if (++p->window_runs < WINDOW) return;
+  if ((double)p->window_excess_ns > STRAGGLE * (double)p->window_ns) {
+    p->spell_ns = p->spell_ns ? p->spell_ns * 2 : SPELL_NS;
+    if (p->spell_ns > SPELL_MAX_NS) p->spell_ns = SPELL_MAX_NS;
+    p->solo_until_ns = end + p->spell_ns;
+    p->spells++;
+  } else {
+    p->spell_ns = 0;
+  }
+  p->window_runs = 0;
+  p->window_ns = p->window_excess_ns = 0;
+}
+
 void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *ctx) {
   if (nparts < 1) return;
   if (nparts > DC_POOL_MAX_PARTS) nparts = DC_POOL_MAX_PARTS;
   if (nthreads > p->n) nthreads = p->n;
   if (nthreads > nparts) nthreads = (int)nparts;
+  uint64_t start = nthreads > 1 && p->adaptive ? now_ns() : 0;
+  if (start && start < p->solo_until_ns) nthreads = 1; /* a solo spell: the machine is busy */
   if (nthreads <= 1) {
     for (int64_t part = 0; part < nparts; part++) fn(ctx, part, nparts, 0);
     return;
@@ -190,6 +239,8 @@ void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *
   atomic_store_explicit(&p->done, 0, memory_order_relaxed);
   atomic_store_explicit(&p->claim, (uint64_t)nparts << 32, memory_order_release);
   for (int t = 1; t < nthreads; t++) post(p, t);
-  take_parts(p, 0);
+  int taken = take_parts(p, 0);
+  uint64_t claimed = start ? now_ns() : 0;
   for (unsigned d; (d = atomic_load(&p->done)) != (unsigned)nparts;) wait_change(&p->done, d, &p->caller_sleeping);
+  if (start) account(p, start, claimed, now_ns(), taken);
 }

@@ -30,5 +30,12 @@ int dc_pool_size(const dc_pool *p);
  * nthreads threads (clamped to [1, dc_pool_size(p)] and to nparts);
  * nthreads == 1 runs every part on the caller, in order. */
 void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *ctx);
+/* Adaptive mode (off by default; diffrun's pool has it on): when workers
+ * preempted by other work on the machine keep the caller waiting, runs go
+ * to the caller alone for a while, then are measured again (threadpool.c).
+ * For short parts only: a pool of long jobs (compiles) should not use it. */
+void dc_pool_set_adaptive(dc_pool *p, int on);
+/* How many solo spells an adaptive pool has begun (tests, diagnostics). */
+long dc_pool_solo_spells(const dc_pool *p);
 
 #endif

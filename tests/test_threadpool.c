@@ -11,6 +11,10 @@
  *    while they wait: the futex paths;
  *  - the point of claiming parts: when a worker is held up inside its first
  *    part, the caller takes every other part instead of waiting for it;
+ *  - adaptive mode: when every part a worker takes keeps the caller waiting
+ *    (a worker preempted by other work), the pool goes solo for a spell,
+ *    runs every part on the caller, then measures again and, finding the
+ *    same, starts a longer spell; a pool not in adaptive mode never does;
  *  - destroy while the workers are idle (asleep, or just started), and
  *    right after a run.
  * Timing is not checked here (bench/threads.sh measures it). */
@@ -157,11 +161,69 @@ static void caller_takes_the_rest(void) {
   dc_pool_destroy(p);
 }
 
+/* Part work for the adaptive test: the caller's parts take 20 µs of CPU,
+ * a worker's 3 ms, as if the scheduler had preempted it for a time slice. */
+typedef struct {
+  atomic_int by_worker;
+} straggle_job;
+
+static void spin_us(long us) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static void straggle(void *ctx, int64_t part, int64_t nparts, int thread) {
+  straggle_job *j = ctx;
+  if (thread > 0) {
+    atomic_fetch_add(&j->by_worker, 1);
+    sleep_ms(3);
+  } else {
+    spin_us(20);
+  }
+}
+
+/* Runs until the pool has begun `spells` solo spells (or 400 runs). */
+static int runs_until_spell(dc_pool *p, straggle_job *j, long spells) {
+  int runs = 0;
+  while (dc_pool_solo_spells(p) < spells && runs < 400) {
+    dc_pool_run(p, 2, 8, straggle, j);
+    runs++;
+  }
+  return runs;
+}
+
+static void adaptive(void) {
+  dc_pool *p = NULL, *plain = NULL;
+  CHECK_OK(dc_pool_create(2, &p));
+  CHECK_OK(dc_pool_create(2, &plain));
+  if (!p || !plain) return;
+  dc_pool_set_adaptive(p, 1);
+  straggle_job j = {0};
+  int runs = runs_until_spell(p, &j, 1);
+  CHECK(dc_pool_solo_spells(p) == 1);
+  atomic_store(&j.by_worker, 0);
+  for (int r = 0; r < 20; r++) dc_pool_run(p, 2, 8, straggle, &j); /* well inside the 50 ms spell */
+  CHECK(atomic_load(&j.by_worker) == 0);
+  sleep_ms(60); /* the spell is over: measured again, still straggling, a second spell */
+  int again = runs_until_spell(p, &j, 2);
+  CHECK(dc_pool_solo_spells(p) == 2 && atomic_load(&j.by_worker) > 0);
+  for (int r = 0; r < 20; r++) dc_pool_run(plain, 2, 8, straggle, &j);
+  CHECK(dc_pool_solo_spells(plain) == 0);
+  printf("adaptive pool: a worker holding up the caller on every part started a solo spell after %d runs, the next "
+         "20 runs used the caller alone, and after the spell %d more runs started another; a plain pool never "
+         "does\n", runs, again);
+  dc_pool_destroy(p);
+  dc_pool_destroy(plain);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   for (int t = 1; t <= MAX_THREADS; t++) back_to_back(t);
   for (int t = 1; t <= MAX_THREADS; t++) sleepers(t);
   caller_takes_the_rest();
+  adaptive();
   for (int t = 1; t <= MAX_THREADS; t++) { /* destroy before the workers ever waited, or while they spin */
     dc_pool *p = NULL;
     CHECK_OK(dc_pool_create(t, &p));

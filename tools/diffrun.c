@@ -358,7 +358,7 @@ static const char *rate_str(double flops, double seconds, char *buf, size_t cap)
 
 static void print_run(int r, const drt_stats *s) {
   char b1[32], b2[32];
-  printf("run %d: %.3f s", r, s->seconds);
+  printf("run %d: %.4f s", r, s->seconds);
   if (s->flops > 0) printf(", %s", rate_str(s->flops, s->seconds, b1, sizeof b1));
   if (!strcmp(s->backend, "cuda"))
     printf(" (kernels %.3f s on the device%s%s)", s->kernel_seconds, s->flops > 0 ? ", " : "",
