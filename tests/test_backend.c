@@ -55,6 +55,28 @@ static void choice(void) {
   printf("backend choice: the plan's own by default, llvm on a CUDA plan means reference, unknown names refused\n");
 }
 
+/* The CPU executor's create: the modelled device's budget first, then the
+ * llvm backend's need for compiled kernels; nothing is made on a refusal. */
+static void cpu_create_refusals(void) {
+  dc_plan plan = {0};
+  dc_liveness live = {0};
+  drt_options opt = {.device_memory = 1000};
+  live.ndevices = 1;
+  live.dev_peak[0] = 1024;
+  live.dev_weights[0] = 512;
+  drt_backend_setup s = {.path = "p.dplan", .plan = &plan, .live = &live, .opt = &opt};
+  void *be = NULL;
+  CHECK_ERR(drt_backend_llvm.create(&s, &be),
+            "p.dplan: the plan needs 1.5 KiB of device memory (1536 bytes: activation arena 1.0 KiB + resident weights "
+            "512 B) but the device has 1000 B (--device-memory); nothing was run");
+  CHECK(!be);
+  opt.device_memory = 0;
+  CHECK_ERR(drt_backend_llvm.create(&s, &be),
+            "p.dplan: the plan holds no compiled kernels; run it with --backend reference");
+  CHECK(!be);
+  printf("cpu create: over the --device-memory budget, or llvm without kernels: refused, nothing made\n");
+}
+
 /* The C source without comments and without the contents of string and
  * character literals (include names are kept apart, in includes). */
 static char *code_of(const char *src, char *includes, size_t cap) {
@@ -139,6 +161,7 @@ int main(int argc, char **argv) {
   tu_init(argc, argv);
   every_entry_filled();
   choice();
+  cpu_create_refusals();
   session_has_no_backend_branch();
   return tu_finish();
 }
