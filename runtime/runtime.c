@@ -29,7 +29,7 @@ _Static_assert(DC_MAX_DEVICES == 8, "drt_stats' per-device arrays hold 8 devices
 
 struct drt_plan {
   char *path;
-  drt_options opt;             /* the caller's options (zeroes when none) */
+  drt_options opt;             /* the caller's (zeroes when none); its strings are read by drt_load only */
   dc_plan plan;
   dc_liveness live;
   dc_mapped_file *files;       /* per weight file, mapped (unmapped once no backend reads it) */
