@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "codegen/emit_cuda.h"
+#include "frontend/registry.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
 #include "runtime/plan_format.h"
@@ -57,9 +58,6 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
                     "precisions of --target cuda)",
                     o->compute);
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
-  if (o->kernel_cache || o->no_kernel_cache)
-    return dc_error(DC_ERR_ARGUMENT, "--%s: only for --target cuda (CPU kernels are not cached)",
-                    o->kernel_cache ? "kernel-cache" : "no-kernel-cache");
   return NULL;
 }
 
@@ -71,10 +69,10 @@ static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
   t->cuda = !strcmp(target, "cuda");
   if (o->compute && dc_cuda_compute_from_name(o->compute, &t->compute) != 0)
     return dc_error(DC_ERR_ARGUMENT, "--compute-dtype %s: expected f32, bf16 or f16", o->compute);
-  if (!t->cuda) return check_cpu_options(o, t);
-  if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
   if (o->kernel_cache && o->no_kernel_cache)
     return dc_error(DC_ERR_ARGUMENT, "--kernel-cache %s and --no-kernel-cache contradict each other", o->kernel_cache);
+  if (!t->cuda) return check_cpu_options(o, t);
+  if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
   DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
   return dc_nvrtc_parse_archs(t->nv, o->cuda_arch, t->archs, &t->narchs);
 }
@@ -237,6 +235,17 @@ static void note_no_effect(const dc_module *m, const char *key, const char *opti
     fprintf(stderr, "diffc: note: %s has no effect: %s\n", option, v + sizeof no_effect - 1);
 }
 
+/* VAE slicing and tiling mean something only for the classes whose facts
+ * say so (an unsupported class is left to the frontend's message). */
+static dc_status *check_class_options(const dc_compile_options *o, const dc_folder *f) {
+  unsigned asked = (o->vae_slicing ? DC_FACT_VAE_SLICING : 0) |
+                   (o->vae_tiling || o->tile_size || o->tile_overlap ? DC_FACT_VAE_TILING : 0);
+  if (!asked || !f->desc || (f->desc->facts.options & asked) == asked) return NULL;
+  char names[256];
+  return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
+                  "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
+}
+
 /* The module, and (fit != NULL) the device bytes each offload alternative
  * would need (passes/fit.c), from the frontend graph before the passes. */
 static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit,
@@ -256,9 +265,7 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
                          .vae_tiling = o->vae_tiling,
                          .tile_size = o->tile_size,
                          .tile_overlap = o->tile_overlap};
-  if ((o->vae_slicing || o->vae_tiling || o->tile_size || o->tile_overlap) && strcmp(f->class_name, "AutoencoderKL") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
-                    "AutoencoderKL; %s is a %s", f->dir, f->class_name);
+  DC_TRY(check_class_options(o, f));
   if ((o->tile_size || o->tile_overlap) && !o->vae_tiling)
     return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
   DC_TRY(dc_frontend_build(f, &bo, m));
@@ -294,7 +301,8 @@ dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_modul
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(dc_cpu_target_named(o->cpu, &t));
-  dc_status *st = dc_emit_cpu_kernels(m, &t, o->verbose, k);
+  dc_cpu_emit_options eo = {.verbose = o->verbose, .cache_dir = o->kernel_cache, .no_cache = o->no_kernel_cache};
+  dc_status *st = dc_emit_cpu_kernels(m, &t, &eo, k);
   dc_cpu_target_deinit(&t);
   return st;
 }

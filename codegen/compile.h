@@ -25,12 +25,12 @@ typedef struct {
   const char *cuda_arch;  /* --target cuda: "sm_80,sm_90,compute_90" style list; NULL = that default */
   const char *compute;    /* precision of tensor-core work: "f32" (the default when NULL), "bf16", "f16";
                            * the cpu target takes f32 only */
-  const char *kernel_cache; /* --target cuda: the kernel cache directory; NULL = the default */
-  int no_kernel_cache;      /* --target cuda: compile every kernel, read and write no cache */
+  const char *kernel_cache; /* the kernel cache directory (codegen/kernel_cache.h); NULL = the default */
+  int no_kernel_cache;      /* compile every kernel, read and write no cache */
   /* memory techniques */
   dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
   const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */
-  int vae_slicing, vae_tiling; /* AutoencoderKL: --vae-slicing, --vae-tiling */
+  int vae_slicing, vae_tiling; /* --vae-slicing, --vae-tiling (classes whose facts allow them) */
   /* --sign: sign the plan with this Ed25519 secret key (64 bytes, from
    * dc_secret_key_load), or NULL for an unsigned plan */
   const uint8_t *sign_secret;

@@ -2,14 +2,14 @@
  * (codegen/kernel_group.h, the compute precision in the signature), write
  * each distinct kernel's source (serially: it takes microseconds), then
  * compile kernel x arch jobs on a thread pool, each through the disk cache
- * (codegen/cuda/kernel_cache.h), with a progress line for long compiles. */
+ * (codegen/kernel_cache.h), with a progress line for long compiles. */
 #include "emit_cuda.h"
 
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/cuda/kernel_cache.h"
+#include "codegen/kernel_cache.h"
 #include "codegen/kernel_group.h"
 #include "runtime/threadpool.h"
 
@@ -294,14 +294,28 @@ static void count_nodes(const dc_module *m, const dc_kernel_groups *g, dc_cuda_e
   for (int32_t i = 0; i < m->nnodes; i++) rep->nnodes += g->group_of[i] >= 0;
 }
 
+/* Constants are placed by the CPU runtime only so far: the CUDA backend has
+ * no step that writes their bytes into the arena, so a plan that needs one
+ * is refused here, at compile time, naming the node. */
+static dc_status *check_no_constants(const dc_module *m) {
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_CONSTANT)
+      return dc_error(DC_ERR_UNSUPPORTED,
+                      "--target cuda: node %%%d (constant%s%s) cannot run there yet: the CUDA backend does not place "
+                      "constants; compile for --target cpu",
+                      (int)i, m->nodes[i].scope ? " in " : "", m->nodes[i].scope ? m->nodes[i].scope : "");
+  return NULL;
+}
+
 dc_status *dc_emit_cuda_kernels(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_emit_options *o,
                                 dc_plan_cuda *out, dc_cuda_emit_report *rep_out) {
   memset(out, 0, sizeof *out);
+  DC_TRY(check_no_constants(m));
   dc_cuda_emit_report local, *rep = rep_out ? rep_out : &local;
   memset(rep, 0, sizeof *rep);
   double t0 = dc_now_seconds();
   dc_kcache cache;
-  DC_TRY(dc_kcache_open(o->cache_dir, o->no_cache, &cache));
+  DC_TRY(dc_kcache_open(o->cache_dir, o->no_cache, "cuda", &cache));
   dc_kernel_groups g;
   dc_status *st = dc_kernel_groups_build(m, has_cuda_kernel, dc_cuda_compute_name(o->compute), &g);
   dc_cuda_kernel *kernels = st ? NULL : dc_calloc((size_t)g.nreps + 1, sizeof *kernels);

@@ -13,7 +13,7 @@ typedef struct {
   dc_cuda_compute compute;
   const dc_cuda_arch *archs; /* from dc_nvrtc_parse_archs */
   int narchs;
-  const char *cache_dir; /* NULL = the default (codegen/cuda/kernel_cache.h) */
+  const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */
   int no_cache;
   int verbose;     /* the progress line from the start, and the summary */
   int no_progress; /* no progress line at all (tests) */

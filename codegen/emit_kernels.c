@@ -1,31 +1,38 @@
 /* emit_kernels.c — the CPU codegen stage of the driver.
  *
  * Nodes with equal signatures share one kernel (codegen/kernel_group.h): a
- * UNet repeats its blocks.  The distinct kernels are split over
- * one LLVM module per CPU and compiled in parallel threads (each thread has
- * its own LLVM context, which LLVM allows), giving one object file each.
- * Nodes whose op has no LLVM kernel run their reference kernel; the count is
- * reported so it is never a surprise. */
+ * UNet repeats its blocks.  Each distinct kernel is generated into a module
+ * of its own, named by a hash of its LLVM IR (dc_llvm_kernel_key), and its
+ * object file comes from the kernel cache (codegen/kernel_cache.h) when an
+ * entry for that hash exists, else from LLVM's O3 pipeline, written to the
+ * cache after.  Generating IR takes milliseconds; optimizing and emitting
+ * it is nearly all of a compile, so compiling a model again, with other
+ * memory options or the same blocks at the same shapes in another model, is
+ * fast.  Kernels are compiled on a thread pool (each with its own LLVM
+ * context, which LLVM allows), one object file per distinct kernel (equal
+ * IR from two signatures gives one object, linked once).  Nodes whose op
+ * has no LLVM kernel run their reference kernel; the count is reported so
+ * it is never a surprise. */
 #include "emit_kernels.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "codegen/kernel_group.h"
 #include "codegen/llvm/kgen.h"
-
-#define MAX_PARTS 16
+#include "runtime/threadpool.h"
 
 typedef struct {
   const dc_module *m;
   const dc_cpu_target *t;
   const int32_t *reps; /* representative node of each distinct kernel */
-  int nreps, part, nparts;
+  dc_kcache *cache;
   dc_cpu_kernel *out;  /* per rep */
-  dc_buf obj;
-  dc_status *st;
-} part_job;
+  dc_kernel_image *obj;
+  uint64_t *key;
+  int *cached;
+  dc_status **st;
+} emit_job;
 
 static int has_llvm_kernel(const dc_module *m, int32_t id) { return dc_kgen_emitter_for(m->nodes[id].op) != NULL; }
 
@@ -37,51 +44,63 @@ static int count_reference(const dc_module *m, const dc_kernel_groups *g) {
   return n;
 }
 
-static void *compile_part(void *arg) {
-  part_job *j = arg;
+/* Kernel r: generated, keyed, and its object from the cache or LLVM. */
+static dc_status *emit_one(emit_job *j, int r) {
   dc_llvm *g = NULL;
-  j->st = dc_llvm_create(j->t, &g);
-  for (int r = j->part; r < j->nreps && !j->st; r += j->nparts) {
-    int has = 0;
-    j->st = dc_llvm_emit_node(g, j->m, j->reps[r], &j->out[r], &has);
+  int has = 0;
+  dc_status *st = dc_llvm_create(j->t, &g);
+  if (!st) st = dc_llvm_emit_node(g, j->m, j->reps[r], &j->out[r], &has);
+  if (!st) st = dc_llvm_kernel_key(g, &j->out[r], &j->key[r]);
+  if (!st && dc_kcache_get(j->cache, j->key[r], &j->obj[r])) j->cached[r] = 1;
+  else if (!st) {
+    st = dc_llvm_finish(g, &j->obj[r].image);
+    if (!st) dc_kcache_put(j->cache, j->key[r], &j->obj[r]);
   }
-  if (!j->st) j->st = dc_llvm_finish(g, &j->obj);
   dc_llvm_destroy(g);
-  return NULL;
-}
-
-/* Runs the parts on threads (the last on this one). */
-static dc_status *compile_parts(part_job *jobs, int nparts) {
-  pthread_t th[MAX_PARTS];
-  int started[MAX_PARTS] = {0};
-  for (int p = 0; p < nparts - 1; p++) started[p] = pthread_create(&th[p], NULL, compile_part, &jobs[p]) == 0;
-  for (int p = 0; p < nparts - 1; p++)
-    if (!started[p]) compile_part(&jobs[p]); /* no thread: do it here */
-  compile_part(&jobs[nparts - 1]);
-  dc_status *st = NULL;
-  for (int p = 0; p < nparts; p++) {
-    if (p < nparts - 1 && started[p]) pthread_join(th[p], NULL);
-    if (jobs[p].st && !st) st = jobs[p].st;
-    else dc_status_free(jobs[p].st);
-  }
   return st;
 }
 
-static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int32_t *rep_of, const dc_cpu_kernel *out,
-                           part_job *jobs, int nparts, dc_plan_kernels *k) {
+static void emit_part(void *ctx, int64_t r, int64_t nreps, int thread) {
+  emit_job *j = ctx;
+  (void)nreps, (void)thread;
+  j->st[r] = emit_one(j, (int)r);
+}
+
+/* The first error in kernel order (so the message does not depend on the
+ * threads' timing); the others are freed. */
+static dc_status *first_error(dc_status **st, int n) {
+  dc_status *first = NULL;
+  for (int r = 0; r < n; r++) {
+    if (st[r] && !first) first = st[r];
+    else dc_status_free(st[r]);
+    st[r] = NULL;
+  }
+  return first;
+}
+
+/* Index of the first rep before r with the same key, or r. */
+static int first_with_key(const uint64_t *key, int r) {
+  for (int q = 0; q < r; q++)
+    if (key[q] == key[r]) return q;
+  return r;
+}
+
+static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int32_t *rep_of, emit_job *j, int nreps,
+                           dc_plan_kernels *k) {
   k->triple = dc_strdup(t->triple);
   k->cpu = dc_strdup(t->cpu);
   k->features = dc_strdup(t->features);
   k->entries = dc_calloc((size_t)m->nnodes + 1, sizeof *k->entries);
-  k->objects = dc_calloc((size_t)nparts, sizeof *k->objects);
+  k->objects = dc_calloc((size_t)nreps, sizeof *k->objects);
   if (!k->triple || !k->cpu || !k->features || !k->entries || !k->objects) return dc_nomem("describing kernels");
-  for (int p = 0; p < nparts; p++) {
-    k->objects[k->nobjects++] = (dc_plan_object){jobs[p].obj.data, jobs[p].obj.len};
-    dc_buf_init(&jobs[p].obj); /* now owned by k */
+  for (int r = 0; r < nreps; r++) {
+    if (first_with_key(j->key, r) != r) continue; /* the same code as an earlier kernel: linked once */
+    k->objects[k->nobjects++] = (dc_plan_object){j->obj[r].image.data, j->obj[r].image.len};
+    dc_buf_init(&j->obj[r].image); /* now owned by k */
   }
   for (int32_t i = 0; i < m->nnodes; i++) {
     if (rep_of[i] < 0) continue;
-    const dc_cpu_kernel *c = &out[rep_of[i]];
+    const dc_cpu_kernel *c = &j->out[rep_of[i]];
     char *sym = dc_strdup(c->symbol);
     if (!sym) return dc_nomem("describing kernels");
     k->entries[k->nentries++] = (dc_plan_kernel){i, sym, c->scratch_bytes};
@@ -89,37 +108,60 @@ static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int
   return NULL;
 }
 
-dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int verbose, dc_plan_kernels *k) {
+static void report(const dc_cpu_emit_options *o, const dc_kcache *cache, const dc_plan_kernels *k, int nreps,
+                   int ncached, int nref, int threads, double seconds, const dc_cpu_target *t) {
+  if (cache->warning) fprintf(stderr, "diffc: warning: %s\n", cache->warning);
+  if (cache->rejected)
+    fprintf(stderr, "diffc: %d kernel cache entr%s failed verification and %s recompiled\n", cache->rejected,
+            cache->rejected == 1 ? "y" : "ies", cache->rejected == 1 ? "was" : "were");
+  if (!o->verbose) return;
+  size_t code = 0;
+  for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
+  fprintf(stderr,
+          "diffc: %d nodes on %d distinct LLVM kernels for %s (%s), %d from the kernel cache%s%s%s, %d compiled on %d "
+          "thread(s), %zu bytes of code; %d nodes on reference kernels; %.0f ms\n",
+          k->nentries, nreps, t->cpu, t->triple, ncached, cache->dir ? " (" : " (off)", cache->dir ? cache->dir : "",
+          cache->dir ? ")" : "", nreps - ncached, threads, code, nref, seconds * 1e3);
+}
+
+/* Runs emit_one for every rep on a pool of up to one thread per CPU. */
+static dc_status *emit_all(emit_job *j, int nreps, int *threads) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int want = (int)(cpus < 1 ? 1 : cpus);
+  if (want > nreps) want = nreps;
+  dc_pool *pool = NULL;
+  DC_TRY(dc_pool_create(want, &pool));
+  *threads = dc_pool_size(pool);
+  dc_pool_run(pool, *threads, nreps, emit_part, j);
+  dc_pool_destroy(pool);
+  return first_error(j->st, nreps);
+}
+
+dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,
+                               dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
   double t0 = dc_now_seconds();
   dc_kernel_groups g;
   DC_TRY(dc_kernel_groups_build(m, has_llvm_kernel, NULL, &g));
-  int nreps = g.nreps, nref = count_reference(m, &g), nparts = 0;
-  dc_cpu_kernel *out = dc_calloc((size_t)nreps + 1, sizeof *out);
-  part_job jobs[MAX_PARTS];
-  memset(jobs, 0, sizeof jobs);
-  dc_status *st = out ? NULL : dc_nomem("emitting kernels");
+  dc_kcache cache;
+  dc_status *st = dc_kcache_open(o->cache_dir, o->no_cache, "cpu", &cache);
+  int nreps = g.nreps, threads = 0, ncached = 0;
+  size_t n = (size_t)nreps + 1;
+  emit_job j = {m, t, g.reps, &cache, dc_calloc(n, sizeof *j.out), dc_calloc(n, sizeof *j.obj),
+                dc_calloc(n, sizeof *j.key), dc_calloc(n, sizeof *j.cached), dc_calloc(n, sizeof *j.st)};
+  if (!st && (!j.out || !j.obj || !j.key || !j.cached || !j.st)) st = dc_nomem("emitting kernels");
   if (!st && nreps > 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    nparts = (int)(cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : cpus);
-    if (nparts > nreps) nparts = nreps;
-    for (int p = 0; p < nparts; p++) {
-      jobs[p] = (part_job){m, t, g.reps, nreps, p, nparts, out, {0}, NULL};
-      dc_buf_init(&jobs[p].obj);
-    }
-    st = compile_parts(jobs, nparts);
-    if (!st) st = describe(m, t, g.group_of, out, jobs, nparts, k);
+    st = emit_all(&j, nreps, &threads);
+    if (!st) st = describe(m, t, g.group_of, &j, nreps, k);
   }
-  size_t code = 0;
-  for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
-  if (!st && verbose)
-    fprintf(stderr,
-            "diffc: %d nodes on %d distinct LLVM kernels for %s (%s), %zu bytes of code in %d parallel part(s), "
-            "%d nodes on reference kernels, %.0f ms\n",
-            k->nentries, nreps, t->cpu, t->triple, code, nparts, nref, (dc_now_seconds() - t0) * 1e3);
-  for (int r = 0; out && r < nreps; r++) dc_free(out[r].symbol);
-  for (int p = 0; p < nparts; p++) dc_buf_deinit(&jobs[p].obj);
-  dc_free(out);
+  for (int r = 0; r < nreps && j.cached; r++) ncached += j.cached[r];
+  if (!st) report(o, &cache, k, nreps, ncached, count_reference(m, &g), threads, dc_now_seconds() - t0, t);
+  for (int r = 0; j.out && j.obj && r < nreps; r++) {
+    dc_free(j.out[r].symbol);
+    dc_kernel_image_deinit(&j.obj[r]);
+  }
+  dc_free(j.out), dc_free(j.obj), dc_free(j.key), dc_free(j.cached), dc_free(j.st);
+  dc_kcache_close(&cache);
   dc_kernel_groups_deinit(&g);
   if (st) dc_plan_kernels_deinit(k);
   return st;

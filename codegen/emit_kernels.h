@@ -1,11 +1,20 @@
 /* emit_kernels.h — compile a module's kernels for a CPU target into the
- * plan's KERN description (see runtime/plan_format.h). */
+ * plan's KERN description (see runtime/plan_format.h), through the kernel
+ * cache (codegen/kernel_cache.h). */
 #ifndef DC_EMIT_KERNELS_H
 #define DC_EMIT_KERNELS_H
 
+#include "codegen/kernel_cache.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/plan_format.h"
 
-dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int verbose, dc_plan_kernels *out);
+typedef struct {
+  int verbose;           /* one line on stderr: kernels, cache hits, time */
+  const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */
+  int no_cache;          /* compile every kernel, read and write no cache */
+} dc_cpu_emit_options;
+
+dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,
+                               dc_plan_kernels *out);
 
 #endif

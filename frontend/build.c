@@ -1,33 +1,20 @@
-/* build.c — chooses the graph builder by config.json's _class_name, records
- * what the model is in the module's metadata, and checks the user's input
+/* build.c — builds a folder's model through its class descriptor
+ * (registry.h): checks the config against the class's schema and the entry
+ * against its entries, records what the model is in the module's metadata
+ * and points the module to the class's facts, and checks the user's input
  * shape overrides name inputs the model really has. */
 #include <string.h>
 
 #include "frontend.h"
-
-typedef dc_status *(*builder_fn)(const dc_folder *, const dc_build_options *, dc_module *);
-
-static const struct {
-  const char *class_name;
-  builder_fn build;
-} builders[] = {
-    {"UNet2DConditionModel", dc_build_unet},
-    {"AutoencoderKL", dc_build_vae},
-};
+#include "registry.h"
 
 int dc_frontend_supports_class(const char *class_name) {
-  for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++)
-    if (!strcmp(class_name, builders[i].class_name)) return 1;
-  return 0;
+  return dc_class_find(DC_LIB_DIFFUSERS, class_name) || dc_class_find(DC_LIB_TRANSFORMERS, class_name);
 }
 
 const char *dc_frontend_supported_classes(void) {
-  static char names[256]; /* built from the table, so it cannot go stale */
-  if (!names[0])
-    for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++) {
-      size_t n = strlen(names);
-      snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", builders[i].class_name);
-    }
+  static char names[256]; /* built from the registry, so it cannot go stale */
+  if (!names[0]) dc_class_names_with(0, names, sizeof names);
   return names;
 }
 
@@ -67,34 +54,62 @@ dc_status *dc_build_check_shapes(const dc_build_options *opt, const dc_module *m
   return NULL;
 }
 
+/* "forward" when the class has one entry; "encode and decode" otherwise. */
+static dc_status *entry_error(const dc_class_desc *c, const char *entry) {
+  int n = 0;
+  while (c->entries[n].name) n++;
+  if (n == 1)
+    return dc_error(DC_ERR_ARGUMENT, "%s has one entry point, \"%s\"; got \"%s\"", c->name, c->entries[0].name,
+                    entry);
+  char names[256] = "";
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(names);
+    snprintf(names + len, sizeof names - len, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", c->entries[i].name);
+  }
+  return dc_error(DC_ERR_ARGUMENT, "%s has entries %s, got \"%s\"", c->name, names, entry);
+}
+
+static dc_status *build_class(const dc_folder *f, const dc_class_desc *c, const dc_build_options *opt,
+                              dc_module *m) {
+  char *model = dc_path_absolute(f->dir); /* provenance that means the same from any folder */
+  dc_status *st = model ? dc_module_set_meta(m, "class", f->class_name) : dc_nomem("creating the IR module");
+  if (!st) st = dc_module_set_meta(m, "model", model);
+  dc_free(model);
+  m->facts = &c->facts;
+  if (!st) st = c->build(f, opt, m);
+  /* A shape the graph cannot have comes from a config value no earlier
+   * check caught: name the config as the culprit, with what failed. */
+  if (st && dc_status_code_of(st) == DC_ERR_MISMATCH && !strstr(dc_status_message(st), f->dir))
+    st = dc_status_annotate(st, "%s: this config, with these input shapes, gives a graph that cannot be built "
+                                "(check the keys that set this layer's channels, groups or heads)",
+                            f->config.path);
+  if (!st) st = dc_build_check_shapes(opt, m);
+  if (!st) st = dc_verify(m, "frontend");
+  return st;
+}
+
 dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc_module **out) {
   *out = NULL;
-  for (size_t i = 0; i < sizeof builders / sizeof builders[0]; i++) {
-    if (strcmp(f->class_name, builders[i].class_name) != 0) continue;
-    dc_module *m = dc_module_create();
-    if (!m) return dc_nomem("creating the IR module");
-    char *model = dc_path_absolute(f->dir); /* provenance that means the same from any folder */
-    dc_status *st = model ? dc_module_set_meta(m, "class", f->class_name) : dc_nomem("creating the IR module");
-    if (!st) st = dc_module_set_meta(m, "model", model);
-    dc_free(model);
-    if (!st) st = builders[i].build(f, opt, m);
-    /* A shape the graph cannot have comes from a config value no earlier
-     * check caught: name the config as the culprit, with what failed. */
-    if (st && dc_status_code_of(st) == DC_ERR_MISMATCH && !strstr(dc_status_message(st), f->dir))
-      st = dc_status_annotate(st, "%s: this config, with these input shapes, gives a graph that cannot be built "
-                                  "(check the keys that set this layer's channels, groups or heads)",
-                              f->config.path);
-    if (!st) st = dc_build_check_shapes(opt, m);
-    if (!st) st = dc_verify(m, "frontend");
-    if (st) {
-      dc_module_destroy(m);
-      return st;
-    }
-    *out = m;
-    return NULL;
+  const dc_class_desc *c = f->desc;
+  if (!c) /* dc_class_of_config named it by "_class_name", else by "architectures" */
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: \"%s\" is \"%s\", which diffc does not support "
+                    "(supported: %s)",
+                    f->config.path,
+                    cJSON_GetObjectItemCaseSensitive(f->config.root, "_class_name") ? "_class_name" : "architectures",
+                    f->class_name, dc_frontend_supported_classes());
+  dc_build_options o = {0};
+  if (opt) o = *opt;
+  if (!o.entry) o.entry = c->default_entry;
+  if (!dc_entry_find(c, o.entry)) return entry_error(c, o.entry);
+  DC_TRY(dc_config_check(c, &f->config));
+  dc_module *m = dc_module_create();
+  if (!m) return dc_nomem("creating the IR module");
+  dc_status *st = build_class(f, c, &o, m);
+  if (st) {
+    dc_module_destroy(m);
+    return st;
   }
-  return dc_error(DC_ERR_UNSUPPORTED,
-                  "%s: \"_class_name\" is \"%s\", which diffc does not support "
-                  "(supported: %s)",
-                  f->config.path, f->class_name, dc_frontend_supported_classes());
+  *out = m;
+  return NULL;
 }

@@ -11,6 +11,7 @@
  * as the user gave them (messages name what they typed); the plan records
  * them absolute, so it can refer to its weight files from anywhere. */
 #include "frontend.h"
+#include "registry.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -65,10 +66,11 @@ static int folder_is_component(const cJSON *v) {
 static const char *folder_component_library(const cJSON *v) { return v->child->valuestring; }
 static const char *folder_component_class(const cJSON *v) { return v->child->next->valuestring; }
 
-/* A component diffc can compile: a diffusers class with a graph builder. */
+/* A component diffc can compile: a class of its library in the registry. */
 static int folder_is_compilable(const cJSON *v) {
-  return folder_is_component(v) && !strcmp(folder_component_library(v), "diffusers") &&
-         dc_frontend_supports_class(folder_component_class(v));
+  if (!folder_is_component(v)) return 0;
+  dc_library lib = !strcmp(folder_component_library(v), "diffusers") ? DC_LIB_DIFFUSERS : DC_LIB_TRANSFORMERS;
+  return dc_class_find(lib, folder_component_class(v)) != NULL;
 }
 
 /* The components, sorted, into b: those diffc compiles ("unet, vae"), then
@@ -459,11 +461,7 @@ static dc_status *folder_open_config(dc_folder *f) {
           : dc_error(DC_ERR_IO, "%s: no config.json (is this a diffusers model folder?)", f->dir);
   dc_free(p);
   DC_TRY(st);
-  DC_TRY(dc_json_str(&f->config, "_class_name", NULL, &f->class_name));
-  if (!f->class_name)
-    return dc_error(DC_ERR_FORMAT, "%s: no \"_class_name\" (is this a diffusers model config?)",
-                    f->config.path);
-  return NULL;
+  return dc_class_of_config(&f->config, &f->class_name, &f->desc);
 }
 
 dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_folder *out) {

@@ -11,9 +11,12 @@
  *                           presence and shape against what the config implies and
  *                           add it to the IR; dc_frontend_weight_list — the weights
  *                           a config implies, with no checkpoint (record mode)
- *   frontend/unet.c:        UNet2DConditionModel builder
- *   frontend/vae.c:         AutoencoderKL builder (encode, decode)
- *   frontend/build.c:       dc_frontend_build — choose the builder by _class_name
+ *   frontend/registry.c:    the supported classes, one descriptor each (registry.h)
+ *   frontend/config_check.c: the one config policy (known keys, bookkeeping, nulls)
+ *   frontend/unet.c:        the UNet2DConditionModel class: config, forward, descriptor
+ *   frontend/vae.c:         the AutoencoderKL class (encode, decode; slicing, tiling)
+ *   frontend/blocks/:       diffusers' building blocks the classes compose (blocks.h)
+ *   frontend/build.c:       dc_frontend_build — build through the folder's class descriptor
  */
 #ifndef DC_FRONTEND_H
 #define DC_FRONTEND_H
@@ -97,7 +100,8 @@ struct dc_weight_list;
 typedef struct {
   char *dir;            /* the model folder (the component folder for pipelines) */
   dc_json_doc config;   /* config.json */
-  const char *class_name;
+  const char *class_name; /* as the config names it (registry.h: dc_class_of_config) */
+  const struct dc_class_desc *desc; /* its descriptor, NULL for a class diffc does not support */
   dc_st_file *shards;   /* one or more weight files */
   int nshards;
   /* name -> (shard, tensor) for every tensor of every shard, sorted by name */
@@ -202,8 +206,6 @@ dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc
  * ", "-separated, for messages. */
 int dc_frontend_supports_class(const char *class_name);
 const char *dc_frontend_supported_classes(void);
-dc_status *dc_build_unet(const dc_folder *f, const dc_build_options *opt, dc_module *m);
-dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m);
 
 /* Helper shared by the builders: the shape for input `name`, from the
  * options if given (rank must match) else from `def`.  An override naming

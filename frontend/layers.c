@@ -128,3 +128,17 @@ dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const in
   g->m->nodes[*out].layout = permuted_layout(in, rank, perm);
   return NULL;
 }
+
+dc_status *gb_to_tokens(dc_gb *g, const char *scope, int32_t x, int32_t *out) {
+  const dc_type *t = gb_type(g, x);
+  int64_t b = t->dims[0], ch = t->dims[1], hw = t->dims[2] * t->dims[3];
+  DC_TRY(gb_permute(g, scope, x, 4, (int64_t[]){0, 2, 3, 1}, &x));
+  return gb_reshape(g, scope, x, 3, (int64_t[]){b, hw, ch}, out);
+}
+
+dc_status *gb_from_tokens(dc_gb *g, const char *scope, int32_t x, int64_t h, int64_t w, int32_t *out) {
+  int64_t b = gb_type(g, x)->dims[0], ch = gb_type(g, x)->dims[2];
+  DC_TRY(gb_reshape(g, scope, x, 4, (int64_t[]){b, h, w, ch}, &x));
+  g->m->nodes[x].layout = LAYOUT_NHWC; /* [B,H,W,C]: the label says what the dims are */
+  return gb_permute(g, scope, x, 4, (int64_t[]){0, 3, 1, 2}, out);
+}

@@ -1,6 +1,6 @@
-/* layers.h — the graph-building vocabulary shared by the model builders
- * (unet.c, vae.c): one call per torch module, named by its module path, that
- * fetches and shape-checks the module's weights and appends typed nodes.
+/* layers.h — the graph-building vocabulary shared by the block library
+ * (blocks/) and the model builders: one call per torch module, named by its
+ * module path, that fetches and shape-checks the module's weights and appends typed nodes.
  * Every call infers the new node's type (dc_infer_type) as it adds it, so a
  * wrong graph is an error at the line that built it. */
 #ifndef DC_LAYERS_H
@@ -42,6 +42,12 @@ dc_status *gb_reshape(dc_gb *g, const char *scope, int32_t x, int rank, const in
                       int32_t *out);
 dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const int64_t *perm,
                       int32_t *out);
+/* [B,C,H,W] -> [B,H*W,C] as permute(0,2,3,1).reshape (the bytes of
+ * view(B,C,HW).transpose(1,2)), and back from [B,H*W,C] to [B,C,H,W] through
+ * an NHWC-labelled [B,H,W,C]: the form the layout pass cancels against NHWC
+ * neighbours. */
+dc_status *gb_to_tokens(dc_gb *g, const char *scope, int32_t x, int32_t *out);
+dc_status *gb_from_tokens(dc_gb *g, const char *scope, int32_t x, int64_t h, int64_t w, int32_t *out);
 /* The type of a value already in the graph. */
 const dc_type *gb_type(const dc_gb *g, int32_t x);
 

@@ -150,7 +150,7 @@ static dc_status *st_entry_dtype(const char *path, const char *name, const cJSON
   if (dc_dtype_from_safetensors(v->valuestring, out) != 0)
     return dc_error(DC_ERR_UNSUPPORTED,
                     "%s: tensor \"%s\": dtype \"%s\" is not supported (expected one of F32, F16, "
-                    "BF16, F8_E4M3, F8_E5M2)",
+                    "BF16, F8_E4M3, F8_E5M2, I32, I64)",
                     path, name, v->valuestring);
   return NULL;
 }

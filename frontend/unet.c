@@ -1,10 +1,11 @@
 /* unet.c — the UNet2DConditionModel builder: diffusers' forward, op by op,
  * for the configurations SD1.x, SD2.x and SDXL use.
  *
- * Every config key diffusers' __init__ takes is read here and either
+ * Every config key diffusers' __init__ takes is in the class's schema
+ * (the descriptor at the end of this file) and is read here and either
  * honoured exactly or refused with an UNSUPPORTED error that names the key,
  * the value and what is supported; keys diffusers does not know are refused
- * too (rather than guessed at).  Never a silently different graph: the
+ * before (config_check.c), rather than guessed at.  Never a silently different graph: the
  * reference is diffusers' own code (unet_2d_condition.py, unet_2d_blocks.py,
  * resnet.py, transformer_2d.py, attention.py, embeddings.py), and each
  * builder below names the class whose forward it mirrors.
@@ -23,7 +24,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "layers.h"
+#include "blocks/blocks.h"
+#include "registry.h"
 
 enum { UNET_MAX_BLOCKS = 8, UNET_PATH = 256 };
 enum { MID_NONE, MID_CROSS_ATTN, MID_PLAIN };
@@ -68,49 +70,6 @@ static dc_status *unsupported(const unet_cfg *c, const char *key, const char *su
 }
 
 /* ---- config: the keys ------------------------------------------------- */
-
-/* Every argument of UNet2DConditionModel.__init__; `nullable` when null is
- * diffusers' default (or, for mid_block_type, meaningful).  An explicit null
- * where diffusers has another default would reach diffusers as None: refuse. */
-static const struct {
-  const char *key;
-  int nullable;
-} unet_keys[] = {
-    {"sample_size", 1}, {"in_channels", 0}, {"out_channels", 0}, {"center_input_sample", 0},
-    {"flip_sin_to_cos", 0}, {"freq_shift", 0}, {"down_block_types", 0}, {"mid_block_type", 1},
-    {"up_block_types", 0}, {"only_cross_attention", 0}, {"block_out_channels", 0},
-    {"layers_per_block", 0}, {"downsample_padding", 0}, {"mid_block_scale_factor", 0},
-    {"dropout", 0}, {"act_fn", 0}, {"norm_num_groups", 0}, {"norm_eps", 0},
-    {"cross_attention_dim", 0}, {"transformer_layers_per_block", 0},
-    {"reverse_transformer_layers_per_block", 1}, {"encoder_hid_dim", 1}, {"encoder_hid_dim_type", 1},
-    {"attention_head_dim", 0}, {"num_attention_heads", 1}, {"dual_cross_attention", 0},
-    {"use_linear_projection", 0}, {"class_embed_type", 1}, {"addition_embed_type", 1},
-    {"addition_time_embed_dim", 1}, {"num_class_embeds", 1}, {"upcast_attention", 1},
-    {"resnet_time_scale_shift", 0}, {"resnet_skip_time_act", 0}, {"resnet_out_scale_factor", 0},
-    {"time_embedding_type", 0}, {"time_embedding_dim", 1}, {"time_embedding_act_fn", 1},
-    {"timestep_post_act", 1}, {"time_cond_proj_dim", 1}, {"conv_in_kernel", 0}, {"conv_out_kernel", 0},
-    {"projection_class_embeddings_input_dim", 1}, {"attention_type", 0}, {"class_embeddings_concat", 0},
-    {"mid_block_only_cross_attention", 1}, {"cross_attention_norm", 1},
-    {"addition_embed_type_num_heads", 0},
-};
-
-static dc_status *check_keys(const unet_cfg *c) {
-  for (const cJSON *v = c->doc->root->child; v; v = v->next) {
-    if (v->string[0] == '_') continue; /* _class_name, _diffusers_version, _name_or_path */
-    size_t k = 0, nkeys = sizeof unet_keys / sizeof unet_keys[0];
-    while (k < nkeys && strcmp(unet_keys[k].key, v->string) != 0) k++;
-    if (k == nkeys)
-      return dc_error(DC_ERR_UNSUPPORTED,
-                      "%s: \"%s\" is not an argument of UNet2DConditionModel that diffc knows; "
-                      "diffc refuses to guess what it means (remove it if the model does not need it)",
-                      c->path, v->string);
-    if (cJSON_IsNull(v) && !unet_keys[k].nullable)
-      return dc_error(DC_ERR_UNSUPPORTED,
-                      "%s: \"%s\" is null, which diffc does not support (give a value, or leave the "
-                      "key out for diffusers' default)", c->path, v->string);
-  }
-  return NULL;
-}
 
 /* Absent or null: diffusers' default None. */
 static dc_status *want_null(const unet_cfg *c, const char *key) {
@@ -328,20 +287,21 @@ static dc_status *unet_config(const dc_folder *f, unet_cfg *c) {
   memset(c, 0, sizeof *c);
   c->doc = &f->config;
   c->path = f->config.path;
-  DC_TRY(check_keys(c));
   DC_TRY(read_blocks(c));
   DC_TRY(read_misc(c));
   DC_TRY(read_attention(c));
   return read_embeddings(c);
 }
 
-/* ---- graph: layers ---------------------------------------------------- */
+/* ---- graph: the blocks ------------------------------------------------ */
 
 typedef struct {
   dc_gb g;
   const unet_cfg *c;
   int32_t emb;   /* the time embedding every resnet reads, [B, temb_dim] */
   int32_t ehs;   /* encoder_hidden_states, [B, S, cross_attention_dim] */
+  blk_resnet_cfg resnet;
+  blk_transformer_cfg transformer;
   int32_t *skips; /* down_block_res_samples, a stack */
   int nskips, cap_skips;
 } unet_ctx;
@@ -350,239 +310,59 @@ typedef struct {
 
 static int64_t dim_of(const unet_ctx *u, int32_t x, int d) { return gb_type(&u->g, x)->dims[d]; }
 
-/* ResnetBlock2D (time_embedding_norm "default", output_scale_factor 1). */
-static dc_status *resnet(unet_ctx *u, const char *p, int32_t x, int64_t cin, int64_t cout, int32_t *out) {
-  dc_gb *g = &u->g;
-  const unet_cfg *c = u->c;
-  char s[UNET_PATH];
-  int32_t h, t;
-  DC_TRY(gb_group_norm(g, P("%s.norm1", p), x, cin, c->groups, c->eps, &h));
-  DC_TRY(gb_unary(g, OP_SILU, P("%s.nonlinearity", p), h, &h));
-  DC_TRY(gb_conv2d_same(g, P("%s.conv1", p), h, cin, cout, 3, 1, &h));
-  DC_TRY(gb_unary(g, OP_SILU, P("%s.nonlinearity", p), u->emb, &t));
-  DC_TRY(gb_linear(g, P("%s.time_emb_proj", p), t, c->temb_dim, cout, 1, &t));
-  DC_TRY(gb_reshape(g, P("%s.time_emb_proj", p), t, 4, (int64_t[]){dim_of(u, t, 0), cout, 1, 1}, &t));
-  DC_TRY(gb_binary(g, OP_ADD, p, h, t, &h));
-  DC_TRY(gb_group_norm(g, P("%s.norm2", p), h, cout, c->groups, c->eps, &h));
-  DC_TRY(gb_unary(g, OP_SILU, P("%s.nonlinearity", p), h, &h));
-  DC_TRY(gb_conv2d_same(g, P("%s.conv2", p), h, cout, cout, 3, 1, &h));
-  if (cin != cout) DC_TRY(gb_conv2d_same(g, P("%s.conv_shortcut", p), x, cin, cout, 1, 1, &x));
-  return gb_binary(g, OP_ADD, p, x, h, out);
-}
-
-/* Attention with AttnProcessor2_0: q/k/v without bias, SDPA at its default
- * scale 1/sqrt(head_dim), to_out.0 with bias (to_out.1 is dropout). */
-static dc_status *attention(unet_ctx *u, const char *p, int32_t x, int32_t ctx, int64_t dim, int64_t kv_dim,
-                            int64_t heads, int64_t head_dim, int32_t *out) {
-  dc_gb *g = &u->g;
-  char s[UNET_PATH];
-  int64_t inner = heads * head_dim;
-  int32_t qkv[3], o;
-  DC_TRY(gb_linear(g, P("%s.to_q", p), x, dim, inner, 0, &qkv[0]));
-  DC_TRY(gb_linear(g, P("%s.to_k", p), ctx, kv_dim, inner, 0, &qkv[1]));
-  DC_TRY(gb_linear(g, P("%s.to_v", p), ctx, kv_dim, inner, 0, &qkv[2]));
-  dc_node n = dc_node_make(OP_ATTENTION, 3, qkv);
-  dc_node_set_int(&n, "heads", heads);
-  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)head_dim));
-  DC_TRY(gb_add(g, &n, p, &o));
-  return gb_linear(g, P("%s.to_out.0", p), o, inner, dim, 1, out);
-}
-
-/* BasicTransformerBlock, norm_type "layer_norm" (eps 1e-5): self-attention,
- * cross-attention on encoder_hidden_states, GEGLU feed-forward (inner 4*dim),
- * each added back to the residual stream. */
-static dc_status *transformer_block(unet_ctx *u, const char *p, int32_t h, int64_t dim, int64_t heads,
-                                    int64_t head_dim, int32_t *out) {
-  dc_gb *g = &u->g;
-  char s[UNET_PATH];
-  int32_t n, a;
-  DC_TRY(gb_layer_norm(g, P("%s.norm1", p), h, dim, 1e-5, &n));
-  DC_TRY(attention(u, P("%s.attn1", p), n, n, dim, dim, heads, head_dim, &a));
-  DC_TRY(gb_binary(g, OP_ADD, p, a, h, &h));
-  DC_TRY(gb_layer_norm(g, P("%s.norm2", p), h, dim, 1e-5, &n));
-  DC_TRY(attention(u, P("%s.attn2", p), n, u->ehs, dim, u->c->cross_dim, heads, head_dim, &a));
-  DC_TRY(gb_binary(g, OP_ADD, p, a, h, &h));
-  DC_TRY(gb_layer_norm(g, P("%s.norm3", p), h, dim, 1e-5, &n));
-  DC_TRY(gb_linear(g, P("%s.ff.net.0.proj", p), n, dim, 8 * dim, 1, &a));
-  DC_TRY(gb_unary(g, OP_GEGLU, P("%s.ff.net.0", p), a, &a));
-  DC_TRY(gb_linear(g, P("%s.ff.net.2", p), a, 4 * dim, dim, 1, &a));
-  return gb_binary(g, OP_ADD, p, a, h, out);
-}
-
-/* [B,C,H,W] -> [B,H*W,C] (permute(0,2,3,1).reshape) and back. */
-static dc_status *to_tokens(unet_ctx *u, const char *p, int32_t x, int32_t *out) {
-  const dc_type *t = gb_type(&u->g, x);
-  int64_t b = t->dims[0], ch = t->dims[1], hw = t->dims[2] * t->dims[3];
-  DC_TRY(gb_permute(&u->g, p, x, 4, (int64_t[]){0, 2, 3, 1}, &x));
-  return gb_reshape(&u->g, p, x, 3, (int64_t[]){b, hw, ch}, out);
-}
-
-static dc_status *from_tokens(unet_ctx *u, const char *p, int32_t x, int64_t hh, int64_t ww, int32_t *out) {
-  int64_t b = dim_of(u, x, 0), ch = dim_of(u, x, 2);
-  DC_TRY(gb_reshape(&u->g, p, x, 4, (int64_t[]){b, hh, ww, ch}, &x));
-  u->g.m->nodes[x].layout = LAYOUT_NHWC; /* [B,H,W,C]: the label says what the dims are */
-  return gb_permute(&u->g, p, x, 4, (int64_t[]){0, 3, 1, 2}, out);
-}
-
-/* Transformer2DModel on continuous input: GroupNorm (eps 1e-6), proj_in
- * (1x1 conv before the token reshape, or linear after it), the blocks,
- * proj_out mirrored, plus the residual.  Head size is channels // heads, so
- * the inner width is heads * (channels // heads), as in diffusers. */
-static dc_status *transformer(unet_ctx *u, const char *p, int32_t x, int64_t ch, int64_t heads,
-                              int64_t layers, int32_t *out) {
-  dc_gb *g = &u->g;
-  char s[UNET_PATH];
-  int64_t hh = dim_of(u, x, 2), ww = dim_of(u, x, 3), head_dim = ch / heads, inner = heads * head_dim;
-  int32_t h;
-  if (head_dim < 1)
-    return dc_error(DC_ERR_FORMAT, "%s: %s has %lld channels but %lld attention heads (\"attention_head_dim\" "
-                    "is the head count in diffusers)", u->c->path, p, (long long)ch, (long long)heads);
-  DC_TRY(gb_group_norm(g, P("%s.norm", p), x, ch, u->c->groups, 1e-6, &h));
-  if (u->c->linear_proj) {
-    DC_TRY(to_tokens(u, p, h, &h));
-    DC_TRY(gb_linear(g, P("%s.proj_in", p), h, ch, inner, 1, &h));
-  } else {
-    DC_TRY(gb_conv2d_same(g, P("%s.proj_in", p), h, ch, inner, 1, 1, &h));
-    DC_TRY(to_tokens(u, p, h, &h));
-  }
-  for (int64_t k = 0; k < layers; k++)
-    DC_TRY(transformer_block(u, P("%s.transformer_blocks.%lld", p, (long long)k), h, inner, heads, head_dim, &h));
-  if (u->c->linear_proj) {
-    DC_TRY(gb_linear(g, P("%s.proj_out", p), h, inner, ch, 1, &h));
-    DC_TRY(from_tokens(u, p, h, hh, ww, &h));
-  } else {
-    DC_TRY(from_tokens(u, p, h, hh, ww, &h));
-    DC_TRY(gb_conv2d_same(g, P("%s.proj_out", p), h, inner, ch, 1, 1, &h));
-  }
-  return gb_binary(g, OP_ADD, p, h, x, out);
-}
-
-/* ---- graph: blocks ---------------------------------------------------- */
-
-static dc_status *push_skip(unet_ctx *u, int32_t x) {
-  if (u->nskips == u->cap_skips) return dc_error(DC_ERR_INTERNAL, "unet: skip stack overflow");
-  u->skips[u->nskips++] = x;
-  return NULL;
-}
-
-/* CrossAttnDownBlock2D / DownBlock2D: (resnet, transformer?) per layer, each
- * output kept for the up path, then Downsample2D (3x3 conv, stride 2; with
- * padding 0 diffusers pads right and bottom by one first). */
+/* down_blocks.i: the block type from the config, each output kept for the
+ * up path (the skip stack has room for every one: cap_skips). */
 static dc_status *down_block(unet_ctx *u, int i, int32_t x, int32_t *out) {
   const unet_cfg *c = u->c;
   char s[UNET_PATH];
-  int64_t cin = c->boc[i ? i - 1 : 0], cout = c->boc[i];
-  for (int64_t j = 0; j < c->layers[i]; j++) {
-    DC_TRY(resnet(u, P("down_blocks.%d.resnets.%lld", i, (long long)j), x, j ? cout : cin, cout, &x));
-    if (c->down_attn[i])
-      DC_TRY(transformer(u, P("down_blocks.%d.attentions.%lld", i, (long long)j), x, cout, c->heads[i],
-                         c->tlayers[i], &x));
-    DC_TRY(push_skip(u, x));
-  }
-  if (i < c->nblocks - 1) {
-    const int64_t pad1[4] = {1, 1, 1, 1}, pad0[4] = {0, 1, 0, 1};
-    DC_TRY(gb_conv2d(&u->g, P("down_blocks.%d.downsamplers.0.conv", i), x, cout, cout, 3, 2,
-                     c->ds_pad ? pad1 : pad0, &x));
-    DC_TRY(push_skip(u, x));
-  }
-  *out = x;
-  return NULL;
+  blk_down_cfg d = {.resnet = &u->resnet, .transformer = c->down_attn[i] ? &u->transformer : NULL,
+                    .heads = c->heads[i], .transformer_layers = c->tlayers[i], .layers = c->layers[i],
+                    .cout = c->boc[i], .add_downsample = i < c->nblocks - 1, .downsample_padding = c->ds_pad};
+  return blk_down_block(&u->g, P("down_blocks.%d", i), &d, x, u->skips, &u->nskips, out);
 }
 
-/* UNetMidBlock2DCrossAttn: resnet, then (transformer, resnet) once;
- * UNetMidBlock2D as diffusers builds it here (num_layers 0): one resnet. */
+/* mid_block: UNetMidBlock2DCrossAttn, or UNetMidBlock2D as diffusers builds
+ * it here (num_layers 0): one resnet. */
 static dc_status *mid_block(unet_ctx *u, int32_t x, int32_t *out) {
   const unet_cfg *c = u->c;
   int last = c->nblocks - 1;
-  int64_t ch = c->boc[last];
   *out = x;
   if (c->mid == MID_NONE) return NULL;
-  DC_TRY(resnet(u, "mid_block.resnets.0", x, ch, ch, &x));
-  if (c->mid == MID_CROSS_ATTN) {
-    DC_TRY(transformer(u, "mid_block.attentions.0", x, ch, c->heads[last], c->tlayers[last], &x));
-    DC_TRY(resnet(u, "mid_block.resnets.1", x, ch, ch, &x));
-  }
-  *out = x;
-  return NULL;
+  if (c->mid == MID_PLAIN) return blk_mid_block(&u->g, "mid_block", &u->resnet, 0, 0, x, out);
+  return blk_mid_block_cross_attn(&u->g, "mid_block", &u->resnet, &u->transformer, c->heads[last], c->tlayers[last],
+                                  x, out);
 }
 
-/* The resnet input width diffusers' constructor assumes for layer j of up
- * block i; the skip tensors actually popped must agree (diffusers would fail
- * at the conv otherwise). */
-static dc_status *up_concat(unet_ctx *u, int i, int64_t j, int64_t want, int32_t x, int32_t *out) {
-  char s[UNET_PATH];
-  int32_t skip = u->skips[--u->nskips];
-  int64_t have = dim_of(u, x, 1) + dim_of(u, skip, 1);
-  if (have != want)
-    return dc_error(DC_ERR_FORMAT,
-                    "%s: up_blocks.%d.resnets.%lld would get %lld channels (%lld + a skip connection of %lld) "
-                    "but the config builds it for %lld; diffusers cannot run this model either",
-                    u->c->path, i, (long long)j, (long long)have, (long long)dim_of(u, x, 1),
-                    (long long)dim_of(u, skip, 1), (long long)want);
-  dc_node n = dc_node_make(OP_CONCAT, 2, (int32_t[]){x, skip});
-  dc_node_set_int(&n, "axis", 1);
-  return gb_add(&u->g, &n, P("up_blocks.%d", i), out);
-}
-
-/* CrossAttnUpBlock2D / UpBlock2D: per layer, concatenate the last skip on
- * the channel axis, resnet, transformer?; then Upsample2D (nearest 2x and a
- * 3x3 conv).  Channel bookkeeping as in UNet2DConditionModel.__init__. */
+/* up_blocks.i mirrors down block n-1-i; the channel bookkeeping is
+ * UNet2DConditionModel.__init__'s (prev_output_channel, in_channels). */
 static dc_status *up_block(unet_ctx *u, int i, int32_t x, int32_t *out) {
   const unet_cfg *c = u->c;
   char s[UNET_PATH];
   int n = c->nblocks, r = n - 1 - i; /* r: the matching down block */
-  int64_t prev = c->boc[i ? n - i : n - 1], cout = c->boc[r], cin_last = c->boc[r ? r - 1 : 0];
-  int64_t nl = c->layers[r] + 1;
-  for (int64_t j = 0; j < nl; j++) {
-    int64_t want = (j ? cout : prev) + (j == nl - 1 ? cin_last : cout);
-    DC_TRY(up_concat(u, i, j, want, x, &x));
-    DC_TRY(resnet(u, P("up_blocks.%d.resnets.%lld", i, (long long)j), x, want, cout, &x));
-    if (c->up_attn[i])
-      DC_TRY(transformer(u, P("up_blocks.%d.attentions.%lld", i, (long long)j), x, cout, c->heads[r],
-                         c->tlayers[r], &x));
-  }
-  if (i < n - 1) {
-    dc_node up = dc_node_make(OP_UPSAMPLE, 1, &x);
-    dc_node_set_int(&up, "factor", 2);
-    DC_TRY(gb_add(&u->g, &up, P("up_blocks.%d.upsamplers.0", i), &x));
-    DC_TRY(gb_conv2d_same(&u->g, P("up_blocks.%d.upsamplers.0.conv", i), x, cout, cout, 3, 1, &x));
-  }
-  *out = x;
-  return NULL;
+  blk_up_cfg up = {.resnet = &u->resnet, .transformer = c->up_attn[i] ? &u->transformer : NULL,
+                   .heads = c->heads[r], .transformer_layers = c->tlayers[r], .layers = c->layers[r] + 1,
+                   .cout = c->boc[r], .in_channels = c->boc[r ? r - 1 : 0], .prev_channels = c->boc[i ? n - i : n - 1],
+                   .add_upsample = i < n - 1, .config = c->path};
+  return blk_up_block(&u->g, P("up_blocks.%d", i), &up, x, u->skips, &u->nskips, out);
 }
 
 /* ---- graph: embeddings ------------------------------------------------ */
-
-/* Timesteps (sinusoidal, max_period 10000) then a TimestepEmbedding MLP. */
-static dc_status *time_mlp(unet_ctx *u, const char *p, int32_t x, int64_t in, int32_t *out) {
-  char s[UNET_PATH];
-  DC_TRY(gb_linear(&u->g, P("%s.linear_1", p), x, in, u->c->temb_dim, 1, &x));
-  DC_TRY(gb_unary(&u->g, OP_SILU, P("%s.act", p), x, &x));
-  return gb_linear(&u->g, P("%s.linear_2", p), x, u->c->temb_dim, u->c->temb_dim, 1, out);
-}
-
-static dc_status *sinusoid(unet_ctx *u, const char *scope, int32_t t, int64_t dim, int32_t *out) {
-  dc_node n = dc_node_make(OP_TIME_EMBED, 1, &t);
-  dc_node_set_int(&n, "dim", dim);
-  dc_node_set_int(&n, "flip_sin_to_cos", u->c->flip);
-  dc_node_set_float(&n, "freq_shift", u->c->freq_shift);
-  return gb_add(&u->g, &n, scope, out);
-}
 
 /* get_aug_embed for "text_time" (SDXL): add_time_proj (same flip and shift
  * as time_proj) on time_ids.flatten(), reshaped to [B, -1], concatenated
  * after text_embeds, through add_embedding. */
 static dc_status *text_time(unet_ctx *u, int32_t text_embeds, int32_t time_ids, int32_t *out) {
   dc_gb *g = &u->g;
-  int64_t b = dim_of(u, time_ids, 0), nt = dim_of(u, time_ids, 1), d = u->c->add_time_dim;
+  const unet_cfg *c = u->c;
+  int64_t b = dim_of(u, time_ids, 0), nt = dim_of(u, time_ids, 1), d = c->add_time_dim;
   int32_t t;
   DC_TRY(gb_reshape(g, "add_time_proj", time_ids, 1, (int64_t[]){b * nt}, &t));
-  DC_TRY(sinusoid(u, "add_time_proj", t, d, &t));
+  DC_TRY(blk_timesteps(g, "add_time_proj", t, d, c->flip, c->freq_shift, &t));
   DC_TRY(gb_reshape(g, "add_time_proj", t, 2, (int64_t[]){b, nt * d}, &t));
   dc_node n = dc_node_make(OP_CONCAT, 2, (int32_t[]){text_embeds, t});
   dc_node_set_int(&n, "axis", 1);
   DC_TRY(gb_add(g, &n, "add_embedding", &t));
-  return time_mlp(u, "add_embedding", t, u->c->add_in_dim, out);
+  return blk_timestep_embedding(g, "add_embedding", t, c->add_in_dim, c->temb_dim, out);
 }
 
 /* ---- inputs ----------------------------------------------------------- */
@@ -678,15 +458,18 @@ static dc_status *unet_forward(unet_ctx *u, const unet_shapes *sh) {
     DC_TRY(add_input(u, "text_embeds", 2, sh->text, INIT_NORMAL, &text));
     DC_TRY(add_input(u, "time_ids", 2, sh->time_ids, INIT_NORMAL, &ids));
   }
-  DC_TRY(sinusoid(u, "time_proj", t, c->boc[0], &t));
-  DC_TRY(time_mlp(u, "time_embedding", t, c->boc[0], &u->emb));
+  DC_TRY(blk_timesteps(g, "time_proj", t, c->boc[0], c->flip, c->freq_shift, &t));
+  DC_TRY(blk_timestep_embedding(g, "time_embedding", t, c->boc[0], c->temb_dim, &u->emb));
   if (c->text_time) {
     DC_TRY(text_time(u, text, ids, &t));
     DC_TRY(gb_binary(g, OP_ADD, NULL, u->emb, t, &u->emb));
   }
+  u->resnet = (blk_resnet_cfg){.groups = c->groups, .eps = c->eps, .temb = u->emb, .temb_dim = c->temb_dim};
+  u->transformer = (blk_transformer_cfg){.groups = c->groups, .linear_projection = c->linear_proj, .ctx = u->ehs,
+                                         .ctx_dim = c->cross_dim, .config = c->path};
   int64_t p = (c->k_in - 1) / 2, q = (c->k_out - 1) / 2;
   DC_TRY(gb_conv2d(g, "conv_in", x, c->in_ch, c->boc[0], c->k_in, 1, (int64_t[]){p, p, p, p}, &x));
-  DC_TRY(push_skip(u, x));
+  u->skips[u->nskips++] = x;
   for (int i = 0; i < c->nblocks; i++) DC_TRY(down_block(u, i, x, &x));
   DC_TRY(mid_block(u, x, &x));
   for (int i = 0; i < c->nblocks; i++) DC_TRY(up_block(u, i, x, &x));
@@ -731,18 +514,18 @@ static dc_status *set_meta(dc_module *m, const unet_cfg *c) {
   return st;
 }
 
-dc_status *dc_build_unet(const dc_folder *f, const dc_build_options *opt, dc_module *m) {
+/* opt->entry is "forward", the one entry (checked by build.c). */
+static dc_status *build_unet(const dc_folder *f, const dc_build_options *opt, dc_module *m) {
   unet_cfg c;
   unet_shapes sh;
-  if (opt && opt->entry && strcmp(opt->entry, "forward") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "UNet2DConditionModel has one entry point, \"forward\"; got \"%s\"",
-                    opt->entry);
   DC_TRY(unet_config(f, &c));
   DC_TRY(input_shapes(&c, opt, &sh));
   DC_TRY(set_meta(m, &c));
   dc_weights w;
   DC_TRY(dc_weights_init(&w, m, f));
   unet_ctx u = {.g = {m, &w}, .c = &c};
+  /* conv_in, each layer of each down block, each downsampler (all blocks
+   * but the last): exactly sum(layers + 1) skips */
   for (int i = 0; i < c.nblocks; i++) u.cap_skips += (int)c.layers[i] + 1;
   u.skips = dc_malloc(sizeof *u.skips * (size_t)u.cap_skips);
   dc_status *st = u.skips ? unet_forward(&u, &sh) : dc_nomem("building the UNet");
@@ -751,3 +534,85 @@ dc_status *dc_build_unet(const dc_folder *f, const dc_build_options *opt, dc_mod
   dc_weights_deinit(&w);
   return st;
 }
+
+/* ---- the class descriptor -------------------------------------------- */
+
+/* Every argument of UNet2DConditionModel.__init__ with diffusers' default;
+ * nullable where None is that default (or, for mid_block_type, means no
+ * mid block).  The supported values are what the readers above accept. */
+static const dc_config_key unet_keys[] = {
+    {"sample_size", DC_KEY_INTS, "null", 1, NULL},
+    {"in_channels", DC_KEY_INT, "4", 0, NULL},
+    {"out_channels", DC_KEY_INT, "4", 0, NULL},
+    {"center_input_sample", DC_KEY_BOOL, "false", 0, "false"},
+    {"flip_sin_to_cos", DC_KEY_BOOL, "true", 0, NULL},
+    {"freq_shift", DC_KEY_NUM, "0", 0, NULL},
+    {"down_block_types", DC_KEY_STRS, "[\"CrossAttnDownBlock2D\",\"CrossAttnDownBlock2D\",\"CrossAttnDownBlock2D\",\"DownBlock2D\"]", 0,
+     "CrossAttnDownBlock2D, DownBlock2D"},
+    {"mid_block_type", DC_KEY_STR, "\"UNetMidBlock2DCrossAttn\"", 1, "UNetMidBlock2DCrossAttn, UNetMidBlock2D, null"},
+    {"up_block_types", DC_KEY_STRS, "[\"UpBlock2D\",\"CrossAttnUpBlock2D\",\"CrossAttnUpBlock2D\",\"CrossAttnUpBlock2D\"]", 0,
+     "CrossAttnUpBlock2D, UpBlock2D"},
+    {"only_cross_attention", DC_KEY_BOOLS, "false", 0, "false"},
+    {"block_out_channels", DC_KEY_INTS, "[320,640,1280,1280]", 0, NULL},
+    {"layers_per_block", DC_KEY_INTS, "2", 0, NULL},
+    {"downsample_padding", DC_KEY_INT, "1", 0, "0, 1"},
+    {"mid_block_scale_factor", DC_KEY_NUM, "1", 0, "1"},
+    {"dropout", DC_KEY_NUM, "0.0", 0, NULL},
+    {"act_fn", DC_KEY_STR, "\"silu\"", 0, "silu, swish"},
+    {"norm_num_groups", DC_KEY_INT, "32", 0, NULL},
+    {"norm_eps", DC_KEY_NUM, "1e-05", 0, NULL},
+    {"cross_attention_dim", DC_KEY_INTS, "1280", 0, "an integer"},
+    {"transformer_layers_per_block", DC_KEY_INTS, "1", 0, "an integer or a list of integers"},
+    {"reverse_transformer_layers_per_block", DC_KEY_INTS, "null", 1, "null"},
+    {"encoder_hid_dim", DC_KEY_INT, "null", 1, "null"},
+    {"encoder_hid_dim_type", DC_KEY_STR, "null", 1, "null"},
+    {"attention_head_dim", DC_KEY_INTS, "8", 0, NULL},
+    {"num_attention_heads", DC_KEY_INTS, "null", 1, "null"},
+    {"dual_cross_attention", DC_KEY_BOOL, "false", 0, "false"},
+    {"use_linear_projection", DC_KEY_BOOL, "false", 0, NULL},
+    {"class_embed_type", DC_KEY_STR, "null", 1, "null"},
+    {"addition_embed_type", DC_KEY_STR, "null", 1, "null, \"text_time\""},
+    {"addition_time_embed_dim", DC_KEY_INT, "null", 1, NULL},
+    {"num_class_embeds", DC_KEY_INT, "null", 1, "null"},
+    {"upcast_attention", DC_KEY_BOOL, "false", 1, NULL},
+    {"resnet_time_scale_shift", DC_KEY_STR, "\"default\"", 0, "default"},
+    {"resnet_skip_time_act", DC_KEY_BOOL, "false", 0, NULL},
+    {"resnet_out_scale_factor", DC_KEY_NUM, "1.0", 0, NULL},
+    {"time_embedding_type", DC_KEY_STR, "\"positional\"", 0, "positional"},
+    {"time_embedding_dim", DC_KEY_INT, "null", 1, NULL}, /* null: block_out_channels[0] * 4 */
+    {"time_embedding_act_fn", DC_KEY_STR, "null", 1, "null"},
+    {"timestep_post_act", DC_KEY_STR, "null", 1, "null"},
+    {"time_cond_proj_dim", DC_KEY_INT, "null", 1, "null"},
+    {"conv_in_kernel", DC_KEY_INT, "3", 0, "odd sizes"},
+    {"conv_out_kernel", DC_KEY_INT, "3", 0, "odd sizes"},
+    {"projection_class_embeddings_input_dim", DC_KEY_INT, "null", 1, NULL},
+    {"attention_type", DC_KEY_STR, "\"default\"", 0, "default"},
+    {"class_embeddings_concat", DC_KEY_BOOL, "false", 0, "false"},
+    {"mid_block_only_cross_attention", DC_KEY_BOOL, "null", 1, NULL},
+    {"cross_attention_norm", DC_KEY_STR, "null", 1, NULL},
+    {"addition_embed_type_num_heads", DC_KEY_INT, "64", 0, NULL},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+static const dc_entry_io unet_inputs[] = {
+    {"sample", NULL},
+    {"timestep", NULL},
+    {"encoder_hidden_states", NULL},
+    {"text_embeds", "addition_embed_type \"text_time\""},
+    {"time_ids", "addition_embed_type \"text_time\""},
+    {NULL, NULL},
+};
+static const dc_entry_io unet_outputs[] = {{"sample", NULL}, {NULL, NULL}};
+static const dc_entry_desc unet_entries[] = {{"forward", unet_inputs, unet_outputs}, {NULL, NULL, NULL}};
+/* diffusers' UNet2DConditionModel._skip_layerwise_casting_patterns */
+static const char *const unet_skip_cast[] = {"norm", NULL};
+
+const dc_class_desc dc_class_unet_2d_condition = {
+    .name = "UNet2DConditionModel",
+    .library = DC_LIB_DIFFUSERS,
+    .keys = unet_keys,
+    .entries = unet_entries,
+    .default_entry = "forward",
+    .build = build_unet,
+    .facts = {.block_modules = NULL, .skip_cast = unet_skip_cast, .options = 0},
+};

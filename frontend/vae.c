@@ -20,11 +20,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "frontend.h"
-#include "layers.h"
+#include "blocks/blocks.h"
+#include "registry.h"
 
 #define VAE_MAX_BLOCKS 8
-#define VAE_EPS 1e-6 /* every norm of the VAE: resnet_eps=1e-6 in Encoder/Decoder */
 
 typedef struct {
   const char *path; /* config.json, for messages */
@@ -148,153 +147,10 @@ typedef struct {
   const dc_build_options *opt; /* slicing and tiling; NULL for none */
 } vae_b;
 
-static dc_status *silu(vae_b *b, const char *prefix, const char *leaf, int32_t x, int32_t *out) {
-  char p[256];
-  return gb_unary(&b->g, OP_SILU, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, out);
-}
-
-static dc_status *norm(vae_b *b, const char *prefix, const char *leaf, int32_t x, int32_t *out) {
-  char p[256];
-  int64_t ch = gb_type(&b->g, x)->dims[1];
-  return gb_group_norm(&b->g, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, ch, b->c->groups,
-                       VAE_EPS, out);
-}
-
-static dc_status *conv3(vae_b *b, const char *prefix, const char *leaf, int32_t x, int64_t cout,
-                        int32_t *out) {
-  char p[256];
-  int64_t cin = gb_type(&b->g, x)->dims[1];
-  return gb_conv2d_same(&b->g, gb_path(p, sizeof p, "%s.%s", prefix, leaf), x, cin, cout, 3, 1,
-                        out);
-}
-
-/* ResnetBlock2D without a time embedding (temb_channels=None), pre-norm,
- * output_scale_factor 1 (so the final division is the identity and left out):
- *   shortcut(x) + conv2(silu(norm2(conv1(silu(norm1(x)))))) */
-static dc_status *resnet(vae_b *b, const char *prefix, int32_t x, int64_t cout, int32_t *out) {
-  int64_t cin = gb_type(&b->g, x)->dims[1];
-  int32_t h, skip = x;
-  DC_TRY(norm(b, prefix, "norm1", x, &h));
-  DC_TRY(silu(b, prefix, "nonlinearity", h, &h));
-  DC_TRY(conv3(b, prefix, "conv1", h, cout, &h));
-  DC_TRY(norm(b, prefix, "norm2", h, &h));
-  DC_TRY(silu(b, prefix, "nonlinearity", h, &h));
-  DC_TRY(conv3(b, prefix, "conv2", h, cout, &h)); /* dropout is the identity in eval */
-  if (cin != cout) { /* use_in_shortcut: a 1x1 conv with bias */
-    char p[256];
-    gb_path(p, sizeof p, "%s.conv_shortcut", prefix);
-    DC_TRY(gb_conv2d(&b->g, p, x, cin, cout, 1, 1, (int64_t[]){0, 0, 0, 0}, &skip));
-  }
-  return gb_binary(&b->g, OP_ADD, prefix, skip, h, out);
-}
-
-/* Old checkpoints name the mid-block attention's projections query, key,
- * value, proj_attn; diffusers renames them on load
- * (_convert_deprecated_attention_blocks: the old name wins when both exist). */
-static dc_status *attn_linear(vae_b *b, const char *prefix, const char *leaf, const char *old_leaf,
-                              int32_t x, int64_t ch, int32_t *out) {
-  char p[256], probe[300];
-  gb_path(probe, sizeof probe, "%s.%s.weight", prefix, old_leaf);
-  int old = dc_folder_find(b->g.w->folder, probe) != NULL;
-  gb_path(p, sizeof p, "%s.%s", prefix, old ? old_leaf : leaf);
-  return gb_linear(&b->g, p, x, ch, ch, 1, out);
-}
-
-/* The mid-block Attention (AttnProcessor2_0 with _from_deprecated_attn_block):
- * heads = C // attention_head_dim with attention_head_dim = C, so one head of
- * width C; group_norm on the input, q/k/v/out Linear with bias, softmax scale
- * 1/sqrt(C); the residual is the input *before* the group norm; then
- * / rescale_output_factor, which is 1 here (output_scale_factor=1) and left
- * out.  upcast_softmax changes nothing in fp32. */
-static dc_status *attention(vae_b *b, const char *prefix, int32_t x, int32_t *out) {
-  const dc_type *t = gb_type(&b->g, x);
-  int64_t bs = t->dims[0], ch = t->dims[1], hh = t->dims[2], ww = t->dims[3];
-  int64_t head_dim = ch; /* attention_head_dim = block_out_channels[-1] = C */
-  int64_t heads = ch / head_dim;
-  int32_t h, q, k, v;
-  dc_gb *g = &b->g;
-  /* Normalising [B,C,H,W] equals normalising the processor's [B,C,HW]. */
-  /* view(B,C,HW).transpose(1,2), moved as permute(0,2,3,1).reshape(B,HW,C):
-   * the same bytes, and the form the layout pass cancels against an NHWC
-   * group_norm (--layout nhwc then transposes nothing here). */
-  DC_TRY(norm(b, prefix, "group_norm", x, &h));
-  DC_TRY(gb_permute(g, prefix, h, 4, (int64_t[]){0, 2, 3, 1}, &h));
-  DC_TRY(gb_reshape(g, prefix, h, 3, (int64_t[]){bs, hh * ww, ch}, &h));
-  DC_TRY(attn_linear(b, prefix, "to_q", "query", h, ch, &q));
-  DC_TRY(attn_linear(b, prefix, "to_k", "key", h, ch, &k));
-  DC_TRY(attn_linear(b, prefix, "to_v", "value", h, ch, &v));
-  dc_node n = dc_node_make(OP_ATTENTION, 3, (int32_t[]){q, k, v});
-  dc_node_set_int(&n, "heads", heads);
-  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)head_dim));
-  DC_TRY(gb_add(g, &n, prefix, &h));
-  DC_TRY(attn_linear(b, prefix, "to_out.0", "proj_attn", h, ch, &h));
-  DC_TRY(gb_reshape(g, prefix, h, 4, (int64_t[]){bs, hh, ww, ch}, &h));
-  g->m->nodes[h].layout = LAYOUT_NHWC; /* [B,H,W,C]: the label says what the dims are */
-  DC_TRY(gb_permute(g, prefix, h, 4, (int64_t[]){0, 3, 1, 2}, &h));
-  return gb_binary(g, OP_ADD, prefix, h, x, out);
-}
-
-/* UNetMidBlock2D: resnets.0, then (attentions.0 if present), resnets.1. */
-static dc_status *mid_block(vae_b *b, const char *part, int32_t x, int32_t *out) {
-  char p[256];
-  int64_t ch = gb_type(&b->g, x)->dims[1];
-  DC_TRY(resnet(b, gb_path(p, sizeof p, "%s.mid_block.resnets.0", part), x, ch, &x));
-  if (b->c->mid_attn)
-    DC_TRY(attention(b, gb_path(p, sizeof p, "%s.mid_block.attentions.0", part), x, &x));
-  return resnet(b, gb_path(p, sizeof p, "%s.mid_block.resnets.1", part), x, ch, out);
-}
-
-/* conv_norm_out, conv_act (always nn.SiLU, whatever act_fn), conv_out. */
-static dc_status *tail(vae_b *b, const char *part, int32_t x, int64_t cout, int32_t *out) {
-  DC_TRY(norm(b, part, "conv_norm_out", x, &x));
-  DC_TRY(silu(b, part, "conv_act", x, &x));
-  return conv3(b, part, "conv_out", x, cout, out);
-}
-
-/* ---- encoder and decoder --------------------------------------------- */
-
-/* Encoder: conv_in; DownEncoderBlock2D i = layers_per_block resnets to
- * block_out_channels[i], then (all but the last) Downsample2D with
- * padding=0, i.e. F.pad (0,1,0,1) (right and bottom) and a 3x3 stride-2 conv;
- * mid block; tail to 2*latent_channels (double_z). */
-static dc_status *encoder(vae_b *b, int32_t x, int32_t *out) {
-  const vae_config *c = b->c;
-  char p[256];
-  DC_TRY(conv3(b, "encoder", "conv_in", x, c->boc[0], &x));
-  for (int i = 0; i < c->nblocks; i++) {
-    for (int j = 0; j < c->layers; j++)
-      DC_TRY(resnet(b, gb_path(p, sizeof p, "encoder.down_blocks.%d.resnets.%d", i, j), x,
-                    c->boc[i], &x));
-    if (i == c->nblocks - 1) continue;
-    int64_t cin = gb_type(&b->g, x)->dims[1];
-    gb_path(p, sizeof p, "encoder.down_blocks.%d.downsamplers.0.conv", i);
-    DC_TRY(gb_conv2d(&b->g, p, x, cin, c->boc[i], 3, 2, (int64_t[]){0, 1, 0, 1}, &x));
-  }
-  DC_TRY(mid_block(b, "encoder", x, &x));
-  return tail(b, "encoder", x, 2 * c->latent, out);
-}
-
-/* Decoder: conv_in to block_out_channels[-1]; mid block; UpDecoderBlock2D i
- * over the reversed channels: layers_per_block + 1 resnets to reversed[i],
- * then (all but the last) Upsample2D = nearest 2x and a 3x3 conv; tail from
- * block_out_channels[0] to out_channels. */
-static dc_status *decoder(vae_b *b, int32_t x, int32_t *out) {
-  const vae_config *c = b->c;
-  char p[256];
-  DC_TRY(conv3(b, "decoder", "conv_in", x, c->boc[c->nblocks - 1], &x));
-  DC_TRY(mid_block(b, "decoder", x, &x));
-  for (int i = 0; i < c->nblocks; i++) {
-    int64_t ch = c->boc[c->nblocks - 1 - i];
-    for (int j = 0; j < c->layers + 1; j++)
-      DC_TRY(resnet(b, gb_path(p, sizeof p, "decoder.up_blocks.%d.resnets.%d", i, j), x, ch, &x));
-    if (i == c->nblocks - 1) continue;
-    gb_path(p, sizeof p, "decoder.up_blocks.%d.upsamplers.0", i);
-    dc_node n = dc_node_make(OP_UPSAMPLE, 1, &x); /* F.interpolate(scale_factor=2, "nearest") */
-    dc_node_set_int(&n, "factor", 2);
-    DC_TRY(gb_add(&b->g, &n, p, &x));
-    DC_TRY(conv3(b, p, "conv", x, ch, &x));
-  }
-  return tail(b, "decoder", x, c->out_ch, out);
+/* Encoder and Decoder (blocks/vae_blocks.c) over this config. */
+static blk_vae_cfg coder_cfg(const vae_config *c) {
+  return (blk_vae_cfg){.block_out_channels = c->boc, .nblocks = c->nblocks, .layers_per_block = c->layers,
+                       .groups = c->groups, .mid_block_add_attention = c->mid_attn};
 }
 
 static dc_status *conv1x1(vae_b *b, const char *name, int32_t x, int32_t *out) {
@@ -421,7 +277,8 @@ static dc_status *sliced(vae_b *b, const char *scope, int32_t x, tile_fn fn, int
 
 /* _encode of one tile or of an untiled image: encoder, quant_conv. */
 static dc_status *encode_plain(vae_b *b, int32_t x, int32_t *out) {
-  DC_TRY(encoder(b, x, &x));
+  blk_vae_cfg v = coder_cfg(b->c);
+  DC_TRY(blk_vae_encoder(&b->g, "encoder", &v, x, 2 * b->c->latent, &x)); /* double_z */
   if (b->c->quant) DC_TRY(conv1x1(b, "quant_conv", x, &x));
   return *out = x, NULL;
 }
@@ -437,7 +294,8 @@ static dc_status *encode_maybe_tiled(vae_b *b, int32_t x, int32_t *out) {
 
 static dc_status *decode_plain(vae_b *b, int32_t z, int32_t *out) {
   if (b->c->post_quant) DC_TRY(conv1x1(b, "post_quant_conv", z, &z));
-  return decoder(b, z, out);
+  blk_vae_cfg v = coder_cfg(b->c);
+  return blk_vae_decoder(&b->g, "decoder", &v, z, b->c->out_ch, out);
 }
 
 static dc_status *decode_maybe_tiled(vae_b *b, int32_t z, int32_t *out) {
@@ -620,14 +478,10 @@ static dc_status *build(const dc_folder *f, const vae_config *c, const dc_build_
   return dc_weights_check_all_used(w);
 }
 
-/* opt->entry: "encode" or "decode"; NULL means "decode", the entry a
- * text-to-image pipeline runs (the CLI documents this default). */
-dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m) {
-  const char *entry = opt && opt->entry ? opt->entry : "decode";
-  int encode = strcmp(entry, "encode") == 0;
-  if (!encode && strcmp(entry, "decode") != 0)
-    return dc_error(DC_ERR_ARGUMENT, "AutoencoderKL has entries encode and decode, got \"%s\"",
-                    entry);
+/* opt->entry is "encode" or "decode" (checked by build.c; "decode", the
+ * entry a text-to-image pipeline runs, when none is given). */
+static dc_status *build_vae(const dc_folder *f, const dc_build_options *opt, dc_module *m) {
+  int encode = strcmp(opt->entry, "encode") == 0;
   vae_config c;
   DC_TRY(cfg_load(&f->config, &c));
   dc_weights w;
@@ -636,3 +490,53 @@ dc_status *dc_build_vae(const dc_folder *f, const dc_build_options *opt, dc_modu
   dc_weights_deinit(&w);
   return st;
 }
+
+/* ---- the class descriptor -------------------------------------------- */
+
+/* Every argument of AutoencoderKL.__init__ with diffusers' default.
+ * latents_mean, latents_std and force_upcast are read by pipelines, not by
+ * the model (force_upcast changes nothing in an fp32 graph). */
+static const dc_config_key vae_keys[] = {
+    {"in_channels", DC_KEY_INT, "3", 0, NULL},
+    {"out_channels", DC_KEY_INT, "3", 0, NULL},
+    {"down_block_types", DC_KEY_STRS, "[\"DownEncoderBlock2D\"]", 0, "DownEncoderBlock2D"},
+    {"up_block_types", DC_KEY_STRS, "[\"UpDecoderBlock2D\"]", 0, "UpDecoderBlock2D"},
+    {"block_out_channels", DC_KEY_INTS, "[64]", 0, NULL},
+    {"layers_per_block", DC_KEY_INT, "1", 0, NULL},
+    {"act_fn", DC_KEY_STR, "\"silu\"", 0, "silu, swish"},
+    {"latent_channels", DC_KEY_INT, "4", 0, NULL},
+    {"norm_num_groups", DC_KEY_INT, "32", 0, NULL},
+    {"sample_size", DC_KEY_INTS, "32", 0, NULL},
+    {"scaling_factor", DC_KEY_NUM, "0.18215", 0, NULL},
+    {"shift_factor", DC_KEY_NUM, "null", 1, NULL},
+    {"latents_mean", DC_KEY_ANY, "null", 1, NULL},
+    {"latents_std", DC_KEY_ANY, "null", 1, NULL},
+    {"force_upcast", DC_KEY_BOOL, "true", 0, NULL},
+    {"use_quant_conv", DC_KEY_BOOL, "true", 0, NULL},
+    {"use_post_quant_conv", DC_KEY_BOOL, "true", 0, NULL},
+    {"mid_block_add_attention", DC_KEY_BOOL, "true", 0, NULL},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+static const dc_entry_io image_io[] = {{"sample", NULL}, {NULL, NULL}};
+static const dc_entry_io latent_dist_io[] = {{"mean", NULL}, {"logvar", NULL}, {NULL, NULL}};
+static const dc_entry_io latents_io[] = {{"z", NULL}, {NULL, NULL}};
+static const dc_entry_desc vae_entries[] = {
+    {"encode", image_io, latent_dist_io},
+    {"decode", latents_io, image_io},
+    {NULL, NULL, NULL},
+};
+/* diffusers' AutoencoderKL._group_offload_block_modules: block lists are
+ * looked for inside these (encoder.down_blocks.0, decoder.up_blocks.1). */
+static const char *const vae_block_modules[] = {"encoder", "decoder", "quant_conv", "post_quant_conv", NULL};
+
+const dc_class_desc dc_class_autoencoder_kl = {
+    .name = "AutoencoderKL",
+    .library = DC_LIB_DIFFUSERS,
+    .keys = vae_keys,
+    .entries = vae_entries,
+    .default_entry = "decode",
+    .build = build_vae,
+    .facts = {.block_modules = vae_block_modules, .skip_cast = NULL,
+              .options = DC_FACT_VAE_SLICING | DC_FACT_VAE_TILING},
+};

@@ -16,6 +16,7 @@
  * the checkpoint the config needs (tools/make_model fills one with random
  * values). */
 #include "frontend.h"
+#include "registry.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,9 @@ static dc_status *weights_bind(dc_weights *w, const dc_weight *wt, int32_t *out)
 
 static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, int32_t *out) {
   const dc_st_tensor *t = e->tensor;
+  if (dc_dtype_is_int(t->dtype)) /* every weight a builder asks for is a float parameter, cast to f32 */
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: tensor \"%s\" is %s, but the model reads it as a float parameter",
+                    w->folder->shards[e->shard].file.path, t->name, dc_dtype_safetensors_name(t->dtype));
   dc_weight wt = {.name = t->name, .offset = t->offset, .bytes = t->bytes};
   DC_TRY(weights_file_index(w, e->shard, &wt.file));
   wt.type.dtype = t->dtype;
@@ -269,11 +273,7 @@ static dc_status *weights_config_folder(const char *config_path, dc_weight_list 
   if (!f->dir) return dc_nomem("reading a config");
   if (!dc_file_exists(config_path)) return dc_error(DC_ERR_IO, "%s: no such file", config_path);
   DC_TRY(dc_json_load(config_path, &f->config));
-  DC_TRY(dc_json_str(&f->config, "_class_name", NULL, &f->class_name));
-  if (!f->class_name)
-    return dc_error(DC_ERR_FORMAT, "%s: no \"_class_name\" (is this a diffusers model config?)",
-                    config_path);
-  return NULL;
+  return dc_class_of_config(&f->config, &f->class_name, &f->desc);
 }
 
 dc_status *dc_frontend_weight_list(const char *config_path, const char *entry,

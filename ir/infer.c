@@ -32,12 +32,15 @@ static dc_status *want_rank(const ctx *c, int i, int lo, int hi) {
 }
 
 /* Activations are f32.  The weight and bias of conv2d and linear may be
- * stored in any dtype (layerwise casting: the kernel upcasts as it loads). */
+ * stored in any float dtype (layerwise casting: the kernel upcasts as it
+ * loads).  Integer values (token ids, index constants) reach no op that
+ * computes: the ops that read them come with the model classes that need
+ * them (an embedding lookup reads i64 ids). */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
   int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR ? 2 + (int)dc_node_int(c->n, "bias") : 1;
   for (int i = 0; i < c->n->ninputs; i++)
-    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params))
+    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !dc_dtype_is_int(c->in[i]->dtype)))
       return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
   return NULL;
 }
@@ -213,6 +216,17 @@ static dc_status *infer_blend(const ctx *c, dc_type *o) {
   return NULL;
 }
 
+/* A constant is f32 or an integer, and holds its bytes. */
+static dc_status *check_constant(const ctx *c, dc_type *o) {
+  char b[160];
+  const dc_type *t = &c->n->type;
+  if (t->dtype != DT_F32 && !dc_dtype_is_int(t->dtype))
+    return fail(c, "a constant is f32, i32 or i64, not %s", ts(t, b));
+  if (!c->n->data) return fail(c, "constant %s holds no data", ts(t, b));
+  *o = *t;
+  return NULL;
+}
+
 /* Ops whose type the builder states: check it against the input. */
 static dc_status *check_given(const ctx *c, dc_type *o) {
   char b1[160], b2[160];
@@ -229,6 +243,8 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
   } else if (c->n->op == OP_TRANSFER) {
     if (!dc_type_equal(t, c->in[0])) return fail(c, "transfer changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
   } else if (c->n->op == OP_CAST) {
+    if (dc_dtype_is_int(t->dtype) || dc_dtype_is_int(c->in[0]->dtype))
+      return fail(c, "cast %s to %s: no kernel casts integers (float dtypes only)", ts(c->in[0], b1), ts(t, b2));
     dc_type same = *c->in[0];
     same.dtype = t->dtype;
     if (!dc_type_equal(&same, t)) return fail(c, "cast changes the shape: %s to %s", ts(c->in[0], b1), ts(t, b2));
@@ -244,7 +260,8 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     return fail(&c, "has %d inputs; expected %d..%d", n->ninputs, info->min_inputs, info->max_inputs);
   for (int i = 0; i < n->ninputs; i++) c.in[i] = &m->nodes[n->inputs[i]].type;
   if (info->flags & OPF_TYPE_GIVEN) {
-    if (n->op == OP_INPUT || n->op == OP_WEIGHT) return *o = n->type, NULL;
+    if (n->op == OP_INPUT || n->op == OP_WEIGHT || n->op == OP_PROBE) return *o = n->type, NULL;
+    if (n->op == OP_CONSTANT) return check_constant(&c, o);
     return check_given(&c, o);
   }
   DC_TRY(want_f32(&c));

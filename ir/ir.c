@@ -1,5 +1,6 @@
 /* ir.c — dtypes, the op table (built from ops.def), and the module: the
- * arrays of nodes, weight files, weights, inputs and outputs it owns. */
+ * arrays of nodes, weight files, weights, inputs and outputs it owns, and
+ * the bytes of its constants (in its arena). */
 #include "ir.h"
 
 #include <assert.h>
@@ -12,7 +13,8 @@ static const struct {
 } dtype_info[DT_COUNT] = {
     [DT_F32] = {"f32", "F32", 4},          [DT_F16] = {"f16", "F16", 2},
     [DT_BF16] = {"bf16", "BF16", 2},       [DT_F8_E4M3] = {"f8e4m3", "F8_E4M3", 1},
-    [DT_F8_E5M2] = {"f8e5m2", "F8_E5M2", 1},
+    [DT_F8_E5M2] = {"f8e5m2", "F8_E5M2", 1}, [DT_I32] = {"i32", "I32", 4},
+    [DT_I64] = {"i64", "I64", 8},
 };
 
 const char *dc_dtype_name(dc_dtype t) { return t < DT_COUNT ? dtype_info[t].name : "?"; }
@@ -20,6 +22,7 @@ const char *dc_dtype_safetensors_name(dc_dtype t) {
   return t < DT_COUNT ? dtype_info[t].st_name : "?";
 }
 int dc_dtype_size(dc_dtype t) { return t < DT_COUNT ? dtype_info[t].size : 0; }
+int dc_dtype_is_int(dc_dtype t) { return t == DT_I32 || t == DT_I64; }
 
 int dc_dtype_from_name(const char *name, dc_dtype *out) {
   for (int i = 0; i < DT_COUNT; i++)
@@ -74,7 +77,7 @@ static const struct {
 };
 
 static dc_op_info op_table[OP_COUNT];
-static char attr_storage[OP_COUNT][128];
+static char attr_storage[OP_COUNT][DC_MAX_ATTRS * 16];
 static int op_table_ready;
 
 /* Splits "a:i b:f" into names and kinds once; the table is static data. */
@@ -128,7 +131,7 @@ dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs) {
   memset(&n, 0, sizeof n);
   n.op = op;
   n.ninputs = ninputs;
-  assert(ninputs <= DC_MAX_INPUTS);
+  assert(ninputs >= 0 && ninputs <= DC_MAX_INPUTS);
   for (int i = 0; i < ninputs; i++) n.inputs[i] = inputs[i];
   n.ref = -1;
   n.offset = -1;
@@ -161,15 +164,20 @@ int32_t dc_node_residual(const dc_node *n) {
   return n->inputs[dc_node_int(n, "bias") ? 3 : 2];
 }
 
-static int attr_slot(const dc_node *n, const char *attr) {
+/* The attribute's slot; asserts it exists and is read as the kind it has
+ * (dc_attr is a union: reading f of an int would read its bits). */
+static int attr_slot(const dc_node *n, const char *attr, int want_float) {
   int i = dc_op_attr_index(n->op, attr);
   assert(i >= 0 && "attribute not in the op table");
+  dc_attr_kind k = dc_op_get(n->op)->attr_kinds[i];
+  assert((want_float ? k == ATTR_FLOAT : k == ATTR_INT || k == ATTR_ACT) && "attribute read as the wrong kind");
+  (void)k;
   return i;
 }
-void dc_node_set_int(dc_node *n, const char *attr, int64_t v) { n->attrs[attr_slot(n, attr)].i = v; }
-void dc_node_set_float(dc_node *n, const char *attr, double v) { n->attrs[attr_slot(n, attr)].f = v; }
-int64_t dc_node_int(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr)].i; }
-double dc_node_float(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr)].f; }
+void dc_node_set_int(dc_node *n, const char *attr, int64_t v) { n->attrs[attr_slot(n, attr, 0)].i = v; }
+void dc_node_set_float(dc_node *n, const char *attr, double v) { n->attrs[attr_slot(n, attr, 1)].f = v; }
+int64_t dc_node_int(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr, 0)].i; }
+double dc_node_float(const dc_node *n, const char *attr) { return n->attrs[attr_slot(n, attr, 1)].f; }
 
 int dc_node_is_activation(const dc_node *n) { return n->op != OP_WEIGHT; }
 
@@ -245,6 +253,19 @@ int32_t dc_module_add_input(dc_module *m, const char *name, const dc_type *t, dc
   if (id < 0) return -1;
   m->inputs[m->ninputs++] = (dc_io){nm, id, init};
   return id;
+}
+
+int32_t dc_module_add_constant(dc_module *m, const char *scope, const dc_type *t, const void *data) {
+  dc_node n = dc_node_make(OP_CONSTANT, 0, NULL);
+  n.type = *t;
+  n.layout = t->rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  size_t bytes = (size_t)dc_type_bytes(t);
+  void *copy = dc_arena_alloc(m->arena, bytes ? bytes : 1);
+  if (!copy) return -1;
+  memcpy(copy, data, bytes);
+  n.data = copy;
+  if (scope && !(n.scope = dc_arena_strdup(m->arena, scope))) return -1;
+  return dc_module_add_node(m, &n);
 }
 
 dc_status *dc_module_add_output(dc_module *m, const char *name, int32_t node) {

@@ -7,7 +7,8 @@
  * The module's arena owns every string and array of it.
  *
  * Sections (file: exports)
- *   ir/ir.c:        dtypes, op table, module create/destroy, node/weight/input/output add
+ *   ir/ir.c:        dtypes, op table, module create/destroy, node/weight/input/output/
+ *                   constant add
  *   ir/infer.c:     dc_infer_type — the shape and dtype rule of every op
  *   ir/verify.c:    dc_verify — structural and type checks, run between passes
  *   ir/print.c:     dc_print — deterministic text dump with bytes and live ranges
@@ -21,25 +22,40 @@
 #define DC_IR_H
 
 #include "../support/support.h"
+#include "model_facts.h"
 
 #define DC_MAX_DIMS 6
-#define DC_MAX_INPUTS 4
-#define DC_MAX_ATTRS 8
+/* Limits chosen so large that no op binds them (issue 12: conv2d used up
+ * the old 8 attributes, a fused DiT block needs more than 4 inputs), kept
+ * inline so a dc_node stays a plain value that builders and passes copy
+ * with "=": an input is 4 bytes and an attribute 8, so a node is ~0.6 KiB.
+ * DC_MAX_ATTRS bounds ops.def only (ir.c asserts it when it reads the
+ * table); DC_MAX_INPUTS bounds any node, checked by the verifier, the
+ * parser and the plan reader. */
+#define DC_MAX_INPUTS 64
+#define DC_MAX_ATTRS 32
 #define DC_MAX_DEVICES 8 /* devices a plan may place values on (--device-map) */
 
 /* ---- dtypes ----------------------------------------------------------- */
+/* Stored by number in plans: append, never insert.  The float dtypes are
+ * activations (f32) and stored weights (all five); the integer dtypes are
+ * values only (token ids as inputs, index tables as constants): no op
+ * computes on them yet, and no weight or cast holds one. */
 typedef enum {
   DT_F32,
   DT_F16,
   DT_BF16,
   DT_F8_E4M3,
   DT_F8_E5M2,
+  DT_I32,
+  DT_I64,
   DT_COUNT
 } dc_dtype;
 
-const char *dc_dtype_name(dc_dtype t);            /* "f32", "f16", "bf16", "f8e4m3", "f8e5m2" */
-const char *dc_dtype_safetensors_name(dc_dtype t); /* "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2" */
+const char *dc_dtype_name(dc_dtype t);            /* "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "i32", "i64" */
+const char *dc_dtype_safetensors_name(dc_dtype t); /* "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64" */
 int dc_dtype_size(dc_dtype t);
+int dc_dtype_is_int(dc_dtype t); /* i32, i64 */
 /* Returns 0 and sets *out when the name is known. */
 int dc_dtype_from_name(const char *name, dc_dtype *out);
 int dc_dtype_from_safetensors(const char *name, dc_dtype *out);
@@ -59,7 +75,7 @@ const char *dc_type_str(const dc_type *t, char *buf, size_t cap);
 const char *dc_dims_str(const int64_t *dims, int rank, char *buf, size_t cap);
 
 /* ---- the op table ----------------------------------------------------- */
-enum { OPF_ELEMENTWISE = 1, OPF_INPLACE = 2, OPF_LEAF = 4, OPF_TYPE_GIVEN = 8 };
+enum { OPF_ELEMENTWISE = 1, OPF_INPLACE = 2, OPF_LEAF = 4, OPF_TYPE_GIVEN = 8, OPF_TEST = 16 };
 
 typedef enum {
 #define OP(e, name, mi, ma, fl, at) OP_##e,
@@ -100,7 +116,9 @@ int dc_op_attr_index(dc_op op, const char *attr);
 typedef enum { LAYOUT_ROWMAJOR, LAYOUT_NCHW, LAYOUT_NHWC, LAYOUT_COUNT } dc_layout;
 const char *dc_layout_name(dc_layout l); /* "row", "nchw", "nhwc" */
 
-typedef struct {
+/* One attribute's value: i for ATTR_INT and ATTR_ACT, f for ATTR_FLOAT, by
+ * the op table's kind (a union: 8 bytes, so DC_MAX_ATTRS costs little). */
+typedef union {
   int64_t i;
   double f;
 } dc_attr;
@@ -113,6 +131,11 @@ typedef struct {
   int64_t list[DC_MAX_DIMS];      /* the op's one ATTR_LIST attribute */
   int nlist;
   int32_t ref;                    /* OP_WEIGHT: weight index; OP_INPUT: input index */
+  /* OP_CONSTANT: its value, dc_type_bytes(&type) bytes in C order, owned by
+   * the module's arena (dc_module_add_constant copies them there); NULL for
+   * every other op.  A node copied into another module must not outlive
+   * this one's arena (passes rewrite nodes within their module). */
+  const void *data;
   dc_type type;
   dc_layout layout;
   int device;                     /* placement: 0 = device 0 */
@@ -187,6 +210,10 @@ typedef struct dc_module {
   dc_meta *meta;     /* shown in the dump header: class, entry, scaling_factor, ... */
   int32_t nmeta, cap_meta;
   uint64_t arena_bytes; /* the activation arena's size (pass memplan); 0 until planned */
+  /* The class facts passes read (block lists, skip patterns): set by the
+   * frontend, NULL for a module parsed or read from a plan; not part of the
+   * text or binary form (the plan records what the passes did with them). */
+  const dc_model_facts *facts;
 } dc_module;
 
 dc_module *dc_module_create(void);
@@ -196,15 +223,28 @@ void dc_module_destroy(dc_module *m);
 int32_t dc_module_add_node(dc_module *m, const dc_node *n);
 int32_t dc_module_add_file(dc_module *m, const dc_weight_file *f);   /* path copied */
 int32_t dc_module_add_weight(dc_module *m, const dc_weight *w);      /* name copied */
-/* Adds an OP_INPUT node and registers it under name; returns node or -1. */
+/* Adds an OP_INPUT node and registers it under name; returns node or -1.
+ * An input may be f32 or an integer dtype (token ids). */
 int32_t dc_module_add_input(dc_module *m, const char *name, const dc_type *t, dc_input_init init);
+/* Adds an OP_CONSTANT node holding a copy of data (dc_type_bytes(t) bytes
+ * in C order, f32/i32/i64) under scope (may be NULL); returns node or -1
+ * on OOM.  A constant is a value like any other: placed in the arena at its
+ * step by the runtime (its "kernel" copies the bytes), freed after its last
+ * reader (ir/liveness.c); its bytes travel in the plan's schedule. */
+int32_t dc_module_add_constant(dc_module *m, const char *scope, const dc_type *t, const void *data);
+/* Constants up to this many elements are printed with their values (and
+ * parse back); larger ones are printed elided, and such a dump does not
+ * parse (ir/print.c). */
+#define DC_CONSTANT_PRINT_MAX 256
 dc_status *dc_module_add_output(dc_module *m, const char *name, int32_t node);
 dc_status *dc_module_set_meta(dc_module *m, const char *key, const char *value);
 const char *dc_module_get_meta(const dc_module *m, const char *key);
 
-/* A node with op and inputs set; attrs zeroed.  Helpers for builders. */
+/* A node with op and inputs set; attrs zeroed.  Helpers for builders.
+ * The setters and getters assert that the attribute exists with that kind
+ * (int getters read ATTR_INT and ATTR_ACT, float getters ATTR_FLOAT). */
 dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs);
-void dc_node_set_int(dc_node *n, const char *attr, int64_t v);   /* asserts attr exists */
+void dc_node_set_int(dc_node *n, const char *attr, int64_t v);
 void dc_node_set_float(dc_node *n, const char *attr, double v);
 int64_t dc_node_int(const dc_node *n, const char *attr);
 double dc_node_float(const dc_node *n, const char *attr);
@@ -217,9 +257,10 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *out);
 
 /* ---- verifier (ir/verify.c) ------------------------------------------- */
 /* Checks: every op known, arity within the table, inputs refer to earlier
- * nodes, weights/inputs refs in range, stored types equal inferred types,
- * outputs refer to valid nodes, names unique.  `after` names the pass for
- * the message. */
+ * nodes, weights/inputs refs in range, constants hold data of an f32 or
+ * integer type, stored types equal inferred types (integer values reach no
+ * op that computes), outputs refer to valid nodes, names unique.  `after`
+ * names the pass for the message. */
 dc_status *dc_verify(const dc_module *m, const char *after);
 
 /* ---- liveness (ir/liveness.c) ----------------------------------------- */

@@ -14,9 +14,12 @@
  *   %N = input "NAME" : TYPE  # LAYOUT, devD, ...[, TIMESTEP_TAG]
  *   %N = weight @NAME : TYPE  # LAYOUT, devD, BYTES, resident|offloaded, file F @ OFFSET
  *   %N = OP(%a, %b, ...) {k=v, ...} : TYPE  # [absorbed A, ]SCOPE, LAYOUT, devD, BYTES, live a..b[, @off O[ in place over %k]]
+ *   %N = constant [v, v, ...] : TYPE  # (as an op's)   values in C order, one per element
  *   output NAME = %N
  *   # peak activations: ... (B bytes) ...         the arena size, when "# arena: ... planned"
- * Any other "#" line is ignored.  Errors name the source, the line and what
+ * A constant printed elided ("[... N values, xxh64 H]", more than
+ * DC_CONSTANT_PRINT_MAX elements) is refused: its values are not in the
+ * text.  Any other "#" line is ignored.  Errors name the source, the line and what
  * was expected.  Dumps of older diffc versions read too: "host" for
  * "offloaded", "random timesteps" for the timestep tag. */
 #include <errno.h>
@@ -320,6 +323,67 @@ static void parse_weight(parser *ps, cursor *c) {
   add_node(ps, &n);
 }
 
+/* One number of a constant's values into element k of data. */
+static void get_constant_value(parser *ps, cursor *c, dc_dtype t, void *data, uint64_t k) {
+  if (dc_dtype_is_int(t)) {
+    int64_t v = get_int(ps, c, "an integer value");
+    if (t == DT_I32 && !ps->err && (v < INT32_MIN || v > INT32_MAX))
+      return fail(ps, "value %" PRId64 " does not fit in i32", v);
+    if (t == DT_I32) ((int32_t *)data)[k] = (int32_t)v;
+    else ((int64_t *)data)[k] = v;
+    return;
+  }
+  char buf[48], *e; /* the text is not NUL-terminated: strtof reads a bounded copy */
+  size_t len = (size_t)(c->end - c->p) < sizeof buf - 1 ? (size_t)(c->end - c->p) : sizeof buf - 1;
+  memcpy(buf, c->p, len);
+  buf[len] = 0;
+  float v = strtof(buf, &e); /* what the printer wrote reads back exactly; out of range is inf or 0 */
+  if (e == buf) return fail(ps, "expected a number (value %" PRIu64 " of the constant)", k);
+  ((float *)data)[k] = v;
+  c->p += e - buf;
+}
+
+/* %N = constant [v, ...] : TYPE  # comment — the values are read after the
+ * type, which says how many there are and of which dtype. */
+static void parse_constant(parser *ps, cursor *c) {
+  expect(ps, c, " [");
+  if (ps->err) return;
+  if (starts(c, "..."))
+    return fail(ps, "constant %%%d is printed elided (more than %d values), so this dump cannot be read back", ps->m->nnodes,
+                DC_CONSTANT_PRINT_MAX);
+  cursor values = *c;
+  while (c->p < c->end && *c->p != ']') c->p++;
+  values.end = c->p;
+  expect(ps, c, "] : ");
+  dc_node n = dc_node_make(OP_CONSTANT, 0, NULL);
+  if (!ps->err) get_type(ps, c, &n.type);
+  expect(ps, c, "  # ");
+  if (ps->err) return;
+  if (n.type.dtype != DT_F32 && !dc_dtype_is_int(n.type.dtype))
+    return fail(ps, "a constant is f32, i32 or i64, not %s", dc_dtype_name(n.type.dtype));
+  uint64_t count = dc_type_numel(&n.type);
+  if (count > DC_CONSTANT_PRINT_MAX) return fail(ps, "a constant of %" PRIu64 " values is printed elided, not listed", count);
+  void *data = dc_arena_alloc(ps->m->arena, (size_t)dc_type_bytes(&n.type) + 1);
+  if (!data) return (void)(ps->err = dc_nomem("parsing IR text"));
+  char tb[160];
+  for (uint64_t k = 0; k < count && !ps->err; k++) {
+    if (values.p == values.end)
+      return fail(ps, "constant of type %s has %" PRIu64 " values; expected %" PRIu64, dc_type_str(&n.type, tb, sizeof tb), k,
+                  count);
+    if (k) expect(ps, &values, ", ");
+    if (!ps->err) get_constant_value(ps, &values, n.type.dtype, data, k);
+    char fb[32];
+    if (!ps->err && values.p != values.end && *values.p != ',')
+      return fail(ps, "value %" PRIu64 " of the %s constant is followed by \"%s\"", k, dc_dtype_name(n.type.dtype),
+                  found(&values, fb, sizeof fb));
+  }
+  if (!ps->err && values.p != values.end)
+    return fail(ps, "constant of type %s has more than %" PRIu64 " values", dc_type_str(&n.type, tb, sizeof tb), count);
+  n.data = data;
+  get_value_comment(ps, *c, &n);
+  add_node(ps, &n);
+}
+
 /* %N = OP(%a, ...) {attrs} : TYPE  # comment */
 static void parse_op(parser *ps, cursor *c, dc_op op) {
   int32_t id = ps->m->nnodes;
@@ -357,6 +421,7 @@ static void parse_node(parser *ps, cursor *c) {
   if (op == OP_COUNT) return fail(ps, "unknown op \"%s\"", name);
   if (op == OP_INPUT) return expect(ps, c, " "), parse_input(ps, c);
   if (op == OP_WEIGHT) return expect(ps, c, " @"), parse_weight(ps, c);
+  if (op == OP_CONSTANT) return parse_constant(ps, c);
   parse_op(ps, c, op);
 }
 

@@ -32,12 +32,34 @@ static void print_attrs(const dc_node *n, dc_buf *b) {
   dc_buf_printf(b, "}");
 }
 
+/* A constant's values in C order, " [1, 2.5, -3]" (f32 as %.9g, which reads
+ * back to the same float; integers exactly); more than
+ * DC_CONSTANT_PRINT_MAX elements are elided to their count and hash, and
+ * ir/parse.c refuses that form. */
+static void print_constant(const dc_node *n, dc_buf *b) {
+  uint64_t count = dc_type_numel(&n->type);
+  if (count > DC_CONSTANT_PRINT_MAX) {
+    dc_buf_printf(b, " [... %" PRIu64 " values, xxh64 %016" PRIx64 "]", count,
+                  dc_hash64(n->data, (size_t)dc_type_bytes(&n->type)));
+    return;
+  }
+  dc_buf_printf(b, " [");
+  for (uint64_t k = 0; k < count; k++) {
+    if (k) dc_buf_printf(b, ", ");
+    if (n->type.dtype == DT_F32) dc_buf_printf(b, "%.9g", (double)((const float *)n->data)[k]);
+    else if (n->type.dtype == DT_I32) dc_buf_printf(b, "%" PRId32, ((const int32_t *)n->data)[k]);
+    else dc_buf_printf(b, "%" PRId64, ((const int64_t *)n->data)[k]);
+  }
+  dc_buf_printf(b, "]");
+}
+
 static void print_node(const dc_module *m, const dc_liveness *l, int32_t id, dc_buf *b) {
   const dc_node *n = &m->nodes[id];
   char tb[160], bb[32];
   dc_buf_printf(b, "%%%d = %s", id, dc_op_get(n->op)->name);
   if (n->op == OP_INPUT) dc_buf_printf(b, " \"%s\"", m->inputs[n->ref].name);
   if (n->op == OP_WEIGHT) dc_buf_printf(b, " @%s", m->weights[n->ref].name);
+  if (n->op == OP_CONSTANT) print_constant(n, b);
   if (n->ninputs) {
     dc_buf_printf(b, "(");
     for (int i = 0; i < n->ninputs; i++) dc_buf_printf(b, i ? ", %%%d" : "%%%d", n->inputs[i]);

@@ -1,7 +1,13 @@
 /* serialize.c — the module as bytes: the plan's schedule section.  The
  * reader trusts nothing: every count is bounded by the bytes that remain,
  * every enum and index is range-checked, and the result goes through the
- * verifier (so shapes are re-derived, not believed). */
+ * verifier (so shapes are re-derived, not believed).
+ *
+ * A node: op u32, ninputs u8 (at most DC_MAX_INPUTS), the inputs u32 each,
+ * its op's attributes in table order (i64, f64, or u8 count + i64s for the
+ * list), ref u32, type (dtype u8, rank u8, dims i64), layout u8, device
+ * u32, scope and absorbed strings, arena offset i64; an OP_CONSTANT then
+ * its value's bytes (as many as its type says). */
 #include <string.h>
 
 #include "ir.h"
@@ -34,6 +40,7 @@ static void put_node(dc_buf *b, const dc_node *n) {
   dc_buf_str(b, n->scope ? n->scope : "");
   dc_buf_str(b, n->absorbed ? n->absorbed : "");
   dc_buf_i64(b, n->offset);
+  if (n->op == OP_CONSTANT) dc_buf_append(b, n->data, (size_t)dc_type_bytes(&n->type));
 }
 
 dc_status *dc_serialize_weights(const dc_module *m, dc_buf *b) {
@@ -112,6 +119,20 @@ static void get_type(dc_reader *r, dc_type *t) {
       return dc_reader_fail(r, "tensor too large");
 }
 
+/* A constant's bytes, into the module's arena (the type, already read and
+ * bounded, says how many; they must be in what remains). */
+static void get_constant_data(dc_reader *r, dc_module *m, dc_node *n) {
+  uint64_t bytes = dc_type_bytes(&n->type);
+  if (bytes > r->size - r->pos)
+    return dc_reader_fail(r, "constant of %llu bytes runs past the end (%zu remain)", (unsigned long long)bytes,
+                          r->size - r->pos);
+  const void *src = dc_read_bytes(r, (size_t)bytes);
+  void *copy = dc_arena_alloc(m->arena, (size_t)bytes + 1);
+  if (!copy) return (void)(r->err = dc_nomem("loading the IR"));
+  if (src) memcpy(copy, src, (size_t)bytes);
+  n->data = copy;
+}
+
 static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   uint32_t op = dc_read_u32(r);
   if (r->err) return;
@@ -119,7 +140,7 @@ static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   n->op = (dc_op)op;
   const dc_op_info *info = dc_op_get(n->op);
   n->ninputs = dc_read_u8(r);
-  if (n->ninputs > DC_MAX_INPUTS) return dc_reader_fail(r, "%d inputs", n->ninputs);
+  if (n->ninputs > DC_MAX_INPUTS) return dc_reader_fail(r, "%d inputs (at most %d)", n->ninputs, DC_MAX_INPUTS);
   for (int i = 0; i < n->ninputs; i++) n->inputs[i] = (int32_t)dc_read_u32(r);
   for (int i = 0; i < info->nattrs; i++) {
     if (info->attr_kinds[i] == ATTR_INT || info->attr_kinds[i] == ATTR_ACT) n->attrs[i].i = dc_read_i64(r);
@@ -141,7 +162,8 @@ static void get_node(dc_reader *r, dc_module *m, dc_node *n) {
   char *absorbed = dc_read_str(r, m->arena, MAX_NAME);
   n->absorbed = absorbed && absorbed[0] ? absorbed : NULL;
   n->offset = dc_read_i64(r);
-  if (!r->err && n->offset < -1) dc_reader_fail(r, "bad arena offset %lld", (long long)n->offset);
+  if (!r->err && n->offset < -1) return dc_reader_fail(r, "bad arena offset %lld", (long long)n->offset);
+  if (n->op == OP_CONSTANT && !r->err) get_constant_data(r, m, n);
 }
 
 static void *alloc_array(dc_reader *r, int32_t n, size_t elem) {

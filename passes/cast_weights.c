@@ -14,7 +14,8 @@
  * Skipping follows diffusers: a module is skipped with its subtree when a
  *   pattern matches (re.search, here POSIX extended regex) its full dotted
  *   name or any ancestor's; defaults pos_embed, patch_embed, norm,
- *   ^proj_in$, ^proj_out$; UNet2DConditionModel adds "norm".  A weight that
+ *   ^proj_in$, ^proj_out$; the module's class adds its own, always
+ *   (facts->skip_cast, diffusers' _skip_layerwise_casting_patterns).  A weight that
  *   anything other than an eligible conv/linear parameter slot reads stays
  *   as it is (shared weights are rare; casting half of them would not save
  *   memory). */
@@ -26,13 +27,13 @@
 
 static const char *const default_skip[] = {"pos_embed", "patch_embed", "norm", "^proj_in$", "^proj_out$"};
 
-int dc_cast_skip_patterns(const dc_memory_options *o, const char *cls, const char **out, int cap) {
+int dc_cast_skip_patterns(const dc_memory_options *o, const dc_model_facts *facts, const char **out, int cap) {
   int n = 0;
   if (o->skip_cast)
     for (int i = 0; i < o->nskip_cast && n < cap; i++) out[n++] = o->skip_cast[i];
   else
     for (size_t i = 0; i < sizeof default_skip / sizeof default_skip[0] && n < cap; i++) out[n++] = default_skip[i];
-  if (cls && !strcmp(cls, "UNet2DConditionModel") && n < cap) out[n++] = "norm"; /* _skip_layerwise_casting_patterns */
+  for (const char *const *p = facts ? facts->skip_cast : NULL; p && *p && n < cap; p++) out[n++] = *p;
   return n;
 }
 
@@ -97,7 +98,7 @@ static dc_status *cast_weight(dc_module *m, int32_t w, dc_dtype d) {
 
 static dc_status *compile_patterns(const dc_module *m, const dc_memory_options *o, regex_t *re, int *nre) {
   const char *pats[32];
-  int n = dc_cast_skip_patterns(o, dc_module_get_meta(m, "class"), pats, 32);
+  int n = dc_cast_skip_patterns(o, m->facts, pats, 32);
   *nre = 0;
   for (int i = 0; i < n; i++) {
     int rc = regcomp(&re[i], pats[i], REG_EXTENDED | REG_NOSUB);

@@ -36,6 +36,7 @@ static dc_status *clone(const dc_module *m, dc_module **out) {
   dc_status *st = dc_serialize_weights(m, &w);
   if (!st) st = dc_serialize(m, &s);
   if (!st) st = dc_deserialize(w.data, w.len, "a copy of the module", s.data, s.len, "a copy of the module", out);
+  if (!st) (*out)->facts = m->facts; /* not in the binary form; the passes read them */
   dc_buf_deinit(&w);
   dc_buf_deinit(&s);
   return st;

@@ -27,8 +27,9 @@
  *               leaf_level; diffusers buckets norm weights with their owner
  *               — here each module is its own group, which needs no more);
  *   group block N consecutive entries of each block list (a path component
- *               followed by an index: down_blocks.3, up_blocks.0, ...; for
- *               AutoencoderKL inside encoder/decoder, its
+ *               followed by an index: down_blocks.3, up_blocks.0, ...; or
+ *               inside one of the class's block modules, the module's
+ *               facts->block_modules as diffusers'
  *               _group_offload_block_modules); weights outside every list
  *               stay resident, as diffusers' "unmatched group" is for the
  *               whole forward.
@@ -108,17 +109,16 @@ static int is_index(const char *s, size_t n) {
 static size_t component(const char *s) { return strcspn(s, "."); }
 
 /* The block group of a weight: "down_blocks:0" for the first chunk of
- * down_blocks, with a prefix for AutoencoderKL's block modules.  0 when the
- * weight is in no block list (it stays resident). */
-static int block_key(const char *cls, const char *name, int per_group, char *key, size_t cap) {
-  static const char *const vae_modules[] = {"encoder", "decoder", "quant_conv", "post_quant_conv"};
+ * down_blocks, with a prefix when the block list sits inside one of the
+ * class's block modules (facts->block_modules: "encoder.down_blocks:0").  0
+ * when the weight is in no block list (it stays resident). */
+static int block_key(const dc_model_facts *facts, const char *name, int per_group, char *key, size_t cap) {
   const char *p = name;
   size_t prefix = 0;
-  if (cls && strcmp(cls, "AutoencoderKL") == 0)
-    for (size_t i = 0; i < sizeof vae_modules / sizeof vae_modules[0]; i++) {
-      size_t n = strlen(vae_modules[i]);
-      if (strncmp(p, vae_modules[i], n) == 0 && p[n] == '.') prefix = n + 1;
-    }
+  for (const char *const *b = facts ? facts->block_modules : NULL; b && *b; b++) {
+    size_t n = strlen(*b);
+    if (strncmp(p, *b, n) == 0 && p[n] == '.') prefix = n + 1;
+  }
   p += prefix;
   size_t list = component(p);
   if (!p[list]) return 0;
@@ -141,7 +141,7 @@ static int option_key(const dc_module *m, const dc_memory_options *o, const dc_n
         snprintf(key, cap, "%s", w->scope ? w->scope : name);
         return 1;
       }
-      return block_key(dc_module_get_meta(m, "class"), name, o->blocks_per_group, key, cap);
+      return block_key(m->facts, name, o->blocks_per_group, key, cap);
     default: return 0;
   }
 }

@@ -110,9 +110,10 @@ dc_status *dc_pass_fuse_epilogue(dc_module *m);
 dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base, dc_buf *json);
 /* passes/cast_weights.c: conv/linear weights stored in --storage-dtype. */
 dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *mem);
-/* The skip patterns in force for a module class: the given ones (or
- * diffusers' DEFAULT_SKIP_MODULES_PATTERN when none), plus the class's. */
-int dc_cast_skip_patterns(const dc_memory_options *mem, const char *cls, const char **out, int cap);
+/* The skip patterns in force for a module: the given ones (or diffusers'
+ * DEFAULT_SKIP_MODULES_PATTERN when none), plus its class's (facts->skip_cast;
+ * facts may be NULL). */
+int dc_cast_skip_patterns(const dc_memory_options *mem, const dc_model_facts *facts, const char **out, int cap);
 /* passes/layout.c: --layout nhwc (channels_last). */
 dc_status *dc_pass_layout(dc_module *m, const dc_memory_options *mem);
 

@@ -17,9 +17,10 @@
  *   load_kernels    the kernels made callable (linked, modules loaded);
  *   then per run:
  *     begin_run     inputs copied host -> device;
- *     run_step      a kernel step;  copy  an upload of an offloaded weight;
+ *     run_step      a kernel step (or a constant placing its bytes);
+ *     copy          an upload of an offloaded weight;
  *     transfer      a value copied from another device's arena;
- *                   (leaves, OP_INPUT and OP_WEIGHT, get no call)
+ *                   (OP_INPUT and OP_WEIGHT get no call)
  *     synchronise   every stream waited for and, when the run succeeded,
  *                   the outputs copied device -> host;
  *     stats         what the backend measured;
@@ -60,9 +61,10 @@ typedef struct drt_backend_i {
    * valid during the call only. */
   dc_status *(*upload_weights)(void *be, const void *const *weight_data);
   dc_status *(*load_kernels)(void *be);
-  /* Host buffers of input / output i (f32, numel of the value): inputs are
-   * read by the next run, outputs hold the last run's results. */
-  float *(*input)(void *be, int i);
+  /* Host buffers of input i (its own dtype and bytes: f32, or i32/i64 for
+   * token ids) and output i (f32): inputs are read by the next run, outputs
+   * hold the last run's results. */
+  void *(*input)(void *be, int i);
   float *(*output)(void *be, int i);
   /* step_seconds: NULL, or one entry per node to which each step's time
    * (wall time on the CPU, device time on a GPU) is added by this run. */

@@ -32,7 +32,8 @@ typedef struct {
   const dc_module *m;
   int use_llvm;                /* the llvm backend: compiled kernels where the plan has them */
   void **value;                /* per node: its data in the arena (or the mapped weight) */
-  float **host_in, **host_out; /* the host side of inputs and outputs */
+  void **host_in;              /* the host side of inputs (their own dtype) and outputs (f32) */
+  float **host_out;
   /* One arena per device: dc_malloc'd blocks, each arena its block rounded up to 64 bytes. */
   void *arena_block[DC_MAX_DEVICES];
   uint8_t *arena[DC_MAX_DEVICES];
@@ -118,8 +119,8 @@ static dc_status *allocate(void *be) {
   if (!c->value || !c->host_in || !c->host_out) return dc_nomem("loading a plan");
   for (int32_t s = 0; s < m->nnodes; s++)
     if (m->nodes[s].op != OP_WEIGHT) c->value[s] = arena_at(c, &m->nodes[s]);
-  for (int i = 0; i < m->ninputs; i++) {
-    c->host_in[i] = dc_calloc(dc_type_numel(&m->nodes[m->inputs[i].node].type), sizeof(float));
+  for (int i = 0; i < m->ninputs; i++) { /* f32 or integer: the input's own bytes */
+    c->host_in[i] = dc_calloc(dc_type_bytes(&m->nodes[m->inputs[i].node].type) + 1, 1);
     if (!c->host_in[i]) return dc_nomem("allocating inputs");
   }
   for (int i = 0; i < m->noutputs; i++) {
@@ -178,7 +179,7 @@ static dc_status *load_kernels(void *be) {
   return NULL;
 }
 
-static float *input(void *be, int i) { return ((cpu_backend *)be)->host_in[i]; }
+static void *input(void *be, int i) { return ((cpu_backend *)be)->host_in[i]; }
 static float *output(void *be, int i) { return ((cpu_backend *)be)->host_out[i]; }
 
 /* ---- a run ---- */
@@ -292,8 +293,8 @@ static dc_status *run_node(cpu_backend *c, int32_t s) {
 }
 
 /* A kernel step on the compute stream, once the uploads it reads are in
- * place.  A transfer is one too: its reference kernel copies between the
- * two arenas. */
+ * place.  A transfer is one too (its reference kernel copies between the
+ * two arenas), and so is a constant (its kernel places its bytes). */
 static dc_status *run_step(void *be, int32_t s) {
   cpu_backend *c = be;
   if (c->copying) DC_TRY(dc_copy_stream_wait(&c->copies, &c->m->nodes[s]));

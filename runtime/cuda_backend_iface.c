@@ -53,9 +53,20 @@ static void destroy(void *be) {
   dc_free(c);
 }
 
+/* diffc refuses constants for --target cuda at compile time (codegen/emit_cuda.c). */
+static dc_status *check_no_constants(const drt_backend_setup *s) {
+  const dc_module *m = s->plan->module;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_CONSTANT)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: node %%%d is a constant, which the cuda backend does not place yet; "
+                      "run the plan with --backend reference", s->path, (int)i);
+  return NULL;
+}
+
 /* The driver, then the plan's devices opened and checked (no allocation yet). */
 static dc_status *create(const drt_backend_setup *s, void **out) {
   *out = NULL;
+  DC_TRY(check_no_constants(s));
   cuda_iface *c = dc_calloc(1, sizeof *c);
   if (!c) return dc_nomem("creating the CUDA backend");
   c->s = *s;
@@ -89,7 +100,7 @@ static dc_status *upload_weights(void *be, const void *const *weight_data) {
 }
 
 static dc_status *load_kernels(void *be) { return dc_cuda_backend_load_kernels(((cuda_iface *)be)->gpu); }
-static float *input(void *be, int i) { return dc_cuda_backend_input(((cuda_iface *)be)->gpu, i); }
+static void *input(void *be, int i) { return dc_cuda_backend_input(((cuda_iface *)be)->gpu, i); }
 static float *output(void *be, int i) { return dc_cuda_backend_output(((cuda_iface *)be)->gpu, i); }
 
 static dc_status *begin_run(void *be, double *step_seconds) {

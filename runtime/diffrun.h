@@ -10,7 +10,9 @@
  *   const float *out = drt_output(p, "sample", &numel);
  *   drt_destroy(p);
  *
- * Tensors cross this interface as f32 in C order. */
+ * Tensors cross this interface in C order: outputs as f32, inputs as f32
+ * or, where the plan's input is integer (token ids), as i32 or i64
+ * (drt_set_input_data). */
 #ifndef DIFFRUN_H
 #define DIFFRUN_H
 
@@ -73,6 +75,7 @@ typedef struct {
   int rank;
   int64_t dims[6];
   size_t numel;
+  const char *dtype; /* "f32", or for an integer input "i32" or "i64" */
 } drt_tensor_info;
 
 typedef struct {
@@ -157,10 +160,17 @@ typedef struct {
 /* Fills up to max entries, slowest first; returns how many. */
 int drt_profile(const drt_plan *p, drt_step_time *out, int max);
 
-/* Copies numel floats for input `name`; numel must match the plan. */
+/* Copies numel floats for input `name`; numel must match the plan, and the
+ * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);
-/* Fills every input with seeded random values (normal; timesteps uniform in
- * [0, 1000)). */
+/* Copies numel values of dtype ("f32", "i32", "i64": the input's own, as
+ * drt_input_info says; another is refused, naming both) for input `name`. */
+dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel);
+/* Fills every input with seeded random values: f32 inputs normal,
+ * timesteps uniform integers in [0, 1000), integer inputs (token ids)
+ * uniform integers in [0, DRT_RANDOM_INT_END), ids every tokenizer of the
+ * supported models knows. */
+#define DRT_RANDOM_INT_END 1000
 void drt_set_random_inputs(drt_plan *p, uint64_t seed);
 dc_status *drt_run(drt_plan *p, drt_stats *stats);
 /* Valid after a successful drt_run until the next run or destroy. */

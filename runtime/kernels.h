@@ -28,7 +28,8 @@
 typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const void *const *in,
                                     void *out);
 
-/* NULL for leaf ops (INPUT, WEIGHT), which have no kernel. */
+/* NULL for the leaves INPUT and WEIGHT (the runtime binds their data) and
+ * for test-only ops (OPF_TEST); CONSTANT's kernel places its bytes. */
 dc_ref_kernel dc_ref_kernel_for(dc_op op);
 
 /* Scalar conversions shared by CAST and the tests (round to nearest even). */

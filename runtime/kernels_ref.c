@@ -502,6 +502,14 @@ static dc_status *ref_blend(const dc_module *m, const dc_node *n, const void *co
   return NULL;
 }
 
+/* ---- CONSTANT: nothing to compute; its bytes, held by the node, are
+ * placed at its arena slot when its step runs (ir.h) ------------------- */
+static dc_status *ref_constant(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  (void)m, (void)in;
+  memcpy(out, n->data, (size_t)dc_type_bytes(&n->type));
+  return NULL;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_CONV2D] = dc_ref_conv2d,
@@ -525,6 +533,7 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_CAST] = ref_cast,
   [OP_UPLOAD] = ref_upload,
   [OP_TRANSFER] = ref_upload, /* a copy between two arenas, like an upload */
+  [OP_CONSTANT] = ref_constant, /* the one leaf with a kernel: it places its bytes */
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

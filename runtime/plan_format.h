@@ -16,11 +16,13 @@
  *         tensor's bytes, dtype, shape); diffrun re-hashes every tensor at
  *         load and refuses the plan if one differs (version 4 on)
  *   SCHD  the schedule: the verified IR (nodes in execution order, inputs,
- *         outputs, metadata) in ir/serialize.c's format
+ *         outputs, metadata, and the values of constants) in
+ *         ir/serialize.c's format
  *   KERN  compiled kernels: u32 format (0 = none, 1 = LLVM objects,
  *         2 = CUDA images), then
  *         for format 1: the target (triple, cpu, features), u32 n object
- *         files (each u64 size + bytes; diffc compiles them in parallel),
+ *         files (each u64 size + bytes; one per distinct kernel, each
+ *         defining the symbol dck_<its kernel cache key>),
  *         and u32 n entries of (u32 node, symbol, u64 scratch bytes per
  *         thread);
  *         for format 2 (target CUDA): str compute precision ("f32", "bf16"
@@ -49,7 +51,9 @@
 #include "plan_sign.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-#define DC_PLAN_VERSION 4u
+/* 5: integer dtypes (i32, i64), constants (their bytes in SCHD) and nodes
+ * of up to DC_MAX_INPUTS inputs; 4: weight content hashes. */
+#define DC_PLAN_VERSION 5u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u

@@ -25,8 +25,8 @@ static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_
   if (version < DC_PLAN_VERSION)
     return dc_error(DC_ERR_FORMAT,
                     "%s: plan format version %u, written by an older diffc; this diffrun reads version %u (since "
-                    "version 4 a plan records a content hash of every weight it reads, which diffrun checks at "
-                    "load); recompile the model with this version of diffc",
+                    "version 5 a plan may hold integer inputs and constants; since version 4 it records a content "
+                    "hash of every weight it reads, which diffrun checks at load); recompile the model with this version of diffc",
                     path, version, DC_PLAN_VERSION);
   if (version != DC_PLAN_VERSION)
     return dc_error(DC_ERR_FORMAT,
@@ -93,7 +93,7 @@ static void get_cpu_kernels(dc_reader *r, uint32_t format, int32_t nnodes, dc_pl
   k->cpu = dc_read_str(r, NULL, 256);
   k->features = dc_read_str(r, NULL, 1 << 16);
   uint32_t nobj = dc_read_u32(r);
-  if (!r->err && (nobj == 0 || nobj > 256)) return dc_reader_fail(r, "%u object files (expected 1..256)", nobj);
+  if (!r->err && (nobj == 0 || nobj > 65536)) return dc_reader_fail(r, "%u object files (expected 1..65536)", nobj);
   k->objects = r->err ? NULL : dc_calloc(nobj, sizeof *k->objects);
   if (!k->objects && !r->err) return (void)(r->err = dc_nomem("reading kernels"));
   for (uint32_t i = 0; i < nobj && !r->err; i++) {

@@ -130,14 +130,24 @@ static void fill_info(const dc_module *m, const dc_io *io, drt_tensor_info *info
   info->rank = t->rank;
   memcpy(info->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
   info->numel = dc_type_numel(t);
+  info->dtype = dc_dtype_name(t->dtype);
 }
 
 static dc_status *check_plan(drt_plan *p) {
   const dc_module *m = p->plan.module;
   DC_TRY(drt_check_target(&p->plan, p->path));
-  for (int i = 0; i < m->ninputs; i++)
-    if (m->nodes[m->inputs[i].node].type.dtype != DT_F32)
-      return dc_error(DC_ERR_UNSUPPORTED, "%s: input \"%s\" is not f32", p->path, m->inputs[i].name);
+  for (int i = 0; i < m->ninputs; i++) {
+    dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
+    if (t != DT_F32 && !dc_dtype_is_int(t))
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: input \"%s\" is %s; diffrun takes f32, i32 and i64 inputs", p->path,
+                      m->inputs[i].name, dc_dtype_name(t));
+  }
+  for (int i = 0; i < m->noutputs; i++) { /* drt_output hands out floats */
+    dc_dtype t = m->nodes[m->outputs[i].node].type.dtype;
+    if (t != DT_F32)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: output \"%s\" is %s; diffrun returns f32 outputs only", p->path,
+                      m->outputs[i].name, dc_dtype_name(t));
+  }
   return NULL;
 }
 
@@ -323,16 +333,24 @@ static int find_io(const dc_io *io, int n, const char *name) {
   return -1;
 }
 
-dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel) {
+dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel) {
   const dc_module *m = p->plan.module;
   int i = find_io(m->inputs, m->ninputs, name);
   if (i < 0) return dc_error(DC_ERR_ARGUMENT, "%s: the plan has no input \"%s\"", p->path, name);
+  const dc_type *t = &m->nodes[m->inputs[i].node].type;
+  if (strcmp(dtype, dc_dtype_name(t->dtype)) != 0)
+    return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" is %s, but %s values were given", p->path, name,
+                    dc_dtype_name(t->dtype), dtype);
   if (numel != p->in_info[i].numel)
     return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" needs %zu values, got %zu", p->path, name, p->in_info[i].numel, numel);
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only; it takes no inputs", p->path);
-  memcpy(p->be->input(p->backend, i), data, numel * sizeof(float));
+  memcpy(p->be->input(p->backend, i), data, (size_t)dc_type_bytes(t));
   return NULL;
+}
+
+dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel) {
+  return drt_set_input_data(p, name, "f32", data, numel);
 }
 
 const float *drt_output(const drt_plan *p, const char *name, size_t *numel) {
@@ -352,11 +370,25 @@ static uint64_t next_u64(uint64_t *s) {
 }
 static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
+/* An integer input (token ids): uniform integers in [0, DRT_RANDOM_INT_END). */
+static void random_ints(void *d, dc_dtype t, size_t numel, uint64_t *s) {
+  for (size_t k = 0; k < numel; k++) {
+    int64_t v = (int64_t)(next_unit(s) * DRT_RANDOM_INT_END);
+    if (t == DT_I32) ((int32_t *)d)[k] = (int32_t)v;
+    else ((int64_t *)d)[k] = v;
+  }
+}
+
 void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
   const dc_module *m = p->plan.module;
   uint64_t s = seed;
   if (p->inspect) return; /* no input buffers */
   for (int i = 0; i < m->ninputs; i++) {
+    dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
+    if (dc_dtype_is_int(t)) {
+      random_ints(p->be->input(p->backend, i), t, p->in_info[i].numel, &s);
+      continue;
+    }
     float *d = p->be->input(p->backend, i);
     for (size_t k = 0; k < p->in_info[i].numel; k++) {
       if (m->inputs[i].init == INIT_TIMESTEP) {
@@ -370,13 +402,14 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 }
 
 /* ---- a run ---- */
-/* Every step in schedule order, through the table.  Leaves need no call:
- * inputs were copied in by begin_run, weights bound at load. */
+/* Every step in schedule order, through the table.  Inputs and weights
+ * need no call: inputs were copied in by begin_run, weights bound at load.
+ * A constant is a step like a kernel's: it places its bytes in the arena. */
 static dc_status *walk_schedule(drt_plan *p) {
   const dc_module *m = p->plan.module;
   for (int32_t s = 0; s < m->nnodes; s++) {
     dc_op op = m->nodes[s].op;
-    if (dc_op_get(op)->flags & OPF_LEAF) continue;
+    if (op == OP_INPUT || op == OP_WEIGHT) continue;
     dc_status *st = op == OP_UPLOAD     ? p->be->copy(p->backend, s)
                     : op == OP_TRANSFER ? p->be->transfer(p->backend, s)
                                         : p->be->run_step(p->backend, s);

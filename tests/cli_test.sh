@@ -76,7 +76,7 @@ expect_fail "input with the wrong shape" "has shape [4,4,16,16] but the plan was
 header='{"z":{"dtype":"BF16","shape":[1,4,8,8],"data_offsets":[0,512]}}'
 while [ $(( ${#header} % 8 )) -ne 0 ]; do header="$header "; done
 { printf "$(printf '\\x%02x' ${#header} 0 0 0 0 0 0 0)"; printf '%s' "$header"; head -c 512 /dev/zero; } >"$tmp/bf16.safetensors"
-expect_fail "input with the wrong dtype" 'tensor "z" has dtype BF16, expected F32' "$outs" -- \
+expect_fail "input with the wrong dtype" 'tensor "z" has dtype BF16, but the plan'"'"'s input z is f32[1,4,8,8]: expected F32' "$outs" -- \
   "$diffrun" "$tmp/d.dplan" --inputs "$tmp/bf16.safetensors" --outputs "$outs"
 cp -r "$fx/unet_tiny/model" "$tmp/w"
 "$diffc" "$tmp/w" -o "$tmp/w.dplan" 2>/dev/null

@@ -4,7 +4,18 @@
  *     extern "C" void dc_emu_entry(void **p) { NAME((float *)p[0], ...); }
  * are written into a fresh directory under the test's temp dir and compiled
  * with `c++ -std=c++17 -O1 -fPIC -shared` against tests/cuda_emu/ and the
- * emulator runtime (dc_emu.cpp, compiled once per process), then dlopen'ed. */
+ * emulator runtime (dc_emu.cpp, compiled once per process), then dlopen'ed.
+ *
+ * Built kernels are kept on disk across test processes and runs, in
+ * <kernel cache dir>/emu/ (DIFFC_CACHE_DIR, else XDG_CACHE_HOME/diffc, else
+ * ~/.cache/diffc, as diffc's kernel cache): a host compile takes about a
+ * second and the CUDA tests build the same kernels again and again (every
+ * test process, and CI's sanitizer stage, which builds them identically).
+ * An entry is named by a hash of everything the shared object is made from
+ * (the kernel source and entry wrapper, dc_common.cuh, the emulator's own
+ * files in tests/cuda_emu/, the compile commands and `c++ --version`), and
+ * written under a temporary name, then renamed; one that does not load is
+ * rebuilt. */
 #include "cuda_harness.h"
 
 #include <dlfcn.h>
@@ -13,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
+#include "codegen/kernel_cache.h" /* dc_kcache_default_dir */
 #include "runtime/kernels.h"
 #include "testutil.h"
 
@@ -42,6 +55,11 @@ typedef struct {
 static built_kernel built[CACHE_MAX];
 static int nbuilt;
 static pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *emu_cache;     /* <cache>/emu, or NULL: no disk cache */
+static uint64_t emu_base;   /* hash of what every kernel is built with */
+
+#define EMU_KERNEL_CMD "c++ -std=c++17 -O1 -fPIC -shared"
+#define EMU_RUNTIME_CMD "c++ -std=c++17 -O2 -fPIC -fvisibility=hidden -c"
 
 /* The compiler runs in each kernel's directory: keep the path absolute. */
 void ch_init(const char *dir) {
@@ -86,6 +104,66 @@ static dc_status *run_compiler(const char *cmd, const char *log, const char *wha
   return st;
 }
 
+/* ---- the disk cache ------------------------------------------------------ */
+/* Folds file dir/name into h; 0 when it cannot be read. */
+static int hash_file(uint64_t *h, const char *dir, const char *name) {
+  char *path = dc_path_join(dir, name), *text = NULL;
+  size_t size = 0;
+  dc_status *st = path ? dc_file_read_all(path, &text, &size) : dc_nomem("path");
+  dc_free(path);
+  if (st) {
+    dc_status_free(st);
+    return 0;
+  }
+  *h = dc_hash64(text, size) ^ (*h * 0x9E3779B97F4A7C15ull);
+  dc_free(text);
+  return 1;
+}
+
+/* Folds the text of s into h. */
+static void hash_text(uint64_t *h, const char *s) { *h = dc_hash64(s, strlen(s)) ^ (*h * 0x9E3779B97F4A7C15ull); }
+
+/* Sets emu_cache and emu_base, or leaves the cache off (a warning) when the
+ * directory or the compiler's version cannot be had. */
+static void disk_cache_open(void) {
+  char *base = dc_kcache_default_dir(), *dir = base ? dc_path_join(base, "emu") : NULL;
+  dc_free(base);
+  char *cmd = dir ? dc_asprintf("mkdir -p '%s' && c++ --version > '%s/version.txt' 2>/dev/null", dir, emu_root) : NULL;
+  int ok = cmd && system(cmd) == 0;
+  dc_free(cmd);
+  uint64_t h = 0;
+  const char *files[] = {"dc_emu.cpp", "dc_emu.h", "dc_cuda.cuh"};
+  char *emu_src = ok ? dc_path_join(tests_dir, "cuda_emu") : NULL;
+  for (int i = 0; ok && i < 3; i++) ok = hash_file(&h, emu_src, files[i]);
+  ok = ok && hash_file(&h, emu_root, "version.txt");
+  dc_free(emu_src);
+  if (!ok) {
+    fprintf(stderr, "cuda_harness: no disk cache for emulated kernels (%s); building each one\n",
+                dir ? dir : "no cache directory");
+    dc_free(dir);
+    return;
+  }
+  hash_text(&h, dc_cuda_common_text());
+  hash_text(&h, EMU_KERNEL_CMD " " EMU_RUNTIME_CMD);
+  emu_base = h, emu_cache = dir;
+}
+
+/* The cache entry for a kernel of this hash, dc_malloc'd; NULL: no cache. */
+static char *disk_cache_path(uint64_t hash) {
+  if (!emu_cache) return NULL;
+  uint64_t both[2] = {emu_base, hash};
+  return dc_asprintf("%s/kernel-%016llx.so", emu_cache, (unsigned long long)dc_hash64(both, sizeof both));
+}
+
+/* Copies the built object into the cache (temporary name, then rename); a
+ * failure only means the next process builds it again. */
+static void disk_cache_put(const char *built_so, const char *entry) {
+  char *cmd = dc_asprintf("cp '%s' '%s.tmp.%d' && mv -f '%s.tmp.%d' '%s'", built_so, entry, (int)getpid(), entry,
+                          (int)getpid(), entry);
+  if (cmd && system(cmd) != 0) fprintf(stderr, "cuda_harness: could not store %s in the cache\n", built_so);
+  dc_free(cmd);
+}
+
 static dc_status *emu_setup(void) {
   if (!tests_dir) return dc_error(DC_ERR_ARGUMENT, "cuda_harness: ch_init(tests_dir) was not called");
   if (system("command -v c++ >/dev/null 2>&1") != 0)
@@ -96,13 +174,13 @@ static dc_status *emu_setup(void) {
   dc_status *st = write_text(common, dc_cuda_common_text());
   dc_free(common);
   if (st) return st;
-  char *cmd = dc_asprintf("c++ -std=c++17 -O2 -fPIC -fvisibility=hidden -c '%s/cuda_emu/dc_emu.cpp' -o '%s/dc_emu.o' "
-                          "> '%s/dc_emu.log' 2>&1",
+  char *cmd = dc_asprintf(EMU_RUNTIME_CMD " '%s/cuda_emu/dc_emu.cpp' -o '%s/dc_emu.o' > '%s/dc_emu.log' 2>&1",
                           tests_dir, emu_root, emu_root);
   char *log = dc_asprintf("%s/dc_emu.log", emu_root);
   st = run_compiler(cmd, log, "the emulator runtime tests/cuda_emu/dc_emu.cpp");
   dc_free(cmd);
   dc_free(log);
+  if (!st) disk_cache_open();
   return st;
 }
 
@@ -177,11 +255,22 @@ dc_status *ch_kernel_build(const char *source, const char *name, int nparams, co
     return dc_nomem("emulated kernel");
   }
   dc_status *st = NULL;
+  char *entry = cached ? NULL : disk_cache_path(hash);
+  if (entry && dc_file_exists(entry)) {
+    st = load_so(entry, k);
+    if (!st) cached = 2; /* loaded from disk; nothing to build */
+    else {
+      dc_status_free(st); /* a damaged entry: build it again */
+      st = NULL;
+      if (k->so) dlclose(k->so);
+      k->so = NULL;
+    }
+  }
   if (!cached) st = mkdir(dir, 0700) ? dc_error(DC_ERR_IO, "%s: cannot create", dir) : NULL;
   if (!st && !cached) st = write_sources(dir, source, name, nparams, param_ctypes);
   if (!st && !cached) {
-    char *cmd = dc_asprintf("cd '%s' && c++ -std=c++17 -O1 -fPIC -shared -I'%s' -I'%s/cuda_emu' entry.cpp "
-                            "'%s/dc_emu.o' -o kernel.so > build.log 2>&1",
+    char *cmd = dc_asprintf("cd '%s' && " EMU_KERNEL_CMD " -I'%s' -I'%s/cuda_emu' entry.cpp '%s/dc_emu.o' -o kernel.so "
+                            "> build.log 2>&1",
                             dir, emu_root, tests_dir, emu_root);
     char *log = dc_asprintf("%s/build.log", dir), *what = dc_asprintf("kernel %s (%s/kernel.cu)", name, dir);
     st = run_compiler(cmd, log, what);
@@ -189,11 +278,13 @@ dc_status *ch_kernel_build(const char *source, const char *name, int nparams, co
     dc_free(log);
     dc_free(what);
   }
-  if (!st) {
+  if (!st && cached != 2) {
     char *so = dc_asprintf("%s/kernel.so", dir);
     st = load_so(so, k);
+    if (!st && !cached && entry) disk_cache_put(so, entry);
     dc_free(so);
   }
+  dc_free(entry);
   if (!st && !cached) {
     pthread_mutex_lock(&emu_lock);
     if (nbuilt < CACHE_MAX) built[nbuilt++] = (built_kernel){hash, id};

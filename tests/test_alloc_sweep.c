@@ -7,9 +7,11 @@
  *    offload, tiling, then also layout and placement) on vae_tiny with the
  *    memory techniques on: every N;
  *  - LLVM kernels and the plan file on a small graph (conv2d + group_norm:
- *    dc_emit_cpu_kernels, dc_plan_write): every N;
+ *    dc_emit_cpu_kernels, dc_plan_write): every N, compiled by LLVM, and
+ *    again with every kernel read from a warm kernel cache;
  *  - the whole of dc_compile on vae_tiny (plus the fit table, LLVM kernels
- *    of 21 distinct ops, plan writing): every N up to the kernels, then 16
+ *    of 21 distinct ops, no kernel cache, plan writing): every N up to the
+ *    kernels, then 16
  *    points spread evenly over the kernels and the writer, and the last.
  *    Each point past the kernels' compile pays for compiling all of them
  *    again, so sweeping every one of those took most of this test's time
@@ -112,6 +114,7 @@ typedef struct {
   dc_module *m;
   dc_cpu_target t;
   const char *path;
+  const char *cache_dir; /* NULL: LLVM compiles every kernel, no cache */
 } small_ctx;
 
 static dc_module *small_graph(void) {
@@ -138,7 +141,8 @@ static dc_module *small_graph(void) {
 static dc_status *emit_and_write(void *p) {
   small_ctx *c = p;
   dc_plan plan = {.target = DC_TARGET_CPU, .options_json = (char *)"{}", .ir_text = (char *)"", .module = c->m};
-  dc_status *st = dc_emit_cpu_kernels(c->m, &c->t, 0, &plan.kernels);
+  dc_cpu_emit_options eo = {.cache_dir = c->cache_dir, .no_cache = !c->cache_dir};
+  dc_status *st = dc_emit_cpu_kernels(c->m, &c->t, &eo, &plan.kernels);
   if (!st) st = dc_plan_write(c->path, &plan);
   dc_plan_kernels_deinit(&plan.kernels);
   return st;
@@ -176,6 +180,7 @@ int main(int argc, char **argv) {
                               .nshapes = 1,
                               .vae_slicing = 1,
                               .vae_tiling = 1,
+                              .no_kernel_cache = 1, /* LLVM's compile under every failure, not a cache hit */
                               .memory = {DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1, 1}};
   CHECK_OK(front_half(&c));
   sweep("frontend + passes (tiled, sliced, offloaded)", front_half, &c, 1L << 20, NULL);
@@ -187,12 +192,19 @@ int main(int argc, char **argv) {
   CHECK_OK(front_half(&c));
   sweep("frontend + passes (nhwc, two devices, offloaded)", front_half, &c, 1L << 20, NULL);
 
-  small_ctx sm = {small_graph(), {0}, tu_path("small.dplan")};
+  small_ctx sm = {small_graph(), {0}, tu_path("small.dplan"), NULL};
   CHECK_OK(kh_target(&sm.t));
   sweep("LLVM kernels + plan file, conv2d + group_norm", emit_and_write, &sm, 1L << 20, small_left);
   dc_plan rd;
   CHECK_OK(dc_plan_read(sm.path, &rd)); /* what the sweep's last call wrote is a whole plan */
   dc_plan_deinit(&rd);
+  sm.cache_dir = tu_path("kcache");
+  CHECK_OK(emit_and_write(&sm)); /* fills the cache: every kernel of the sweep below is a hit */
+  remove(sm.path);
+  sweep("the same, every kernel from the kernel cache", emit_and_write, &sm, 1L << 20, small_left);
+  CHECK_OK(dc_plan_read(sm.path, &rd));
+  dc_plan_deinit(&rd);
+  free((char *)sm.cache_dir);
   dc_cpu_target_deinit(&sm.t);
   dc_module_destroy(sm.m);
   free((char *)sm.path);
@@ -206,7 +218,7 @@ int main(int argc, char **argv) {
   /* The compile's last allocations are its kernels' and the plan writer's:
    * how many, from emitting and writing the same module once more. */
   dc_folder f;
-  small_ctx big = {NULL, {0}, tu_path("big.dplan")};
+  small_ctx big = {NULL, {0}, tu_path("big.dplan"), NULL};
   CHECK_OK(dc_compile_module(&c.co, &f, &big.m));
   char *wpath = dc_asprintf("%s.weights.safetensors", big.path); /* the nhwc repack, as dc_compile does first */
   CHECK_OK(big.m ? dc_store_cast_weights(big.m, wpath, 0) : NULL);

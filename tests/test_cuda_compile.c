@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "codegen/compile.h"
-#include "codegen/cuda/kernel_cache.h"
+#include "codegen/kernel_cache.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/kernel_group.h"
 #include "runtime/plan_format.h"
@@ -149,7 +149,7 @@ static void compile_set(kernel_set *s, totals *t) {
   s->cached = dc_calloc((size_t)njobs + 1, sizeof *s->cached);
   dc_pool *pool = NULL;
   CHECK(s->out && s->st && s->cached);
-  CHECK_OK(dc_kcache_open(NULL, 0, &s->cache));
+  CHECK_OK(dc_kcache_open(NULL, 0, "cuda", &s->cache));
   CHECK_OK(dc_pool_create(0, &pool));
   if (!s->out || !s->st || !s->cached || !pool) return;
   for (int i = 0; i < njobs; i++) dc_buf_init(&s->out[i].image);

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "codegen/compile.h"
-#include "codegen/cuda/kernel_cache.h"
+#include "codegen/kernel_cache.h"
 #include "codegen/emit_cuda.h"
 #include "kernel_harness.h"
 #include "passes/passes.h"
@@ -375,8 +375,8 @@ static void test_options(void) {
   CHECK_ERR(dc_compile(&o, out, NULL), "--compute-dtype fp8: expected f32, bf16 or f16");
   o = (dc_compile_options){.model = model, .cuda_arch = "sm_90"};
   CHECK_ERR(dc_compile(&o, out, NULL), "--cuda-arch sm_90: only for --target cuda");
-  o = (dc_compile_options){.model = model, .no_kernel_cache = 1};
-  CHECK_ERR(dc_compile(&o, out, NULL), "--no-kernel-cache: only for --target cuda (CPU kernels are not cached)");
+  o = (dc_compile_options){.model = model, .kernel_cache = "/tmp", .no_kernel_cache = 1};
+  CHECK_ERR(dc_compile(&o, out, NULL), "--kernel-cache /tmp and --no-kernel-cache contradict each other");
   o = (dc_compile_options){.model = model, .target = "cuda", .cpu = "generic"};
   CHECK_ERR(dc_compile(&o, out, NULL), "--cpu generic: only for --target cpu");
   CHECK(!dc_file_exists(out));
@@ -470,7 +470,7 @@ static dc_status *emit(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_arc
 /* The cache entry of kernel 0's first image. */
 static char *entry_of(const dc_nvrtc *nv, const dc_plan_cuda *c, const dc_cuda_arch *a, const char *dir) {
   dc_kcache kc;
-  CHECK_OK(dc_kcache_open(dir, 0, &kc));
+  CHECK_OK(dc_kcache_open(dir, 0, "cuda", &kc));
   uint64_t key = 0;
   CHECK(dc_nvrtc_cache_key(nv, c->kernels[0].source, &a[0], &key));
   char *p = dc_kcache_entry_path(&kc, key);
@@ -577,7 +577,7 @@ static void test_cache_entry(const dc_nvrtc *nv) {
   CHECK(o.log && strstr(o.log, "warning #177-D: variable \"unused\" was declared but never referenced"));
   char *dir = tu_path("kcache-entry");
   dc_kcache kc;
-  CHECK_OK(dc_kcache_open(dir, 0, &kc));
+  CHECK_OK(dc_kcache_open(dir, 0, "cuda", &kc));
   uint64_t key = 0;
   CHECK(dc_nvrtc_cache_key(nv, src, &a[0], &key));
   CHECK(!dc_kcache_get(&kc, key, &back) && kc.misses == 1);

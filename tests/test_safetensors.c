@@ -178,10 +178,11 @@ static void test_entries(void) {
   printf("entries\n");
   check_bad("{" T("x", "Q4", "[2]", 0, 2) "}", 2,
             "tensor \"x\": dtype \"Q4\" is not supported (expected one of F32, F16, BF16, F8_E4M3, "
-            "F8_E5M2)");
-  check_bad("{" T("ids", "I64", "[2]", 0, 16) "}", 16,
-            "tensor \"ids\": dtype \"I64\" is not supported (expected one of F32, F16, BF16, "
-            "F8_E4M3, F8_E5M2)");
+            "F8_E5M2, I32, I64)");
+  check_bad("{" T("ids", "I16", "[2]", 0, 4) "}", 4,
+            "tensor \"ids\": dtype \"I16\" is not supported (expected one of F32, F16, BF16, "
+            "F8_E4M3, F8_E5M2, I32, I64)");
+  check_good("{" T("ids", "I64", "[2]", 0, 16) "}", 16, 1); /* token ids: diffrun --inputs reads them */
   check_bad("{" T("x", "F32", "[2,-1]", 0, 0) "}", 0,
             "tensor \"x\": shape dim 1 must be a non-negative integer, got -1");
   check_bad("{" T("x", "F32", "[2.5]", 0, 0) "}", 0,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "codegen/compile.h"
+#include "frontend/registry.h"
 #include "passes/passes.h"
 #include "runtime/plan_sign.h"
 
@@ -25,8 +26,8 @@ static const char usage[] =
     "  --component NAME         MODEL_DIR is a pipeline folder (model_index.json): compile this\n"
     "                           component, e.g. unet or vae\n"
     "  --variant NAME           read diffusion_pytorch_model.NAME.safetensors (e.g. fp16, bf16)\n"
-    "  --entry NAME             what to compile: forward (UNet2DConditionModel); encode or decode\n"
-    "                           (AutoencoderKL, default decode)\n"
+    "  --entry NAME             what to compile: one of the model class's entries (listed below;\n"
+    "                           without --entry, the one marked default)\n"
     "  --input NAME=DIMS        static shape of an input, e.g. --input sample=2x4x64x64;\n"
     "                           repeatable. Defaults: batch 1, the config's sample_size, 77 tokens\n"
     "  --target cpu|cuda        the plan's target (default cpu). cuda compiles every kernel with\n"
@@ -48,9 +49,10 @@ static const char usage[] =
     "                           precision of the matrix work (conv2d, linear, attention): f32 (the\n"
     "                           default; plain FMA, no TF32), or bf16/f16 on tensor cores with f32\n"
     "                           accumulation (cuda target only; the cpu target computes in f32)\n"
-    "  --kernel-cache DIR       cuda target: where compiled kernels are cached (default\n"
+    "  --kernel-cache DIR       where compiled kernels (CPU objects, CUDA images) are cached, keyed by\n"
+    "                           a hash of everything the compiler's output depends on (default\n"
     "                           $DIFFC_CACHE_DIR, else $XDG_CACHE_HOME/diffc, else ~/.cache/diffc)\n"
-    "  --no-kernel-cache        cuda target: compile every kernel, use no cache\n"
+    "  --no-kernel-cache        compile every kernel, read and write no cache\n"
     "\n"
     "memory (each shows in the IR dump: what moved where, when, and the resulting peak):\n"
     "  --offload none|model|sequential|group\n"
@@ -95,8 +97,8 @@ static const char usage[] =
     "  --max-memory LIST        budgets, e.g. 0=4GiB,1=4GiB,cpu=32GiB (GiB/MiB: powers of 1024; GB/MB:\n"
     "                           of 1000, as accelerate parses them); each device's weights + activations\n"
     "                           must fit, or diffc says by how much they do not\n"
-    "  --vae-slicing            AutoencoderKL: encode/decode one sample of the batch at a time\n"
-    "  --vae-tiling             AutoencoderKL: diffusers' tiled encode/decode above the tile size\n"
+    "  --vae-slicing            VAE classes (below): encode/decode one sample of the batch at a time\n"
+    "  --vae-tiling             VAE classes (below): diffusers' tiled encode/decode above the tile size\n"
     "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
     "  --tile-overlap F         tile overlap factor (default 0.25)\n"
     "\n"
@@ -117,10 +119,11 @@ static const char usage[] =
     "  -h, --help               this help\n"
     "  --version                print the version\n"
     "\n"
-    "Inputs and outputs use the diffusers forward-argument names:\n"
-    "  UNet2DConditionModel: sample, timestep [B], encoder_hidden_states, and for SDXL-style\n"
-    "                        models text_embeds, time_ids; output sample\n"
-    "  AutoencoderKL encode: sample (image) -> mean, logvar;  decode: z -> sample\n"
+    "Model classes, their entries, and inputs -> outputs by the diffusers forward-argument names\n"
+    "(timestep is [B]; --input overrides each input's default shape):\n";
+
+/* After the classes, which come from the frontend's registry. */
+static const char usage_tail[] =
     "Activations are fp32; bf16/fp16/fp8 weights are converted to fp32 when read (and, with\n"
     "--compute-dtype bf16|f16, rounded to that precision inside the matrix kernels).\n"
     "\n"
@@ -129,6 +132,16 @@ static const char usage[] =
     "which is what diffrun --trusted-keys reads (any number of such lines). It never\n"
     "overwrites a file. A plan is machine code: run plans from others only if signed by a key\n"
     "you trust.\n";
+
+static void print_usage(void) {
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_classes_describe(&b);
+  fputs(usage, stdout);
+  fwrite(b.data, 1, b.len, stdout);
+  fputs(usage_tail, stdout);
+  dc_buf_deinit(&b);
+}
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu;
@@ -282,7 +295,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     const char *a = argv[i];
     const char **slot = NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage, stdout);
+      print_usage();
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "--version")) {
@@ -351,7 +364,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
 /* diffc keygen SECRETFILE PUBFILE */
 static int keygen(int argc, char **argv) {
   if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
-    fputs(usage, stdout);
+    print_usage();
     return 0;
   }
   char id[17];

@@ -17,11 +17,14 @@ static const char usage[] =
     "diffc --target cuda on an NVIDIA GPU (through the driver, libcuda.so.1, found at run time).\n"
     "\n"
     "options:\n"
-    "  --inputs FILE       read the inputs from a .safetensors file: one f32 tensor per plan\n"
-    "                      input, under the input's name, with the plan's shape (other tensors\n"
-    "                      in the file are ignored)\n"
+    "  --inputs FILE       read the inputs from a .safetensors file: one tensor per plan input,\n"
+    "                      under the input's name, with the plan's shape: F32 for an f32 input,\n"
+    "                      I64 or I32 for an integer one (token ids, as transformers writes\n"
+    "                      them; converted to the plan's integer width); other tensors in the\n"
+    "                      file are ignored\n"
     "  --random-inputs     fill the inputs with seeded random values instead (normal; timesteps\n"
-    "                      uniform integers in [0, 1000))\n"
+    "                      uniform integers in [0, 1000); integer inputs such as token ids\n"
+    "                      uniform integers in [0, 1000), ids every supported tokenizer knows)\n"
     "  --seed N            seed for --random-inputs (default 0)\n"
     "  --outputs FILE      write the outputs to a .safetensors file (temporary name, then rename)\n"
     "  --repeat N          run N times and report each run's time (default 1)\n"
@@ -162,6 +165,56 @@ static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t cap
   return dc_dims_str(dims, rank, buf, cap);
 }
 
+/* An integer tensor of the file as the input's integer dtype (I32 and I64
+ * both accepted: transformers writes ids as int64); values that do not fit
+ * an i32 input are refused, naming the first. */
+static dc_status *convert_ints(const char *path, const char *name, const dc_st_tensor *t, const uint8_t *src,
+                               const char *want, size_t numel, void **out) {
+  int want64 = !strcmp(want, "i64");
+  void *d = dc_malloc(numel * (want64 ? 8 : 4) + 1);
+  if (!d) return dc_nomem("reading inputs");
+  for (size_t k = 0; k < numel; k++) {
+    int64_t v;
+    if (t->dtype == DT_I64) memcpy(&v, src + 8 * k, 8);
+    else {
+      int32_t v32;
+      memcpy(&v32, src + 4 * k, 4);
+      v = v32;
+    }
+    if (!want64 && (v < INT32_MIN || v > INT32_MAX)) {
+      dc_free(d);
+      return dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" holds %lld at element %zu, which does not fit the plan's i32 input",
+                      path, name, (long long)v, k);
+    }
+    if (want64) ((int64_t *)d)[k] = v;
+    else ((int32_t *)d)[k] = (int32_t)v;
+  }
+  *out = d;
+  return NULL;
+}
+
+/* One input from the file: its dtype must be of the input's kind (float
+ * for f32, integer for i32/i64); the data is copied (it may be unaligned). */
+static dc_status *bind_one(drt_plan *p, const char *path, const dc_st_file *f, const dc_st_tensor *t,
+                           const drt_tensor_info *info) {
+  int want_int = strcmp(info->dtype, "f32") != 0, have_int = t->dtype == DT_I32 || t->dtype == DT_I64;
+  if (want_int != have_int || (!want_int && t->dtype != DT_F32)) {
+    char b[160];
+    return dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" has dtype %s, but the plan's input %s is %s%s: expected %s", path,
+                    info->name, dc_dtype_safetensors_name(t->dtype), info->name, info->dtype,
+                    dims_str(info->rank, info->dims, b, sizeof b), want_int ? "I64 or I32" : "F32");
+  }
+  const uint8_t *src = f->file.data + t->offset;
+  void *tmp = NULL;
+  dc_status *st;
+  if (want_int) st = convert_ints(path, info->name, t, src, info->dtype, info->numel, &tmp);
+  else if (!(tmp = dc_malloc(t->bytes ? t->bytes : 1))) st = dc_nomem("reading inputs");
+  else st = (memcpy(tmp, src, t->bytes), NULL);
+  if (!st) st = drt_set_input_data(p, info->name, info->dtype, tmp, info->numel);
+  dc_free(tmp);
+  return st;
+}
+
 static dc_status *bind_inputs(drt_plan *p, const char *path) {
   dc_st_file f;
   DC_TRY(dc_st_open(path, &f));
@@ -177,18 +230,8 @@ static dc_status *bind_inputs(drt_plan *p, const char *path) {
       st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" has shape %s but the plan was compiled for %s (recompile with --input %s=...)",
                     path, info->name, dims_str(t->rank, t->dims, b1, sizeof b1),
                     dims_str(info->rank, info->dims, b2, sizeof b2), info->name);
-    } else if (t->dtype != DT_F32) {
-      st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"%s\" has dtype %s, expected F32", path, info->name,
-                    dc_dtype_safetensors_name(t->dtype));
     } else {
-      const uint8_t *src = f.file.data + t->offset;
-      float *tmp = dc_malloc(t->bytes ? t->bytes : 1); /* copy: the file's data may be unaligned */
-      if (!tmp) st = dc_nomem("reading inputs");
-      else {
-        memcpy(tmp, src, t->bytes);
-        st = drt_set_input(p, info->name, tmp, info->numel);
-        dc_free(tmp);
-      }
+      st = bind_one(p, path, &f, t, info);
     }
   }
   dc_st_close(&f);
@@ -223,11 +266,23 @@ static void print_info(drt_plan *p) {
   printf("signature: %s\n", in->signature);
   for (int i = 0; i < drt_input_count(p); i++) {
     const drt_tensor_info *t = drt_input_info(p, i);
-    printf("input  %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
+    printf("input  %-22s %s%s\n", t->name, t->dtype, dims_str(t->rank, t->dims, b, sizeof b));
   }
   for (int i = 0; i < drt_output_count(p); i++) {
     const drt_tensor_info *t = drt_output_info(p, i);
-    printf("output %-22s f32%s\n", t->name, dims_str(t->rank, t->dims, b, sizeof b));
+    printf("output %-22s %s%s\n", t->name, t->dtype, dims_str(t->rank, t->dims, b, sizeof b));
+  }
+}
+
+/* --random-inputs fills an integer input with ids in a fixed range: say so,
+ * since a model's vocabulary may be larger and the range matters. */
+static void note_random_ints(drt_plan *p) {
+  char b[160];
+  for (int i = 0; i < drt_input_count(p); i++) {
+    const drt_tensor_info *t = drt_input_info(p, i);
+    if (strcmp(t->dtype, "f32") != 0)
+      printf("input %s (%s%s): --random-inputs filled it with uniform integers in [0, %d)\n", t->name, t->dtype,
+             dims_str(t->rank, t->dims, b, sizeof b), DRT_RANDOM_INT_END);
   }
 }
 
@@ -322,7 +377,10 @@ static dc_status *run(const options *o) {
   else if (o->info) print_info(p);
   else {
     if (o->inputs) st = bind_inputs(p, o->inputs);
-    else if (o->random_inputs) drt_set_random_inputs(p, o->seed);
+    else if (o->random_inputs) {
+      drt_set_random_inputs(p, o->seed);
+      if (!o->quiet) note_random_ints(p);
+    }
     else st = dc_error(DC_ERR_ARGUMENT, "no inputs: use --inputs FILE or --random-inputs (see diffrun --info for the signature)");
     drt_stats s = {0};
     double total = 0;

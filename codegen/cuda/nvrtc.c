@@ -437,11 +437,7 @@ dc_status *dc_nvrtc_compile(const dc_nvrtc *nv, const char *name, const char *so
   return st;
 }
 
-void dc_nvrtc_output_deinit(dc_nvrtc_output *o) {
-  dc_buf_deinit(&o->image);
-  dc_free(o->log);
-  o->log = NULL;
-}
+void dc_nvrtc_output_deinit(dc_nvrtc_output *o) { dc_kernel_image_deinit(o); }
 
 int dc_nvrtc_cache_key(const dc_nvrtc *nv, const char *source, const dc_cuda_arch *arch, uint64_t *key) {
   const char *opts[8];

@@ -17,6 +17,7 @@
 #ifndef DC_NVRTC_H
 #define DC_NVRTC_H
 
+#include "codegen/kernel_cache.h"
 #include "support/support.h"
 
 typedef struct dc_nvrtc dc_nvrtc;
@@ -51,11 +52,9 @@ dc_status *dc_nvrtc_parse_archs(const dc_nvrtc *nv, const char *list, dc_cuda_ar
 const char *dc_cuda_archs_str(const dc_cuda_arch *a, int n, char *buf, size_t cap);
 
 /* What one compile produced. */
-typedef struct {
-  dc_buf image; /* cubin bytes, or PTX text with its terminating NUL */
-  char *log;    /* NVRTC's log when it said anything although it succeeded
-                 * (warnings), else NULL */
-} dc_nvrtc_output;
+/* cubin bytes, or PTX text with its terminating NUL; the log is NVRTC's
+ * when it said anything although it succeeded (warnings), else NULL */
+typedef dc_kernel_image dc_nvrtc_output;
 
 void dc_nvrtc_output_deinit(dc_nvrtc_output *o);
 

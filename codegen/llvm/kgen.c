@@ -6,6 +6,7 @@
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h> /* LLVM_VERSION_STRING */
 #include <string.h>
 
 struct dc_llvm {
@@ -136,6 +137,40 @@ dc_status *dc_llvm_emit_node(dc_llvm *l, const dc_module *m, int32_t id, dc_cpu_
   LLVMBuildRetVoid(g->b);
   out->node = id;
   out->scratch_bytes = (g->scratch_bytes + 63) & ~(uint64_t)63;
+  return NULL;
+}
+
+/* What dc_llvm_finish does to a module, for the cache key: change it when
+ * the pipeline or its options change. */
+#define PIPELINE "default<O3> loop-vectorize slp-vectorize loop-unroll; object file, large code model, PIC, O3 codegen"
+
+dc_status *dc_llvm_kernel_key(dc_llvm *l, dc_cpu_kernel *k, uint64_t *key) {
+  LLVMValueRef fn = LLVMGetNamedFunction(l->g.mod, k->symbol);
+  if (!fn) return dc_error(DC_ERR_INTERNAL, "kernel %s is not in its module", k->symbol);
+  LLVMSetValueName2(fn, "dc_kernel", 9); /* the plan's node number is no part of the code */
+  char *ir = LLVMPrintModuleToString(l->g.mod);
+  dc_buf b;
+  dc_buf_init(&b);
+  dc_buf_str(&b, "diffc CPU kernel cache key 1");
+  dc_buf_str(&b, ir);
+  dc_buf_str(&b, PIPELINE);
+  dc_buf_str(&b, "LLVM " LLVM_VERSION_STRING);
+  LLVMDisposeMessage(ir);
+  char *triple = LLVMGetTargetMachineTriple(l->g.tm), *cpu = LLVMGetTargetMachineCPU(l->g.tm),
+       *features = LLVMGetTargetMachineFeatureString(l->g.tm);
+  dc_buf_str(&b, triple);
+  dc_buf_str(&b, cpu);
+  dc_buf_str(&b, features);
+  LLVMDisposeMessage(triple), LLVMDisposeMessage(cpu), LLVMDisposeMessage(features);
+  dc_status *st = dc_buf_status(&b, "hashing a kernel");
+  if (!st) *key = dc_hash64(b.data, b.len);
+  dc_buf_deinit(&b);
+  char *name = st ? NULL : dc_asprintf("dck_%016llx", (unsigned long long)*key);
+  if (!st && !name) st = dc_nomem("naming a kernel");
+  if (st) return st;
+  LLVMSetValueName2(fn, name, strlen(name));
+  dc_free(k->symbol);
+  k->symbol = name;
   return NULL;
 }
 

@@ -63,6 +63,14 @@ void dc_llvm_destroy(dc_llvm *g);
  * or, when the op has no LLVM kernel yet, *has_kernel = 0 and the runtime
  * runs the reference kernel for that node. */
 dc_status *dc_llvm_emit_node(dc_llvm *g, const dc_module *m, int32_t id, dc_cpu_kernel *out, int *has_kernel);
+/* For a module holding one kernel k (just emitted): its cache key, an
+ * xxh64 of the kernel's LLVM IR as generated (with a fixed entry name), the
+ * target, the optimization pipeline and LLVM's version, that is of
+ * everything its object code depends on; and the kernel renamed
+ * "dck_<key in hex>" (k->symbol too), so that equal kernels from any plan
+ * have equal objects and two kernels in one plan never share a name unless
+ * they are equal. */
+dc_status *dc_llvm_kernel_key(dc_llvm *g, dc_cpu_kernel *k, uint64_t *key);
 /* Verifies, optimizes and writes the object file into obj. */
 dc_status *dc_llvm_finish(dc_llvm *g, dc_buf *obj);
 /* The machine code of the module (after dc_llvm_finish) as assembly text,

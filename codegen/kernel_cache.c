@@ -2,6 +2,7 @@
 #include "kernel_cache.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,9 +48,16 @@ static int make_dirs(const char *dir) {
   return err;
 }
 
-dc_status *dc_kcache_open(const char *dir, int disabled, dc_kcache *out) {
+void dc_kernel_image_deinit(dc_kernel_image *k) {
+  dc_buf_deinit(&k->image);
+  dc_free(k->log);
+  k->log = NULL;
+}
+
+dc_status *dc_kcache_open(const char *dir, int disabled, const char *kind, dc_kcache *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_init(&out->lock, NULL);
+  snprintf(out->kind, sizeof out->kind, "%s", kind);
   if (disabled) return NULL;
   char *d = dir ? dc_strdup(dir) : dc_kcache_default_dir();
   if (!d) {
@@ -75,7 +83,7 @@ void dc_kcache_close(dc_kcache *c) {
 }
 
 char *dc_kcache_entry_path(const dc_kcache *c, uint64_t key) {
-  return c->dir ? dc_asprintf("%s/cuda-%016llx.bin", c->dir, (unsigned long long)key) : NULL;
+  return c->dir ? dc_asprintf("%s/%s-%016llx.bin", c->dir, c->kind, (unsigned long long)key) : NULL;
 }
 
 static uint64_t get_le(const uint8_t *p, int n) {
@@ -95,7 +103,7 @@ static uint64_t check_header(const uint8_t *d, size_t size, uint64_t key) {
 }
 
 /* Splits a verified payload into log and image; 0 on success. */
-static int parse_payload(const uint8_t *p, uint64_t n, dc_nvrtc_output *out) {
+static int parse_payload(const uint8_t *p, uint64_t n, dc_kernel_image *out) {
   if (n < 16) return -1;
   uint64_t log_size = get_le(p, 8);
   if (log_size > n - 16) return -1;
@@ -115,7 +123,7 @@ static void count(dc_kcache *c, int *counter) {
   pthread_mutex_unlock(&c->lock);
 }
 
-int dc_kcache_get(dc_kcache *c, uint64_t key, dc_nvrtc_output *out) {
+int dc_kcache_get(dc_kcache *c, uint64_t key, dc_kernel_image *out) {
   memset(out, 0, sizeof *out);
   dc_buf_init(&out->image);
   char *path = dc_kcache_entry_path(c, key), *data = NULL;
@@ -131,14 +139,14 @@ int dc_kcache_get(dc_kcache *c, uint64_t key, dc_nvrtc_output *out) {
   int ok = payload && parse_payload((const uint8_t *)data + HEADER_SIZE, payload, out) == 0;
   dc_status_free(st);
   dc_free(data);
-  if (!ok) dc_nvrtc_output_deinit(out);
+  if (!ok) dc_kernel_image_deinit(out);
   count(c, ok ? &c->hits : &c->rejected);
   return ok;
 }
 
 static void put_le(dc_buf *b, uint64_t v) { dc_buf_u64(b, v); }
 
-void dc_kcache_put(dc_kcache *c, uint64_t key, const dc_nvrtc_output *o) {
+void dc_kcache_put(dc_kcache *c, uint64_t key, const dc_kernel_image *o) {
   pthread_mutex_lock(&c->lock);
   int read_only = c->read_only;
   pthread_mutex_unlock(&c->lock);

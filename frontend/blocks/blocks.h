@@ -1,0 +1,168 @@
+/* blocks.h — diffusers' building blocks as graph builders, one file per
+ * diffusers file, so a model class is a thin composition of them and no
+ * block is written twice.  Every builder takes the module path of the block
+ * (its scope, e.g. "down_blocks.1.resnets.0"), binds the block's weights by
+ * their diffusers names below that path, and mirrors the forward of the
+ * diffusers class it names, op for op.
+ *
+ * Sections (file: diffusers file: blocks)
+ *   blocks/resnet.c:              resnet.py, downsampling.py, upsampling.py:
+ *                                 ResnetBlock2D, Downsample2D, Upsample2D
+ *   blocks/attention_processor.c: attention_processor.py: Attention and its
+ *                                 processors (the one place a new processor,
+ *                                 joint attention or qk-norm, is added)
+ *   blocks/attention.c:           attention.py: BasicTransformerBlock, FeedForward (GEGLU)
+ *   blocks/transformer_2d.c:      transformers/transformer_2d.py: Transformer2DModel (continuous input)
+ *   blocks/embeddings.c:          embeddings.py: Timesteps, TimestepEmbedding
+ *   blocks/unet_2d_blocks.c:      unets/unet_2d_blocks.py: the down, mid and up blocks of
+ *                                 UNets (CrossAttnDownBlock2D, DownBlock2D, ...) and VAEs
+ *                                 (DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D)
+ *   blocks/vae_blocks.c:          autoencoders/vae.py: Encoder, Decoder
+ * Plain torch modules (Conv2d, Linear, GroupNorm, LayerNorm) are layers.h;
+ * normalization.py's adaptive norms (AdaLayerNorm...) get their file here
+ * with the first class that uses them. */
+#ifndef DC_BLOCKS_H
+#define DC_BLOCKS_H
+
+#include "../layers.h"
+
+/* ---- resnet.py ---------------------------------------------------------- */
+
+/* What every ResnetBlock2D of a model shares. */
+typedef struct {
+  int64_t groups; /* resnet_groups */
+  double eps;     /* resnet_eps */
+  int32_t temb;   /* the time embedding [B, temb_dim] each block projects and adds; -1: none (temb_channels=None) */
+  int64_t temb_dim;
+} blk_resnet_cfg;
+
+/* ResnetBlock2D (pre-norm, time_embedding_norm "default", output_scale_factor
+ * 1, dropout the identity): x's channels to cout, with a 1x1 conv_shortcut
+ * when they differ. */
+dc_status *blk_resnet(dc_gb *g, const char *p, const blk_resnet_cfg *r, int32_t x, int64_t cout, int32_t *out);
+/* Downsample2D with use_conv at p (its conv is p.conv): a 3x3 stride-2 conv
+ * to cout; padding 1, or 0 where diffusers pads right and bottom by one. */
+dc_status *blk_downsample(dc_gb *g, const char *p, int32_t x, int64_t cout, int64_t padding, int32_t *out);
+/* Upsample2D with use_conv at p: nearest 2x (scope p), then p.conv, 3x3 to cout. */
+dc_status *blk_upsample(dc_gb *g, const char *p, int32_t x, int64_t cout, int32_t *out);
+
+/* ---- attention_processor.py ----------------------------------------------- */
+
+/* The processor an Attention runs between its projections.  One today;
+ * JointAttnProcessor2_0 (SD3), FluxAttnProcessor2_0 and the qk-norm
+ * variants are added here, as values of this enum and cases of
+ * attention_processor.c's processor(). */
+typedef enum {
+  BLK_ATTN_SDPA, /* AttnProcessor2_0: softmax(q k^T * scale) v, per head */
+} blk_attn_processor;
+
+typedef struct {
+  int64_t query_dim;  /* width of the hidden states */
+  int64_t kv_dim;     /* width of the context (cross_attention_dim); query_dim for self-attention */
+  int64_t heads, head_dim;
+  int qkv_bias;       /* to_q/to_k/to_v with bias */
+  int legacy_names;   /* the checkpoint may name them query/key/value/proj_attn (old VAE attention blocks) */
+  blk_attn_processor processor;
+} blk_attention_cfg;
+
+/* Attention on token sequences: to_q(x), to_k(ctx), to_v(ctx), the
+ * processor at the default scale 1/sqrt(head_dim), to_out.0 (with bias;
+ * to_out.1 is dropout).  ctx = x for self-attention. */
+dc_status *blk_attention(dc_gb *g, const char *p, const blk_attention_cfg *a, int32_t x, int32_t ctx, int32_t *out);
+/* Attention on a [B,C,H,W] map as UNetMidBlock2D builds it
+ * (_from_deprecated_attn_block: one head of width C, bias on q/k/v, old
+ * names honoured): group_norm, tokens, self-attention, back to the map,
+ * plus the input (residual_connection; rescale_output_factor 1). */
+dc_status *blk_attention_spatial(dc_gb *g, const char *p, int64_t groups, double eps, int32_t x, int32_t *out);
+
+/* ---- attention.py, transformer_2d.py ------------------------------------- */
+
+/* BasicTransformerBlock, norm_type "layer_norm" (eps 1e-5): attn1 on the
+ * hidden states, attn2 on ctx [B,S,ctx_dim], GEGLU feed-forward (inner
+ * 4*dim), each added back to the residual stream. */
+dc_status *blk_basic_transformer(dc_gb *g, const char *p, int32_t h, int64_t dim, int64_t heads, int64_t head_dim,
+                                 int32_t ctx, int64_t ctx_dim, int32_t *out);
+
+/* What every Transformer2DModel of a model shares. */
+typedef struct {
+  int64_t groups;        /* norm_num_groups */
+  int linear_projection; /* use_linear_projection: proj_in/out Linear after/before the tokens, else 1x1 convs */
+  int32_t ctx;           /* encoder_hidden_states */
+  int64_t ctx_dim;       /* cross_attention_dim */
+  const char *config;    /* the config's path, for messages */
+} blk_transformer_cfg;
+
+/* Transformer2DModel on continuous input: GroupNorm (eps 1e-6), proj_in,
+ * `layers` BasicTransformerBlocks, proj_out, plus the residual.  Head size
+ * channels // heads, as diffusers. */
+dc_status *blk_transformer_2d(dc_gb *g, const char *p, const blk_transformer_cfg *t, int32_t x, int64_t ch,
+                              int64_t heads, int64_t layers, int32_t *out);
+
+/* ---- embeddings.py --------------------------------------------------------- */
+
+/* Timesteps: the sinusoidal embedding of t [N] to [N, dim] (max_period 10000). */
+dc_status *blk_timesteps(dc_gb *g, const char *scope, int32_t t, int64_t dim, int flip_sin_to_cos, double freq_shift,
+                         int32_t *out);
+/* TimestepEmbedding: linear_1 (in -> dim), act (silu), linear_2 (dim -> dim). */
+dc_status *blk_timestep_embedding(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int32_t *out);
+
+/* ---- unet_2d_blocks.py ------------------------------------------------------ */
+
+/* A down block: `layers` (resnet, transformer?) pairs to cout, then a
+ * Downsample2D unless it is the last block.  Each layer's output, and the
+ * downsampler's, is appended to res[] (diffusers' output_states, the UNet's
+ * skip connections) when res is not NULL. */
+typedef struct {
+  const blk_resnet_cfg *resnet;
+  const blk_transformer_cfg *transformer; /* CrossAttnDownBlock2D; NULL: DownBlock2D / DownEncoderBlock2D */
+  int64_t heads, transformer_layers;
+  int64_t layers, cout;
+  int add_downsample;
+  int64_t downsample_padding;
+} blk_down_cfg;
+dc_status *blk_down_block(dc_gb *g, const char *p, const blk_down_cfg *d, int32_t x, int32_t *res, int *nres,
+                          int32_t *out);
+
+/* An up block: `layers` resnets to cout, each (with skips) on its input
+ * concatenated with the last skip connection popped from skips[0..*nskips),
+ * then a transformer when there is one; then an Upsample2D unless it is the
+ * last block.  With skips, the channel bookkeeping is diffusers': layer j's
+ * resnet is built for (j ? cout : prev_channels) + (last layer ? in_channels
+ * : cout), and skips that do not give that are an error naming the config. */
+typedef struct {
+  const blk_resnet_cfg *resnet;
+  const blk_transformer_cfg *transformer; /* CrossAttnUpBlock2D; NULL: UpBlock2D / UpDecoderBlock2D */
+  int64_t heads, transformer_layers;
+  int64_t layers, cout;
+  int64_t in_channels, prev_channels; /* with skips: the constructor's in_channels, prev_output_channel */
+  int add_upsample;
+  const char *config; /* the config's path, for messages */
+} blk_up_cfg;
+dc_status *blk_up_block(dc_gb *g, const char *p, const blk_up_cfg *u, int32_t x, const int32_t *skips, int *nskips,
+                        int32_t *out);
+
+/* UNetMidBlock2DCrossAttn: resnets.0, then (transformer, resnet) per layer. */
+dc_status *blk_mid_block_cross_attn(dc_gb *g, const char *p, const blk_resnet_cfg *r, const blk_transformer_cfg *t,
+                                    int64_t heads, int64_t transformer_layers, int32_t x, int32_t *out);
+/* UNetMidBlock2D: resnets.0, then (attention?, resnet) per layer (num_layers). */
+dc_status *blk_mid_block(dc_gb *g, const char *p, const blk_resnet_cfg *r, int64_t layers, int add_attention,
+                         int32_t x, int32_t *out);
+
+/* ---- autoencoders/vae.py ----------------------------------------------------- */
+
+typedef struct {
+  const int64_t *block_out_channels;
+  int nblocks;
+  int64_t layers_per_block;
+  int64_t groups;
+  int mid_block_add_attention;
+} blk_vae_cfg;
+
+/* Encoder: conv_in, DownEncoderBlock2Ds (padding 0), mid block, norm, silu,
+ * conv_out to cout (2 * latent_channels with double_z). */
+dc_status *blk_vae_encoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_t x, int64_t cout, int32_t *out);
+/* Decoder: conv_in, mid block, UpDecoderBlock2Ds over the reversed
+ * channels (layers_per_block + 1 resnets each), norm, silu, conv_out to cout. */
+dc_status *blk_vae_decoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_t x, int64_t cout, int32_t *out);
+
+#endif
