@@ -2,8 +2,9 @@
  * on several when diffc --device-map placed its modules on several (plan
  * device d on CUDA device drt_options.device + d), through a dc_cu_api
  * table (runtime/cuda_driver.h): the driver, or a fake in tests.
- * runtime.c owns the plan, the weight files and the public API; this
- * backend owns everything on the devices.  Per device:
+ * The runtime's session (runtime.c) owns the plan, the weight files and
+ * the public API and reaches this backend through its backend table
+ * (cuda_backend_iface.c); this backend owns everything on the devices.  Per device:
  *   - its primary context;
  *   - one module per kernel its steps run, loaded in that context, from the
  *     cubin built for the device's architecture (same major, equal or lower
@@ -43,9 +44,9 @@ typedef struct {
   void *check_ctx;
   const char *options_json; /* the plan's OPTS: the out-of-memory message names the diffc options that fit */
   /* host_memory on-demand: reads len bytes of weight w (m->weights order)
-   * from byte `at` of it into dst (runtime.c: pread from the weight file);
-   * required then.  bounce_bytes: each of the two pinned chunks (0 = 8 MiB;
-   * at most the largest offloaded weight). */
+   * from byte `at` of it into dst (the runtime: pread from the weight file,
+   * host_weights.h); required then.  bounce_bytes: each of the two pinned
+   * chunks (0 = 8 MiB; at most the largest offloaded weight). */
   dc_status *(*read_weight)(void *ctx, int w, uint64_t at, void *dst, uint64_t len);
   void *read_ctx;
   uint64_t bounce_bytes;
@@ -95,11 +96,27 @@ typedef struct {
  * order).  Fails before allocating anything on the device when the plan does
  * not fit, and before loading modules when no image suits the device.
  * `path` names the plan in messages.  The backend keeps pointers to m and k,
- * which must outlive it; the api table is copied. */
+ * which must outlive it; the api table is copied.  It is the four phases
+ * below in order, destroying the backend when one fails. */
 dc_status *dc_cuda_backend_create(const char *path, const dc_module *m, const dc_plan_cuda *k,
                                   const void *const *weight_data, const dc_cu_api *api,
                                   const dc_cuda_backend_options *o, dc_cuda_backend **out);
 void dc_cuda_backend_destroy(dc_cuda_backend *b);
+
+/* The phases of create, for a caller that interleaves its own work (the
+ * runtime's backend table, cuda_backend_iface.c).  open: checks the plan,
+ * lays out memory, opens the devices (contexts, images chosen, free memory
+ * checked, streams and events); on failure nothing is left (*out NULL).
+ * After open, a failing phase leaves the backend for dc_cuda_backend_destroy.
+ * allocate: the arenas and weight blocks, the pinned input/output buffers.
+ * upload_weights: the resident weights onto their devices, the offloaded
+ * ones into the pinned block (or, on-demand, the bounce chunks).
+ * load_kernels: the kernels' modules into each device's context. */
+dc_status *dc_cuda_backend_open(const char *path, const dc_module *m, const dc_plan_cuda *k, const dc_cu_api *api,
+                                const dc_cuda_backend_options *o, dc_cuda_backend **out);
+dc_status *dc_cuda_backend_allocate(dc_cuda_backend *b);
+dc_status *dc_cuda_backend_upload_weights(dc_cuda_backend *b, const void *const *weight_data);
+dc_status *dc_cuda_backend_load_kernels(dc_cuda_backend *b);
 
 /* Pinned host buffers of input / output i (m->inputs, m->outputs order),
  * f32, numel of the value.  Inputs are read by the next run; outputs hold
@@ -115,6 +132,16 @@ float *dc_cuda_backend_output(dc_cuda_backend *b, int i);
  * or nnodes entries): each launch's and transfer's device time is ADDED to
  * it.  A failing driver call is an error naming the step. */
 dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds);
+
+/* The same run step by step, for a caller that walks the schedule itself:
+ * begin (inputs up, step timers when step_seconds is given), step for every
+ * node in schedule order (leaves enqueue nothing), end.  end takes the
+ * status the walk ended with (NULL: every step enqueued): on success it
+ * copies the outputs down, waits and reads the times; on failure it waits
+ * for every stream and returns st.  dc_cuda_backend_run is exactly these. */
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds);
+dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s);
+dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds);
 
 const dc_cuda_backend_info *dc_cuda_backend_get_info(const dc_cuda_backend *b);
 

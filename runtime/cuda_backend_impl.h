@@ -1,7 +1,8 @@
-/* cuda_backend_impl.h — the CUDA backend's state, shared by its two halves:
- * cuda_backend.c sets it up and tears it down (devices, images, memory,
- * weights, modules), cuda_backend_run.c enqueues a run on it.  Private to
- * those two files. */
+/* cuda_backend_impl.h — the CUDA backend's state, shared by its files:
+ * cuda_backend.c sets it up and tears it down (devices, streams, events),
+ * cuda_images.c picks and loads the kernels' images, cuda_memory.c lays out
+ * and fills device and pinned memory, cuda_backend_run.c enqueues a run on
+ * it.  Private to those files. */
 #ifndef DC_CUDA_BACKEND_IMPL_H
 #define DC_CUDA_BACKEND_IMPL_H
 
@@ -66,6 +67,9 @@ struct dc_cuda_backend {
   void **params;                 /* per node, NPARAMS: &args[...] as cuLaunchKernel wants */
   float **host_in, **host_out;   /* pinned (portable: every device's copies use them) */
   float *check_buf;              /* pinned, the largest f32 step output (check_step only) */
+  /* The run in progress (dc_cuda_backend_begin .. _end). */
+  double *step_seconds;          /* NULL, or per node: device times are added at the end */
+  int started;                   /* work was enqueued: a failed run waits for every stream */
 };
 
 /* Calls a driver entry through the table and turns its result into a status. */
@@ -75,5 +79,14 @@ struct dc_cuda_backend {
 dc_status *dc_cuda_use_device(dc_cuda_backend *b, int d);
 /* "step 12 (conv2d in down_blocks.0.resnets.0)" */
 const char *dc_cuda_step_name(const dc_module *m, int32_t s, char *buf, size_t cap);
+
+/* cuda_images.c: the image each kernel device d runs loads there, checked
+ * against its compute capability and shared memory (before any allocation). */
+dc_status *dc_cuda_choose_images(dc_cuda_backend *b, int d);
+
+/* cuda_memory.c: every weight's and value's place, before any driver call;
+ * then whether device d has room for its arena and weight block. */
+dc_status *dc_cuda_lay_out(dc_cuda_backend *b);
+dc_status *dc_cuda_check_free_memory(dc_cuda_backend *b, int d);
 
 #endif

@@ -194,16 +194,6 @@ static dc_status *outputs_out(dc_cuda_backend *b) {
   return NULL;
 }
 
-static dc_status *enqueue(dc_cuda_backend *b, int profiling) {
-  char what[300];
-  DC_TRY(inputs_in(b));
-  for (int32_t s = 0; s < b->m->nnodes; s++) {
-    dc_status *st = run_step(b, s, profiling);
-    if (st) return dc_status_annotate(st, "%s: %s", b->path, dc_cuda_step_name(b->m, s, what, sizeof what));
-  }
-  return outputs_out(b);
-}
-
 static dc_status *elapsed(dc_cuda_backend *b, dc_cu_event from, dc_cu_event to, double *seconds) {
   float ms = 0;
   DC_TRY(CU(b, EventElapsedTime, &ms, from, to));
@@ -233,13 +223,29 @@ static dc_status *read_times(dc_cuda_backend *b, double *step_seconds, double *k
   return NULL;
 }
 
-dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds) {
+/* ---- a run, step by step ------------------------------------------------------------ */
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds) {
   b->current = -1; /* the caller's thread may not be the one that loaded, or have another context current */
+  b->started = 0;
+  b->step_seconds = step_seconds;
   DC_TRY(dc_cuda_use_device(b, 0));
   if (step_seconds) DC_TRY(create_step_timers(b));
   for (int d = 0; d < b->ndevices; d++) b->dev[d].npending = 0;
   b->info.transferred_bytes = 0;
-  dc_status *st = enqueue(b, step_seconds != NULL);
+  b->started = 1;
+  return inputs_in(b);
+}
+
+dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s) {
+  char what[300];
+  dc_status *st = run_step(b, s, b->step_seconds != NULL);
+  return st ? dc_status_annotate(st, "%s: %s", b->path, dc_cuda_step_name(b->m, s, what, sizeof what)) : NULL;
+}
+
+dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds) {
+  if (!b->started) return st; /* nothing was enqueued */
+  b->started = 0;
+  if (!st) st = outputs_out(b);
   /* the run ends with every stream synchronised: both chunks free */
   b->bounce_device[0] = b->bounce_device[1] = -1;
   b->next_bounce = 0;
@@ -252,5 +258,11 @@ dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double 
     b->current = -1;
     return st;
   }
-  return read_times(b, step_seconds, kernel_seconds);
+  return read_times(b, b->step_seconds, kernel_seconds);
+}
+
+dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds) {
+  dc_status *st = dc_cuda_backend_begin(b, step_seconds);
+  for (int32_t s = 0; s < b->m->nnodes && !st; s++) st = dc_cuda_backend_step(b, s);
+  return dc_cuda_backend_end(b, st, kernel_seconds);
 }

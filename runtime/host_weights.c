@@ -61,14 +61,14 @@ dc_status *dc_host_weights_init(dc_host_weights *hw, const char *plan_path, cons
   return open_files(hw);
 }
 
-static void close_files(dc_host_weights *hw) {
+void dc_host_weights_close_files(dc_host_weights *hw) {
   for (int f = 0; hw->fd && f < hw->m->nfiles; f++)
     if (hw->fd[f] >= 0) close(hw->fd[f]), hw->fd[f] = -1;
 }
 
 void dc_host_weights_deinit(dc_host_weights *hw) {
   if (!hw->m) return;
-  close_files(hw);
+  dc_host_weights_close_files(hw);
   dc_free(hw->offloaded);
   dc_free(hw->fd);
   dc_free(hw->offset);
@@ -121,7 +121,7 @@ static dc_status *stage_block(dc_host_weights *hw) {
       DC_TRY(dc_status_annotate(dc_host_weights_read(hw, w, 0, hw->block + hw->offset[w], m->weights[w].bytes),
                                 "%s: reading the offloaded weights into host memory (host_memory pinned)",
                                 hw->plan_path));
-  close_files(hw); /* everything is in the block now */
+  dc_host_weights_close_files(hw); /* everything is in the block now */
   return NULL;
 }
 

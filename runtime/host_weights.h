@@ -42,6 +42,9 @@ typedef struct {
  * on-demand).  hw is zeroed first; deinit also after an error. */
 dc_status *dc_host_weights_init(dc_host_weights *hw, const char *plan_path, const dc_module *m);
 void dc_host_weights_deinit(dc_host_weights *hw);
+/* Closes the weight files: nothing will read them again (the weights were
+ * copied where they wait, as the cuda backend's pinned block does). */
+void dc_host_weights_close_files(dc_host_weights *hw);
 
 /* len bytes of weight w from byte `at` of it, read from its file into dst.
  * The message names file, tensor, offset and what was read; the caller adds

@@ -157,7 +157,7 @@ static void compiled_run(compiled *c, const dc_node *n, int32_t id, const void *
   launch l = {c->fns[id], bufs, NULL, c->k.entries[0].scratch_bytes, n->ninputs + 1};
   int nt = dc_pool_size(c->pool);
   if (posix_memalign((void **)&l.scratch, 64, l.scratch_bytes * (size_t)nt + 64)) return;
-  /* more parts than threads, as diffrun cuts big steps (runtime.c parts_for) */
+  /* more parts than threads, as diffrun cuts big steps (cpu_backend.c parts_for) */
   dc_pool_run(c->pool, nt, nt > 1 ? 3 * nt + 1 : 1, run_kernel, &l);
   free(l.scratch);
 }
