@@ -53,6 +53,7 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   if (!l) return dc_nomem("creating the LLVM module");
   dc_kgen *g = &l->g;
   g->vw = dc_cpu_target_vector_width(t);
+  g->winograd = 1;
   l->prefer512 = g->vw == 16;
   l->features_attr = dc_strdup(t->features);
   l->cpu_attr = dc_strdup(t->cpu);
@@ -74,6 +75,8 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   *out = l;
   return l->features_attr && l->cpu_attr && (l->tune_attr || !t->tune) ? NULL : dc_nomem("creating the LLVM module");
 }
+
+void dc_llvm_set_winograd(dc_llvm *l, int on) { l->g.winograd = on; }
 
 void dc_llvm_destroy(dc_llvm *l) {
   if (!l) return;

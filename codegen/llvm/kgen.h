@@ -26,6 +26,7 @@ typedef struct dc_kgen {
   const dc_node *n;
   int32_t id;
   uint64_t scratch_bytes; /* per thread; the emitter sets it if it needs scratch */
+  int winograd;           /* conv2d may take the Winograd path (dc_llvm_set_winograd) */
 } dc_kgen;
 
 /* An emitter fills g->fn's body (the builder is positioned in its entry
