@@ -17,7 +17,7 @@
  *
  * Memory: nothing beyond the thread's scratch (g->scratch_bytes), which
  * holds, in floats,
- *     U  16 × mb × C         the weights of one block of mb output channels
+ *     U  16 × mb × ldu       the weights of one block of mb output channels (ldu: C rounded up to W)
  *     V  16 × ppc × C × nr   the transformed input of one chunk of tiles
  *     M  16 × mb × ppc·nr    the GEMM results (and partial sums across k blocks)
  * Work items are (output-channel block, image, tile chunk), numbered block-
@@ -54,6 +54,7 @@ typedef struct {
   int64_t n, c, h, w, o, ho, wo, pt, pl;
   int64_t ntx, nty, nvr, nvec; /* tiles per row, tile rows, vectors per tile row, vectors per image */
   int64_t mb, nob, ppc, nch, kc, nkb, tcols; /* blocking; tcols = ppc·nr, M's row length */
+  int64_t ldu;                               /* U's row length: C rounded up to whole vectors */
   LLVMValueRef x, wp, out, bias, res, u, v, m;
   dc_dtype wt, bt;
   int has_bias, has_res;
@@ -162,32 +163,49 @@ static void plan(dc_kgen *g, wino *wn) {
   wn->kc = rup(cdiv(wn->c, wn->nkb), gm->u);
   wn->gm.k = wn->c;
   wn->gm.a_dtype = DT_F32;
-  g->scratch_bytes = (uint64_t)(16 * (wn->mb * wn->c + wn->ppc * wn->c * gm->nr + wn->mb * wn->tcols)) * 4;
+  wn->ldu = rup(wn->c, g->vw);
+  g->scratch_bytes = (uint64_t)(16 * (wn->mb * wn->ldu + wn->ppc * wn->c * gm->nr + wn->mb * wn->tcols)) * 4;
 }
 
 /* ---- emission ---- */
-/* U[ξ][o - r0][c] for o in [r0, r1): W channels at a time, the 9 taps of
- * each gathered (decoded from the stored dtype), transformed in f32. */
-static void emit_weights(dc_kgen *g, const wino *wn, LLVMValueRef r0, LLVMValueRef r1) {
-  LLVMTypeRef et = kg_elem_type(g, wn->wt);
-  kg_loop o, c;
-  kg_for(g, &o, r0, r1, 1, "wo");
-  LLVMValueRef urow = kg_gep(g, wn->u, mul(g, sub(g, o.i, r0), wn->c));
-  kg_for(g, &c, i64v(g, 0), i64v(g, wn->c), g->vw, "wc");
-  LLVMValueRef mask = gk_lanes_below(g, c.i, i64v(g, wn->c));
-  LLVMValueRef base = kg_gep_t(g, et, wn->wp, mul(g, add(g, mul(g, o.i, wn->c), c.i), 9));
-  LLVMValueRef nine = LLVMBuildMul(g->b, gk_iota(g), gk_isplat(g, gk_i32(g, 9)), "");
+/* U[ξ][o - r0][c .. c + W) from the 9 taps of those channels, decoded from
+ * the stored dtype and transformed in f32.  The taps of a channel are
+ * contiguous, so each lane is a plain load at a constant offset (a gather
+ * would be scalarized with address arithmetic on targets without fast
+ * gathers); tail: lanes past C repeat channel C-1 and land in U's row
+ * padding (ldu), so the stores need no mask. */
+static void weights_at(dc_kgen *g, const wino *wn, LLVMValueRef base, LLVMValueRef c, LLVMValueRef urow, int tail) {
   LLVMValueRef k[9], t[12], u[16];
-  for (int tap = 0; tap < 9; tap++)
-    k[tap] = kg_gather_f32_from(g, wn->wt, base, LLVMBuildAdd(g->b, nine, gk_isplat(g, gk_i32(g, tap)), ""), mask);
+  for (int tap = 0; tap < 9; tap++) {
+    k[tap] = LLVMGetUndef(g->vf32);
+    for (int l = 0; l < g->vw; l++) {
+      LLVMValueRef ch = add(g, c, i64v(g, l));
+      if (tail) ch = gk_min(g, ch, i64v(g, wn->c - 1));
+      LLVMValueRef v = kg_load_f32_from(g, wn->wt, base, add(g, mul(g, ch, 9), i64v(g, tap)));
+      k[tap] = LLVMBuildInsertElement(g->b, k[tap], v, gk_i32(g, l), "");
+    }
+  }
   for (int col = 0; col < 3; col++) { /* along ky: t[r·3 + col] */
     LLVMValueRef tr[4];
     wt_1d(g, k[col], k[3 + col], k[6 + col], tr);
     for (int r = 0; r < 4; r++) t[r * 3 + col] = tr[r];
   }
   for (int r = 0; r < 4; r++) wt_1d(g, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], &u[r * 4]); /* along kx */
-  for (int xi = 0; xi < 16; xi++) gk_mstore(g, u[xi], kg_gep(g, urow, add(g, c.i, i64v(g, xi * wn->mb * wn->c))), mask);
+  for (int xi = 0; xi < 16; xi++) kg_vstore(g, u[xi], kg_gep(g, urow, add(g, c, i64v(g, xi * wn->mb * wn->ldu))));
+}
+
+/* U for output channels [r0, r1): whole vectors of channels, then the tail. */
+static void emit_weights(dc_kgen *g, const wino *wn, LLVMValueRef r0, LLVMValueRef r1) {
+  LLVMTypeRef et = kg_elem_type(g, wn->wt);
+  int64_t cfull = wn->c / g->vw * g->vw;
+  kg_loop o, c;
+  kg_for(g, &o, r0, r1, 1, "wo");
+  LLVMValueRef urow = kg_gep(g, wn->u, mul(g, sub(g, o.i, r0), wn->ldu));
+  LLVMValueRef base = kg_gep_t(g, et, wn->wp, mul(g, o.i, wn->c * 9));
+  kg_for(g, &c, i64v(g, 0), i64v(g, cfull), g->vw, "wc");
+  weights_at(g, wn, base, c.i, urow, 0);
   kg_end(g, &c);
+  if (cfull < wn->c) weights_at(g, wn, base, i64v(g, cfull), urow, 1);
   kg_end(g, &o);
 }
 
@@ -248,7 +266,7 @@ static void gemm_tile(dc_kgen *g, const wino *wn, int mr, LLVMValueRef xi, LLVMV
   LLVMValueRef row0 = add(g, mul(g, xi, wn->mb), sub(g, ir, r0));
   for (int i = 0; i < mr; i++) {
     LLVMValueRef row = add(g, row0, i64v(g, i));
-    arow[i] = kg_gep(g, wn->u, add(g, mul(g, row, wn->c), pc));
+    arow[i] = kg_gep(g, wn->u, add(g, mul(g, row, wn->ldu), pc));
     for (int v = 0; v < gm->nv; v++) {
       int a = i * gm->nv + v;
       mp[a] = kg_gep(g, wn->m, add(g, mul(g, row, wn->tcols), add(g, mul(g, jr, gm->nr), i64v(g, v * g->vw))));
@@ -338,7 +356,7 @@ static void emit(dc_kgen *g, wino *wn) {
   if (items == 0) return;
   LLVMValueRef s = kg_scratch(g);
   wn->u = s;
-  wn->v = kg_gep(g, s, i64v(g, 16 * wn->mb * wn->c));
+  wn->v = kg_gep(g, s, i64v(g, 16 * wn->mb * wn->ldu));
   wn->m = kg_gep(g, wn->v, i64v(g, 16 * wn->ppc * wn->c * wn->gm.nr));
   LLVMValueRef lo, hi;
   kg_split(g, i64v(g, items), &lo, &hi);
@@ -363,22 +381,26 @@ static void emit(dc_kgen *g, wino *wn) {
 }
 
 /* ---- when ---- */
-/* Where the path pays (measured with test_llvm_gemm's DIFFC_BENCH, see
- * the commit that set these): the input transform is shared by mb output
- * channels and the weight transform by every tile, and the GEMMs want
- * k = C long enough to hide the tile's loads and stores. */
-enum { MIN_C = 16, MIN_O = 16, MIN_TILES = 16 };
+/* Where the path pays, measured on one thread of a Xeon at 8 and 16 lanes
+ * (test_llvm_gemm, DIFFC_BENCH=winograd; thread CPU time, the machine was
+ * shared): 1.6-2× the direct conv's speed from C = 8 up to 1280 once a tile
+ * row fills a vector (512→512 at 32², 640→640 at 32², 320→320 at 64², and
+ * 128→3 at 128²); no gain with C = 4 (even) or below 64 tiles per image
+ * (512→512 at 12² even at 8 lanes, 2× slower at 8², where the weight
+ * transform is not amortized); slower when under 3/4 of the lanes hold
+ * tiles (a 16² output at 16 lanes: 8 tiles per row in 16 lanes). */
+enum { MIN_C = 8, MIN_TILES = 64 };
 
 int conv2d_winograd_applies(const dc_kgen *g) {
   const dc_node *n = g->n;
   if (!g->winograd || n->layout == LAYOUT_NHWC) return 0;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
   if (tw->dims[2] != 3 || tw->dims[3] != 3 || dc_node_int(n, "stride") != 1) return 0;
-  if (tx->dims[1] < MIN_C || to->dims[1] < MIN_O) return 0;
-  if ((to->dims[2] + 1) / 2 * ((to->dims[3] + 1) / 2) < MIN_TILES) return 0;
-  /* 32-bit lane indices: weight gathers and column masks */
-  if (tw->dims[0] * tw->dims[1] * 9 >= INT32_MAX || tx->dims[3] + 2 * g->vw + 4 >= INT32_MAX) return 0;
-  return 1; /* any residual: its last stride is 1 or 0 (broadcast), both handled */
+  if (tx->dims[3] + 4 * (int64_t)g->vw >= INT32_MAX) return 0; /* 32-bit lane indices in the column masks */
+  if (g->winograd == 2) return 1; /* tests: wherever it is correct */
+  int64_t ntx = cdiv(to->dims[3], 2), nty = cdiv(to->dims[2], 2);
+  if (tx->dims[1] < MIN_C || ntx * nty < MIN_TILES) return 0;
+  return 4 * ntx >= 3 * rup(ntx, g->vw); /* lanes holding tiles, of those computed */
 }
 
 dc_status *conv2d_winograd(dc_kgen *g) {
@@ -402,5 +424,6 @@ dc_status *conv2d_winograd(dc_kgen *g) {
   }
   plan(g, &wn);
   emit(g, &wn);
+  g->variant = "winograd";
   return NULL;
 }

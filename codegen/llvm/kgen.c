@@ -129,8 +129,14 @@ dc_status *dc_llvm_emit_node(dc_llvm *l, const dc_module *m, int32_t id, dc_cpu_
   g->n = n;
   g->id = id;
   g->scratch_bytes = 0;
+  g->variant = NULL;
   begin_function(l, out->symbol);
   dc_status *st = emit(g);
+  if (!st && g->variant) { /* the algorithm shows in profiles and disassembly */
+    char *named = dc_asprintf("%s_%s", out->symbol, g->variant);
+    if (!named) st = dc_nomem("emitting a kernel");
+    else dc_free(out->symbol), out->symbol = named, LLVMSetValueName2(g->fn, named, strlen(named));
+  }
   if (st) {
     dc_free(out->symbol);
     out->symbol = NULL;

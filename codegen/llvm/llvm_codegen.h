@@ -59,9 +59,10 @@ typedef struct {
 
 dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out);
 void dc_llvm_destroy(dc_llvm *g);
-/* Whether 3×3 stride-1 conv2d kernels emitted from now on may use
- * Winograd F(2×2, 3×3) where it pays (on by default); off, every conv2d is
- * the direct one (for comparisons: tests, benchmarks). */
+/* Whether 3×3 stride-1 NCHW conv2d kernels emitted from now on use
+ * Winograd F(2×2, 3×3): 1 (the default) where it pays, 0 never (every
+ * conv2d is the direct one: comparisons, benchmarks), 2 wherever it is
+ * correct, however small (tests). */
 void dc_llvm_set_winograd(dc_llvm *g, int on);
 /* Emits the kernel of node id.  *out is set (symbol owned by the caller)
  * or, when the op has no LLVM kernel yet, *has_kernel = 0 and the runtime
