@@ -111,12 +111,14 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int v
     if (!st) st = describe(m, t, g.group_of, out, jobs, nparts, k);
   }
   size_t code = 0;
+  int nwino = 0; /* conv2d nodes on the Winograd kernel (k_winograd.c names its symbols so) */
   for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
+  for (int i = 0; i < k->nentries; i++) nwino += strstr(k->entries[i].symbol, "_winograd") != NULL;
   if (!st && verbose)
     fprintf(stderr,
             "diffc: %d nodes on %d distinct LLVM kernels for %s (%s), %zu bytes of code in %d parallel part(s), "
-            "%d nodes on reference kernels, %.0f ms\n",
-            k->nentries, nreps, t->cpu, t->triple, code, nparts, nref, (dc_now_seconds() - t0) * 1e3);
+            "%d conv2d by Winograd F(2x2,3x3), %d nodes on reference kernels, %.0f ms\n",
+            k->nentries, nreps, t->cpu, t->triple, code, nparts, nwino, nref, (dc_now_seconds() - t0) * 1e3);
   for (int r = 0; out && r < nreps; r++) dc_free(out[r].symbol);
   for (int p = 0; p < nparts; p++) dc_buf_deinit(&jobs[p].obj);
   dc_free(out);
