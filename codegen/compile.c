@@ -45,6 +45,13 @@ typedef struct {
   int narchs;
 } target_ctx;
 
+/* --conv-algo as dc_llvm_set_winograd's mode; -1 for an unknown name. */
+static int conv_algo(const dc_compile_options *o) {
+  if (!o->conv_algo || !strcmp(o->conv_algo, "auto")) return 1;
+  if (!strcmp(o->conv_algo, "direct")) return 0;
+  return !strcmp(o->conv_algo, "winograd") ? 2 : -1;
+}
+
 static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
   if (o->cpu) { /* the name is checked here, before the model is read */
     dc_cpu_target named;
@@ -57,6 +64,8 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
                     "precisions of --target cuda)",
                     o->compute);
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
+  if (conv_algo(o) < 0)
+    return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: expected auto, direct or winograd", o->conv_algo);
   if (o->kernel_cache || o->no_kernel_cache)
     return dc_error(DC_ERR_ARGUMENT, "--%s: only for --target cuda (CPU kernels are not cached)",
                     o->kernel_cache ? "kernel-cache" : "no-kernel-cache");
@@ -73,6 +82,7 @@ static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
     return dc_error(DC_ERR_ARGUMENT, "--compute-dtype %s: expected f32, bf16 or f16", o->compute);
   if (!t->cuda) return check_cpu_options(o, t);
   if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
+  if (o->conv_algo) return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: only for --target cpu", o->conv_algo);
   if (o->kernel_cache && o->no_kernel_cache)
     return dc_error(DC_ERR_ARGUMENT, "--kernel-cache %s and --no-kernel-cache contradict each other", o->kernel_cache);
   DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
@@ -124,6 +134,7 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
     cJSON_AddStringToObject(j, "nvrtc_version", dc_nvrtc_version(t->nv));
   } else {
     cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
+    cJSON_AddStringToObject(j, "conv_algo", o->conv_algo ? o->conv_algo : "auto");
   }
   char *s = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
@@ -294,7 +305,7 @@ dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_modul
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(dc_cpu_target_named(o->cpu, &t));
-  dc_status *st = dc_emit_cpu_kernels(m, &t, o->verbose, k);
+  dc_status *st = dc_emit_cpu_kernels_algo(m, &t, o->verbose, conv_algo(o), k);
   dc_cpu_target_deinit(&t);
   return st;
 }

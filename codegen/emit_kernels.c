@@ -22,6 +22,7 @@ typedef struct {
   const dc_cpu_target *t;
   const int32_t *reps; /* representative node of each distinct kernel */
   int nreps, part, nparts;
+  int winograd;        /* dc_llvm_set_winograd */
   dc_cpu_kernel *out;  /* per rep */
   dc_buf obj;
   dc_status *st;
@@ -41,6 +42,7 @@ static void *compile_part(void *arg) {
   part_job *j = arg;
   dc_llvm *g = NULL;
   j->st = dc_llvm_create(j->t, &g);
+  if (!j->st) dc_llvm_set_winograd(g, j->winograd);
   for (int r = j->part; r < j->nreps && !j->st; r += j->nparts) {
     int has = 0;
     j->st = dc_llvm_emit_node(g, j->m, j->reps[r], &j->out[r], &has);
@@ -90,6 +92,11 @@ static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int
 }
 
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int verbose, dc_plan_kernels *k) {
+  return dc_emit_cpu_kernels_algo(m, t, verbose, 1, k);
+}
+
+dc_status *dc_emit_cpu_kernels_algo(const dc_module *m, const dc_cpu_target *t, int verbose, int winograd,
+                                    dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
   double t0 = dc_now_seconds();
   dc_kernel_groups g;
@@ -104,7 +111,7 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, int v
     nparts = (int)(cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : cpus);
     if (nparts > nreps) nparts = nreps;
     for (int p = 0; p < nparts; p++) {
-      jobs[p] = (part_job){m, t, g.reps, nreps, p, nparts, out, {0}, NULL};
+      jobs[p] = (part_job){m, t, g.reps, nreps, p, nparts, winograd, out, {0}, NULL};
       dc_buf_init(&jobs[p].obj);
     }
     st = compile_parts(jobs, nparts);

@@ -549,7 +549,8 @@ static void winograd_cases(void) {
 }
 
 /* The default (dc_llvm_set_winograd 1) takes the path only where it pays:
- * VAE-sized convs yes; small images, few channels, 1×1, stride 2 no. */
+ * VAE-sized convs yes; small images, few channels, 1×1, stride 2, and C so
+ * large that the weight block would not fit its scratch bound, no. */
 static void winograd_choice(void) {
   static const struct {
     conv_shape s;
@@ -559,6 +560,8 @@ static void winograd_choice(void) {
       {{1, 512, 16, 16, 512, 3, 3, 1, 1, 1, 1, 1}, 0, 1},  {{1, 1280, 8, 8, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 0},
       {{1, 4, 32, 32, 512, 3, 3, 1, 1, 1, 1, 1}, 0, 0},    {{1, 64, 64, 64, 64, 3, 3, 2, 1, 1, 1, 1}, 0, 0},
       {{1, 64, 64, 64, 64, 1, 1, 1, 0, 0, 0, 0}, 0, 0},    {{1, 320, 24, 24, 320, 3, 3, 1, 1, 1, 1, 1}, 1, 1},
+      /* large C: U blocks of 48 output channels fit its 4 MiB at C = 1280, not at 2560 */
+      {{1, 1280, 16, 16, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 1}, {{1, 2560, 16, 16, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int w = 16; w >= 8; w /= 2) {

@@ -15,8 +15,8 @@
  * its input loads are two contiguous masked loads per patch row, split into
  * even and odd columns by shuffles.
  *
- * Memory: nothing beyond the thread's scratch (g->scratch_bytes), which
- * holds, in floats,
+ * Memory: nothing beyond the thread's scratch (g->scratch_bytes, at most
+ * about 5.5 MiB: U_BYTES + V_BYTES + M), which holds, in floats,
  *     U  16 × mb × ldu       the weights of one block of mb output channels (ldu: C rounded up to W)
  *     V  16 × ppc × C × nr   the transformed input of one chunk of tiles
  *     M  16 × mb × ppc·nr    the GEMM results (and partial sums across k blocks)
@@ -44,11 +44,13 @@
 
 enum {
   MB_MAX = 96,        /* output channels per block: U block 16 × 96 × C */
+  MB_MIN = 48,        /* fewer, and the input transform (once per block) stops paying */
   PPC_MAX = 4,        /* panels per tile chunk */
   KC_MAX = 256,       /* k block of the GEMMs, as k_gemm.c's: B micro-panel in L1 */
   ITEMS_TARGET = 12,  /* work items wanted before chunks narrow */
 };
 #define V_BYTES ((int64_t)1 << 20) /* the chunk's V aims at about L2 */
+#define U_BYTES ((int64_t)4 << 20) /* the most U may take: blocks narrow for large C */
 
 typedef struct {
   int64_t n, c, h, w, o, ho, wo, pt, pl;
@@ -142,14 +144,21 @@ static void out_1d(dc_kgen *g, const LLVMValueRef *m, int stride, LLVMValueRef *
 }
 
 /* ---- planning ---- */
+/* The most output channels per block: MB_MAX, fewer where U would pass
+ * U_BYTES (C above about 680), whole tiles, at least one tile. */
+static int64_t mb_cap(const dc_kgen *g, int64_t c, int mr) {
+  int64_t cap = min64(MB_MAX, U_BYTES / (16 * rup(c, g->vw) * 4)) / mr * mr;
+  return max64(cap, mr);
+}
+
 static void plan(dc_kgen *g, wino *wn) {
   gemm_tile_shape(g, &wn->gm);
   const gemm *gm = &wn->gm;
   wn->ntx = cdiv(wn->wo, 2), wn->nty = cdiv(wn->ho, 2);
   wn->nvr = cdiv(wn->ntx, g->vw);
   wn->nvec = wn->nty * wn->nvr;
-  /* output-channel blocks of equal size (whole tiles), at most MB_MAX */
-  wn->nob = cdiv(wn->o, MB_MAX);
+  /* output-channel blocks of equal size (whole tiles), at most mb_cap */
+  wn->nob = cdiv(wn->o, mb_cap(g, wn->c, gm->mr));
   wn->mb = rup(cdiv(wn->o, wn->nob), gm->mr);
   wn->nob = cdiv(wn->o, wn->mb);
   /* chunks: V about V_BYTES, and enough items for the threads */
@@ -400,6 +409,9 @@ int conv2d_winograd_applies(const dc_kgen *g) {
   if (g->winograd == 2) return 1; /* tests: wherever it is correct */
   int64_t ntx = cdiv(to->dims[3], 2), nty = cdiv(to->dims[2], 2);
   if (tx->dims[1] < MIN_C || ntx * nty < MIN_TILES) return 0;
+  gemm gm = {0};
+  gemm_tile_shape(g, &gm);
+  if (mb_cap(g, tx->dims[1], gm.mr) < MB_MIN && tw->dims[0] > MB_MIN) return 0; /* C past about 1360 */
   return 4 * ntx >= 3 * rup(ntx, g->vw); /* lanes holding tiles, of those computed */
 }
 
