@@ -518,6 +518,44 @@ static void check_wino(conv_shape s, int bias, int act, int res, dc_dtype wt, in
   check_wino_at(s, bias, act, res, wt, inplace, 4);
 }
 
+/* The same conv channels last (layout nhwc): x [N,H,W,C], w [O,kh,kw,C],
+ * residual [N,H',W',O] or [N,1,1,O]. */
+static int32_t add_conv_nhwc(dc_module *m, const conv_shape *s, int bias, int act, int res, dc_dtype wt) {
+  int32_t in[4];
+  int nin = 0;
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->h, s->w, s->c});
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->kh, s->kw, s->c});
+  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
+  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
+  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, ho, wo, s->o});
+  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, 1, 1, s->o});
+  for (int i = 1; i <= (bias ? 2 : 1) && wt != DT_F32; i++) m->nodes[in[i]].type.dtype = wt;
+  dc_node n = dc_node_make(OP_CONV2D, nin, in);
+  dc_node_set_int(&n, "stride", s->stride);
+  dc_node_set_int(&n, "pad_t", s->pt);
+  dc_node_set_int(&n, "pad_b", s->pb);
+  dc_node_set_int(&n, "pad_l", s->pl);
+  dc_node_set_int(&n, "pad_r", s->pr);
+  dc_node_set_int(&n, "bias", bias);
+  dc_node_set_int(&n, "act", act);
+  dc_node_set_int(&n, "residual", res != RES_NONE);
+  n.layout = LAYOUT_NHWC;
+  int32_t y = kh_node(m, n);
+  if (y >= 0) m->nodes[y].layout = LAYOUT_NHWC;
+  return y;
+}
+
+static void check_wino_nhwc(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace) {
+  dc_module *m = dc_module_create();
+  int32_t y = add_conv_nhwc(m, &s, bias, act, res, wt);
+  char what[160];
+  snprintf(what, sizeof what, "nhwc conv %lldx%lldx%lldx%lld->%lld p(%lld,%lld,%lld,%lld) b%d %s r%d %s",
+           (long long)s.n, (long long)s.h, (long long)s.w, (long long)s.c, (long long)s.o, (long long)s.pt,
+           (long long)s.pb, (long long)s.pl, (long long)s.pr, bias, act_name(act), res, dc_dtype_name(wt));
+  for (int w = 16; w >= 8; w /= 2) check_wino_node(m, y, what, w, inplace);
+  dc_module_destroy(m);
+}
+
 /* Awkward shapes on the Winograd path: odd and even sizes, images smaller
  * than a tile or than a vector of tiles, tile rows of several vectors with a
  * partial last one, padding 0, 1, 2 and asymmetric, batch, C and O no
@@ -545,6 +583,16 @@ static void winograd_cases(void) {
   check_wino(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
   check_wino(even, 1, ACT_NONE, RES_FULL, DT_F16, 0);
   check_wino(odd, 1, ACT_NONE, RES_NONE, DT_F8_E4M3, 0);
+  /* channels last: the same kinds of shapes (vectors run along channels) */
+  check_wino_nhwc(odd, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc(even, 0, ACT_GELU, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_FULL, DT_F32, 1);
+  check_wino_nhwc((conv_shape){1, 24, 13, 11, 200, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_SILU, RES_CHANNEL, DT_F32, 0);
+  check_wino_nhwc((conv_shape){2, 17, 9, 8, 21, 3, 3, 1, 0, 0, 0, 0}, 1, ACT_SILU, RES_FULL, DT_F32, 0);
+  check_wino_nhwc(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
+  check_wino_nhwc(even, 1, ACT_NONE, RES_FULL, DT_F8_E4M3, 0);
   printf("winograd: worst rel L2 %.2g (direct conv on the same inputs: %.2g)\n", wino_worst, direct_worst);
 }
 

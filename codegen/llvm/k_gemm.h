@@ -126,8 +126,8 @@ LLVMValueRef kg_load_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueR
 LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef mask);
 
 /* conv2d by Winograd F(2×2, 3×3) (k_winograd.c): whether node g->n takes
- * that path (3×3, stride 1, NCHW, large enough to pay; g->winograd), and
- * its emitter. */
+ * that path (3×3, stride 1, NCHW or NHWC, large enough to pay;
+ * g->winograd), and its emitter. */
 int conv2d_winograd_applies(const dc_kgen *g);
 dc_status *conv2d_winograd(dc_kgen *g);
 

@@ -1,4 +1,4 @@
-/* k_winograd.c — conv2d 3×3 stride 1 (NCHW) by Winograd F(2×2, 3×3):
+/* k_winograd.c — conv2d 3×3 stride 1 by Winograd F(2×2, 3×3), NCHW and NHWC:
  * each 2×2 output tile costs 16 multiplies per (input, output) channel pair
  * instead of 36, 2.25× fewer, for a few adds per tile and channel.
  *
@@ -29,6 +29,9 @@
  * and residual fused.  The output is written once, after its residual is
  * read, so a residual that is the output buffer (in place) is fine.
  *
+ * NHWC (layout nhwc) swaps the GEMM operands so that vectors run along
+ * channels, as conv2d_nhwc's do: see the NHWC section below.
+ *
  * The weights are transformed here, per call, rather than stored: that
  * keeps the plan, its weight files and every memory figure as they are,
  * works the same for offloaded weights (read from their upload slot) and
@@ -58,6 +61,11 @@ typedef struct {
   int64_t mb, nob, ppc, nch, kc, nkb, tcols; /* blocking; tcols = ppc·nr, M's row length */
   int64_t ldu;                               /* U's row length: C rounded up to whole vectors */
   LLVMValueRef x, wp, out, bias, res, u, v, m;
+  int nhwc;      /* channels last: A = V (rows: tiles), B = U (columns: output channels) */
+  LLVMValueRef a, b; /* the GEMMs' operands: NCHW A = U, B = V; NHWC A = V, B = U */
+  int64_t lda;   /* A's row length (ldu or ldv) */
+  int64_t rows;  /* A's rows in all: O (NCHW) or tiles per image (NHWC) */
+  int64_t ldv;   /* NHWC: V's row length, C rounded up to W */
   dc_dtype wt, bt;
   int has_bias, has_res;
   dc_act act;
@@ -177,20 +185,22 @@ static void plan(dc_kgen *g, wino *wn) {
 }
 
 /* ---- emission ---- */
-/* U[ξ][o - r0][c .. c + W) from the 9 taps of those channels, decoded from
- * the stored dtype and transformed in f32.  The taps of a channel are
- * contiguous, so each lane is a plain load at a constant offset (a gather
+/* W lanes of U from the 9 taps of W weights g = w[o][c] (lanes along c for
+ * NCHW, along o for NHWC), decoded from the stored dtype and transformed in
+ * f32: lane l reads element (idx + l)·ls + tap·ts of base, and U[ξ] goes to
+ * dst + ξ·xs.  Each lane is a plain load at a constant offset (a gather
  * would be scalarized with address arithmetic on targets without fast
- * gathers); tail: lanes past C repeat channel C-1 and land in U's row
- * padding (ldu), so the stores need no mask. */
-static void weights_at(dc_kgen *g, const wino *wn, LLVMValueRef base, LLVMValueRef c, LLVMValueRef urow, int tail) {
+ * gathers); tail: lanes past limit repeat index limit-1 and land in U's
+ * padding, so the stores need no mask. */
+static void weights_at(dc_kgen *g, const wino *wn, LLVMValueRef base, LLVMValueRef idx, int64_t limit, int64_t ls,
+                       int64_t ts, LLVMValueRef dst, int64_t xs, int tail) {
   LLVMValueRef k[9], t[12], u[16];
   for (int tap = 0; tap < 9; tap++) {
     k[tap] = LLVMGetUndef(g->vf32);
     for (int l = 0; l < g->vw; l++) {
-      LLVMValueRef ch = add(g, c, i64v(g, l));
-      if (tail) ch = gk_min(g, ch, i64v(g, wn->c - 1));
-      LLVMValueRef v = kg_load_f32_from(g, wn->wt, base, add(g, mul(g, ch, 9), i64v(g, tap)));
+      LLVMValueRef e = add(g, idx, i64v(g, l));
+      if (tail) e = gk_min(g, e, i64v(g, limit - 1));
+      LLVMValueRef v = kg_load_f32_from(g, wn->wt, base, add(g, mul(g, e, ls), i64v(g, tap * ts)));
       k[tap] = LLVMBuildInsertElement(g->b, k[tap], v, gk_i32(g, l), "");
     }
   }
@@ -200,7 +210,7 @@ static void weights_at(dc_kgen *g, const wino *wn, LLVMValueRef base, LLVMValueR
     for (int r = 0; r < 4; r++) t[r * 3 + col] = tr[r];
   }
   for (int r = 0; r < 4; r++) wt_1d(g, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], &u[r * 4]); /* along kx */
-  for (int xi = 0; xi < 16; xi++) kg_vstore(g, u[xi], kg_gep(g, urow, add(g, c, i64v(g, xi * wn->mb * wn->ldu))));
+  for (int xi = 0; xi < 16; xi++) kg_vstore(g, u[xi], kg_gep(g, dst, i64v(g, xi * xs)));
 }
 
 /* U for output channels [r0, r1): whole vectors of channels, then the tail. */
@@ -211,10 +221,11 @@ static void emit_weights(dc_kgen *g, const wino *wn, LLVMValueRef r0, LLVMValueR
   kg_for(g, &o, r0, r1, 1, "wo");
   LLVMValueRef urow = kg_gep(g, wn->u, mul(g, sub(g, o.i, r0), wn->ldu));
   LLVMValueRef base = kg_gep_t(g, et, wn->wp, mul(g, o.i, wn->c * 9));
+  const int64_t xs = wn->mb * wn->ldu;
   kg_for(g, &c, i64v(g, 0), i64v(g, cfull), g->vw, "wc");
-  weights_at(g, wn, base, c.i, urow, 0);
+  weights_at(g, wn, base, c.i, wn->c, 9, 1, kg_gep(g, urow, c.i), xs, 0);
   kg_end(g, &c);
-  if (cfull < wn->c) weights_at(g, wn, base, i64v(g, cfull), urow, 1);
+  if (cfull < wn->c) weights_at(g, wn, base, i64v(g, cfull), wn->c, 9, 1, kg_gep(g, urow, i64v(g, cfull)), xs, 1);
   kg_end(g, &o);
 }
 
@@ -266,7 +277,9 @@ static void emit_input(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRe
 }
 
 /* One mr-row tile of GEMM xi at rows ir.. (of block r0), panel jr, k block
- * pc: M[xi][rows][panel] (+)= U[xi][rows][pc..] · V[xi][jr][pc..]. */
+ * pc: M[xi][rows][panel] (+)= A[xi][rows][pc..] · B[xi][jr][pc..], A the
+ * block's transformed weights (NCHW) or input (NHWC) with mb rows per xi,
+ * B the other one in packed panels, ppc per xi. */
 static void gemm_tile(dc_kgen *g, const wino *wn, int mr, LLVMValueRef xi, LLVMValueRef r0, LLVMValueRef ir,
                       LLVMValueRef jr, LLVMValueRef pc, LLVMValueRef kcur) {
   const gemm *gm = &wn->gm;
@@ -275,7 +288,7 @@ static void gemm_tile(dc_kgen *g, const wino *wn, int mr, LLVMValueRef xi, LLVMV
   LLVMValueRef row0 = add(g, mul(g, xi, wn->mb), sub(g, ir, r0));
   for (int i = 0; i < mr; i++) {
     LLVMValueRef row = add(g, row0, i64v(g, i));
-    arow[i] = kg_gep(g, wn->u, add(g, mul(g, row, wn->ldu), pc));
+    arow[i] = kg_gep(g, wn->a, add(g, mul(g, row, wn->lda), pc));
     for (int v = 0; v < gm->nv; v++) {
       int a = i * gm->nv + v;
       mp[a] = kg_gep(g, wn->m, add(g, mul(g, row, wn->tcols), add(g, mul(g, jr, gm->nr), i64v(g, v * g->vw))));
@@ -283,12 +296,12 @@ static void gemm_tile(dc_kgen *g, const wino *wn, int mr, LLVMValueRef xi, LLVMV
                      : LLVMConstNull(g->vf32);
     }
   }
-  LLVMValueRef bp = kg_gep(g, wn->v, mul(g, add(g, mul(g, add(g, mul(g, xi, wn->ppc), jr), wn->c), pc), gm->nr));
+  LLVMValueRef bp = kg_gep(g, wn->b, mul(g, add(g, mul(g, add(g, mul(g, xi, wn->ppc), jr), wn->c), pc), gm->nr));
   gemm_kernel(g, gm, mr, arow, bp, kcur, acc);
   for (int a = 0; a < mr * gm->nv; a++) kg_vstore(g, acc[a], mp[a]);
 }
 
-/* The 16 GEMMs of output channels [r0, r1) over npanels panels. */
+/* The 16 GEMMs of A's rows [r0, r1) (output channels, or tiles) over npanels panels. */
 static void emit_gemms(dc_kgen *g, const wino *wn, LLVMValueRef r0, LLVMValueRef r1, LLVMValueRef npanels) {
   const int mr = wn->gm.mr;
   kg_loop xi, pc, jr, ir;
@@ -301,10 +314,10 @@ static void emit_gemms(dc_kgen *g, const wino *wn, LLVMValueRef r0, LLVMValueRef
   kg_for(g, &ir, r0, ifull, mr, "ir");
   gemm_tile(g, wn, mr, xi.i, r0, ir.i, jr.i, pcv, kcur);
   kg_end(g, &ir);
-  if (wn->o % mr) { /* blocks are whole tiles: only the last one has a short tile */
+  if (wn->rows % mr) { /* blocks are whole tiles: only the last one has a short tile */
     kg_cond c;
     kg_if(g, &c, LLVMBuildICmp(g->b, LLVMIntSLT, ifull, r1, ""));
-    gemm_tile(g, wn, (int)(wn->o % mr), xi.i, r0, ifull, jr.i, pcv, kcur);
+    gemm_tile(g, wn, (int)(wn->rows % mr), xi.i, r0, ifull, jr.i, pcv, kcur);
     kg_endif(g, &c);
   }
   kg_end(g, &jr);
@@ -367,6 +380,7 @@ static void emit(dc_kgen *g, wino *wn) {
   wn->u = s;
   wn->v = kg_gep(g, s, i64v(g, 16 * wn->mb * wn->ldu));
   wn->m = kg_gep(g, wn->v, i64v(g, 16 * wn->ppc * wn->c * wn->gm.nr));
+  wn->a = wn->u, wn->b = wn->v, wn->lda = wn->ldu, wn->rows = wn->o;
   LLVMValueRef lo, hi;
   kg_split(g, i64v(g, items), &lo, &hi);
   /* the blocks [lo, hi) touches; none when it is empty (no weights to transform) */
@@ -389,6 +403,160 @@ static void emit(dc_kgen *g, wino *wn) {
   kg_end(g, &ob);
 }
 
+/* ---- NHWC ---- */
+/* Channels last: x [N,H,W,C], w [O,3,3,C], out [N,H',W',O].  The roles of
+ * the GEMM operands swap so that vectors run along channels, contiguous in
+ * memory: A = V (rows: tiles, in blocks of mb per image; k = c), B = U in
+ * packed panels of nr output channels (chunks of ppc panels), M[ξ][tile][o].
+ * Work items are (output-channel chunk, image, tile block), chunk-major;
+ * a thread transforms the weights of each chunk it touches once per call.
+ * Loads and stores are whole channel vectors (masked at C and O), so any
+ * image size and tile order is fine. */
+static void plan_nhwc(dc_kgen *g, wino *wn) {
+  gemm_tile_shape(g, &wn->gm);
+  const gemm *gm = &wn->gm;
+  wn->ntx = cdiv(wn->wo, 2), wn->nty = cdiv(wn->ho, 2);
+  wn->rows = wn->nty * wn->ntx;
+  wn->ldv = rup(wn->c, g->vw);
+  int64_t panels = cdiv(wn->o, gm->nr);
+  wn->ppc = min64(panels, max64(1, min64(PPC_MAX, U_BYTES / (16 * wn->c * gm->nr * 4))));
+  wn->nob = cdiv(panels, wn->ppc); /* output-channel chunks */
+  wn->tcols = wn->ppc * gm->nr;
+  /* tile blocks: V about V_BYTES, equal sizes, enough items for the threads */
+  int64_t mb = max64(gm->mr, min64(MB_MAX, V_BYTES / (16 * wn->ldv * 4)) / gm->mr * gm->mr);
+  int64_t want = cdiv(ITEMS_TARGET, wn->n * wn->nob);
+  mb = min64(mb, max64(gm->mr, rup(cdiv(wn->rows, want), gm->mr)));
+  int64_t nb = cdiv(wn->rows, mb);
+  wn->mb = rup(cdiv(wn->rows, nb), gm->mr);
+  wn->nch = cdiv(wn->rows, wn->mb); /* tile blocks per image */
+  wn->nkb = cdiv(wn->c, KC_MAX);
+  wn->kc = rup(cdiv(wn->c, wn->nkb), gm->u);
+  wn->gm.k = wn->c;
+  wn->gm.a_dtype = DT_F32;
+  g->scratch_bytes = (uint64_t)(16 * (wn->ppc * wn->c * gm->nr + wn->mb * wn->ldv + wn->mb * wn->tcols)) * 4;
+}
+
+/* U[ξ][p][c][lane] for the npanels panels of output channels o0..: W
+ * output channels per vector, their taps C apart, channels 9·C apart. */
+static void emit_weights_nhwc(dc_kgen *g, const wino *wn, LLVMValueRef o0, LLVMValueRef npanels) {
+  const int64_t nr = wn->gm.nr, xs = wn->ppc * wn->c * nr;
+  LLVMTypeRef et = kg_elem_type(g, wn->wt);
+  kg_loop p, c;
+  kg_for(g, &p, i64v(g, 0), npanels, 1, "wp");
+  for (int v = 0; v < wn->gm.nv; v++) {
+    LLVMValueRef ob = add(g, o0, add(g, mul(g, p.i, nr), i64v(g, v * g->vw)));
+    LLVMValueRef dst = kg_gep(g, wn->u, add(g, mul(g, p.i, wn->c * nr), i64v(g, v * g->vw)));
+    kg_for(g, &c, i64v(g, 0), i64v(g, wn->c), 1, "wc");
+    weights_at(g, wn, kg_gep_t(g, et, wn->wp, c.i), ob, wn->o, 9 * wn->c, wn->c, kg_gep(g, dst, mul(g, c.i, nr)), xs, 1);
+    kg_end(g, &c);
+  }
+  kg_end(g, &p);
+}
+
+/* Pixel (iy, ix) of image img inside the input, and its channel run's offset. */
+static LLVMValueRef pixel_in(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRef iy, LLVMValueRef ix,
+                             LLVMValueRef *off) {
+  *off = mul(g, add(g, mul(g, add(g, mul(g, img, wn->h), iy), wn->w), ix), wn->c);
+  return LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, iy, i64v(g, wn->h), ""),
+                      LLVMBuildICmp(g->b, LLVMIntULT, ix, i64v(g, wn->w), ""), "inside");
+}
+
+/* V[ξ][t - t0][c] for the tiles [t0, t1) of image img. */
+static void emit_input_nhwc(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRef t0, LLVMValueRef t1) {
+  kg_loop t, c;
+  kg_for(g, &t, t0, t1, 1, "t");
+  LLVMValueRef ty = divc(g, t.i, wn->ntx), tx = remc(g, t.i, wn->ntx), ok[16], off[16];
+  for (int r = 0; r < 4; r++)
+    for (int s2 = 0; s2 < 4; s2++) {
+      LLVMValueRef iy = add(g, mul(g, ty, 2), i64v(g, r - wn->pt)), ix = add(g, mul(g, tx, 2), i64v(g, s2 - wn->pl));
+      ok[r * 4 + s2] = pixel_in(g, wn, img, iy, ix, &off[r * 4 + s2]);
+    }
+  LLVMValueRef vrow = kg_gep(g, wn->v, mul(g, sub(g, t.i, t0), wn->ldv));
+  kg_for(g, &c, i64v(g, 0), i64v(g, wn->ldv), g->vw, "c");
+  LLVMValueRef cmask = gk_lanes_below(g, c.i, i64v(g, wn->c)), d[16], tt[16], vv[16];
+  for (int k = 0; k < 16; k++)
+    d[k] = gk_mload(g, gep_any(g, wn->x, add(g, off[k], c.i)), all_if(g, cmask, ok[k]));
+  for (int r = 0; r < 4; r++) in_1d(g, &d[r * 4], 1, &tt[r * 4], 1); /* along the row */
+  for (int s2 = 0; s2 < 4; s2++) in_1d(g, &tt[s2], 4, &vv[s2], 4);  /* along the column */
+  for (int xi = 0; xi < 16; xi++) kg_vstore(g, vv[xi], kg_gep(g, vrow, add(g, c.i, i64v(g, xi * wn->mb * wn->ldv))));
+  kg_end(g, &c);
+  kg_end(g, &t);
+}
+
+/* The residual's W channels at pixel (oy, ox) of image img from channel oc. */
+static LLVMValueRef res_load_nhwc(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRef oy, LLVMValueRef ox,
+                                  LLVMValueRef oc, LLVMValueRef mask) {
+  /* the odd last row or column: masked, kept in bounds */
+  oy = gk_min(g, oy, i64v(g, wn->ho - 1)), ox = gk_min(g, ox, i64v(g, wn->wo - 1));
+  LLVMValueRef off = add(g, add(g, mul(g, img, wn->rs[0]), mul(g, oy, wn->rs[1])), mul(g, ox, wn->rs[2]));
+  if (wn->rs[3] == 0) return kg_splat(g, kg_load(g, kg_gep(g, wn->res, off)));
+  return gk_mload(g, gep_any(g, wn->res, add(g, off, oc)), mask);
+}
+
+/* Tiles [t0, t1) of image img, output channels o0 .. o0 + ncols: Aᵀ M A,
+ * bias, act, residual, one channel vector of four pixels at a time. */
+static void emit_output_nhwc(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRef t0, LLVMValueRef t1,
+                             LLVMValueRef o0, LLVMValueRef ncols) {
+  kg_loop t, q;
+  kg_for(g, &t, t0, t1, 1, "ot");
+  LLVMValueRef ty = divc(g, t.i, wn->ntx), tx = remc(g, t.i, wn->ntx);
+  LLVMValueRef mrow = kg_gep(g, wn->m, mul(g, sub(g, t.i, t0), wn->tcols));
+  kg_for(g, &q, i64v(g, 0), ncols, g->vw, "oq");
+  LLVMValueRef oc = add(g, o0, q.i), mask = gk_lanes_below(g, oc, i64v(g, wn->o)), m[16], a[8], y[4], bias = NULL;
+  for (int xi = 0; xi < 16; xi++) m[xi] = kg_vload(g, kg_gep(g, mrow, add(g, q.i, i64v(g, xi * wn->mb * wn->tcols))));
+  for (int r = 0; r < 4; r++) out_1d(g, &m[r * 4], 1, &a[r * 2], 1);
+  for (int dx = 0; dx < 2; dx++) out_1d(g, &a[dx], 2, &y[dx], 2);
+  if (wn->has_bias)
+    bias = wn->bt == DT_F32 ? gk_mload(g, kg_gep(g, wn->bias, oc), mask)
+                            : kg_gather_f32_from(g, wn->bt, kg_gep_t(g, kg_elem_type(g, wn->bt), wn->bias, oc),
+                                                 gk_iota(g), mask);
+  for (int k = 0; k < 4; k++) {
+    LLVMValueRef oy = add(g, mul(g, ty, 2), i64v(g, k / 2)), ox = add(g, mul(g, tx, 2), i64v(g, k % 2));
+    LLVMValueRef inside = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, oy, i64v(g, wn->ho), ""),
+                                       LLVMBuildICmp(g->b, LLVMIntSLT, ox, i64v(g, wn->wo), ""), "");
+    LLVMValueRef pm = all_if(g, mask, inside), val = y[k];
+    if (bias) val = fadd(g, val, bias);
+    if (wn->act == ACT_SILU) val = kg_silu(g, val);
+    if (wn->act == ACT_GELU) val = kg_gelu(g, val);
+    if (wn->has_res) val = fadd(g, val, res_load_nhwc(g, wn, img, oy, ox, oc, pm));
+    LLVMValueRef off = add(g, mul(g, add(g, mul(g, add(g, mul(g, img, wn->ho), oy), wn->wo), ox), wn->o), oc);
+    gk_mstore(g, val, gep_any(g, wn->out, off), pm);
+  }
+  kg_end(g, &q);
+  kg_end(g, &t);
+}
+
+static void emit_nhwc(dc_kgen *g, wino *wn) {
+  const int64_t per_chunk = wn->n * wn->nch, items = wn->nob * per_chunk, panels = cdiv(wn->o, wn->gm.nr);
+  if (items == 0) return;
+  LLVMValueRef s = kg_scratch(g);
+  wn->u = s;
+  wn->v = kg_gep(g, s, i64v(g, 16 * wn->ppc * wn->c * wn->gm.nr));
+  wn->m = kg_gep(g, wn->v, i64v(g, 16 * wn->mb * wn->ldv));
+  wn->a = wn->v, wn->b = wn->u, wn->lda = wn->ldv;
+  LLVMValueRef lo, hi;
+  kg_split(g, i64v(g, items), &lo, &hi);
+  /* the chunks [lo, hi) touches; none when it is empty (no weights to transform) */
+  LLVMValueRef clo = divc(g, lo, per_chunk), chi = divc(g, add(g, hi, i64v(g, per_chunk - 1)), per_chunk);
+  chi = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, lo, hi, ""), chi, clo, "");
+  kg_loop ch, it;
+  kg_for(g, &ch, clo, chi, 1, "chunk");
+  LLVMValueRef o0 = mul(g, ch.i, wn->tcols);
+  LLVMValueRef npanels = gk_min(g, i64v(g, wn->ppc), sub(g, i64v(g, panels), mul(g, ch.i, wn->ppc)));
+  LLVMValueRef ncols = gk_min(g, i64v(g, wn->tcols), sub(g, i64v(g, wn->o), o0));
+  emit_weights_nhwc(g, wn, o0, npanels);
+  LLVMValueRef first = mul(g, ch.i, per_chunk);
+  LLVMValueRef ilo = vmax(g, lo, first), ihi = gk_min(g, hi, add(g, first, i64v(g, per_chunk)));
+  kg_for(g, &it, ilo, ihi, 1, "item");
+  LLVMValueRef img = remc(g, divc(g, it.i, wn->nch), wn->n), t0 = mul(g, remc(g, it.i, wn->nch), wn->mb);
+  LLVMValueRef t1 = gk_min(g, add(g, t0, i64v(g, wn->mb)), i64v(g, wn->rows));
+  emit_input_nhwc(g, wn, img, t0, t1);
+  emit_gemms(g, wn, t0, t1, npanels);
+  emit_output_nhwc(g, wn, img, t0, t1, o0, ncols);
+  kg_end(g, &it);
+  kg_end(g, &ch);
+}
+
 /* ---- when ---- */
 /* Where the path pays, measured on one thread of a Xeon at 8 and 16 lanes
  * (test_llvm_gemm, DIFFC_BENCH=winograd; thread CPU time, the machine was
@@ -402,16 +570,19 @@ enum { MIN_C = 8, MIN_TILES = 64 };
 
 int conv2d_winograd_applies(const dc_kgen *g) {
   const dc_node *n = g->n;
-  if (!g->winograd || n->layout == LAYOUT_NHWC) return 0;
+  if (!g->winograd) return 0;
+  int nhwc = n->layout == LAYOUT_NHWC;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
-  if (tw->dims[2] != 3 || tw->dims[3] != 3 || dc_node_int(n, "stride") != 1) return 0;
-  if (tx->dims[3] + 4 * (int64_t)g->vw >= INT32_MAX) return 0; /* 32-bit lane indices in the column masks */
+  int64_t c = tx->dims[nhwc ? 3 : 1], ho = to->dims[nhwc ? 1 : 2], wo = to->dims[nhwc ? 2 : 3];
+  if (tw->dims[nhwc ? 1 : 2] != 3 || tw->dims[nhwc ? 2 : 3] != 3 || dc_node_int(n, "stride") != 1) return 0;
+  if (!nhwc && tx->dims[3] + 4 * (int64_t)g->vw >= INT32_MAX) return 0; /* 32-bit lane indices in the column masks */
   if (g->winograd == 2) return 1; /* tests: wherever it is correct */
-  int64_t ntx = cdiv(to->dims[3], 2), nty = cdiv(to->dims[2], 2);
-  if (tx->dims[1] < MIN_C || ntx * nty < MIN_TILES) return 0;
+  int64_t ntx = cdiv(wo, 2), nty = cdiv(ho, 2);
+  if (c < MIN_C || ntx * nty < MIN_TILES) return 0;
   gemm gm = {0};
   gemm_tile_shape(g, &gm);
-  if (mb_cap(g, tx->dims[1], gm.mr) < MB_MIN && tw->dims[0] > MB_MIN) return 0; /* C past about 1360 */
+  if (nhwc) return 16 * c * gm.nr * 4 <= U_BYTES; /* one panel of U fits; lanes run along O as in the direct conv */
+  if (mb_cap(g, c, gm.mr) < MB_MIN && tw->dims[0] > MB_MIN) return 0; /* C past about 1360 */
   return 4 * ntx >= 3 * rup(ntx, g->vw); /* lanes holding tiles, of those computed */
 }
 
@@ -419,8 +590,14 @@ dc_status *conv2d_winograd(dc_kgen *g) {
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
   wino wn = {0};
-  wn.n = tx->dims[0], wn.c = tx->dims[1], wn.h = tx->dims[2], wn.w = tx->dims[3];
-  wn.o = to->dims[1], wn.ho = to->dims[2], wn.wo = to->dims[3];
+  wn.nhwc = n->layout == LAYOUT_NHWC;
+  if (wn.nhwc) {
+    wn.n = tx->dims[0], wn.h = tx->dims[1], wn.w = tx->dims[2], wn.c = tx->dims[3];
+    wn.ho = to->dims[1], wn.wo = to->dims[2], wn.o = to->dims[3];
+  } else {
+    wn.n = tx->dims[0], wn.c = tx->dims[1], wn.h = tx->dims[2], wn.w = tx->dims[3];
+    wn.o = to->dims[1], wn.ho = to->dims[2], wn.wo = to->dims[3];
+  }
   wn.pt = dc_node_int(n, "pad_t"), wn.pl = dc_node_int(n, "pad_l");
   wn.x = kg_buf(g, 1);
   wn.wt = tw->dtype;
@@ -434,8 +611,8 @@ dc_status *conv2d_winograd(dc_kgen *g) {
     gemm_bcast_strides(to, kg_type(g, 3 + wn.has_bias), wn.rs);
     wn.res = kg_buf(g, 3 + wn.has_bias);
   }
-  plan(g, &wn);
-  emit(g, &wn);
+  if (wn.nhwc) plan_nhwc(g, &wn), emit_nhwc(g, &wn);
+  else plan(g, &wn), emit(g, &wn);
   g->variant = "winograd";
   return NULL;
 }

@@ -59,7 +59,7 @@ typedef struct {
 
 dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out);
 void dc_llvm_destroy(dc_llvm *g);
-/* Whether 3×3 stride-1 NCHW conv2d kernels emitted from now on use
+/* Whether 3×3 stride-1 conv2d kernels emitted from now on use
  * Winograd F(2×2, 3×3): 1 (the default) where it pays, 0 never (every
  * conv2d is the direct one: comparisons, benchmarks), 2 wherever it is
  * correct, however small (tests). */
