@@ -11,7 +11,8 @@
  *
  * With DIFFC_BENCH=1 it also times SD1.5-sized shapes on 2 threads and
  * prints GFLOP/s; DIFFC_BENCH=winograd times 3×3 convs both ways on one
- * thread, where the Winograd path's thresholds come from (printed, not
+ * thread, where the Winograd path's thresholds come from (or the shapes in
+ * DIFFC_BENCH_SHAPES, "C,O,HW;..."; printed, not
  * asserted; off by default so ctest stays fast; DIFFC_BENCH_ONLY=1 skips
  * the checks). */
 #include <math.h>
@@ -805,7 +806,12 @@ int main(int argc, char **argv) {
   winograd_choice();
 benches:;
   const char *b = getenv("DIFFC_BENCH");
-  if (b && !strcmp(b, "winograd")) {
+  const char *shapes_env = getenv("DIFFC_BENCH_SHAPES"); /* "C,O,HW;C,O,HW..." instead of the list below */
+  if (b && !strcmp(b, "winograd") && shapes_env) {
+    long long c, o, hw;
+    for (const char *p = shapes_env; p && sscanf(p, "%lld,%lld,%lld", &c, &o, &hw) == 3; p = strchr(p, ';'), p = p ? p + 1 : p)
+      bench_conv_algos(c, o, hw);
+  } else if (b && !strcmp(b, "winograd")) {
     static const int64_t shapes[][3] = {{512, 512, 32}, {512, 512, 64}, {256, 256, 128}, {128, 128, 128},
                                         {128, 3, 128},  {640, 640, 32}, {1280, 1280, 16}, {320, 320, 64},
                                         {512, 512, 24}, {512, 512, 16}, {512, 512, 12},   {512, 512, 8},
