@@ -20,6 +20,7 @@
  *     U  16 × mb × ldu       the weights of one block of mb output channels (ldu: C rounded up to W)
  *     V  16 × ppc × C × nr   the transformed input of one chunk of tiles
  *     M  16 × mb × ppc·nr    the GEMM results (and partial sums across k blocks)
+ * (NHWC: U 16 × ppc × C × nr, V 16 × mb × ldv, M the same.)
  * Work items are (output-channel block, image, tile chunk), numbered block-
  * major, and each thread takes a contiguous balanced range (kg_split): it
  * transforms the weights of each block it touches once per call (so the
@@ -36,8 +37,10 @@
  * keeps the plan, its weight files and every memory figure as they are,
  * works the same for offloaded weights (read from their upload slot) and
  * weights stored in bf16/f16/fp8 (decoded by the same kg_*_f32_from as the
- * direct path, then transformed in f32), and costs about 1/(16·tiles per
- * thread's blocks) of the GEMM work, measured under 2% on the SD VAE.
+ * direct path, then transformed in f32).  It costs about 5 ns per (o, c)
+ * pair at 8 lanes (1.5 ms for a 512×512 weight: measured on a 4×4 image with
+ * and without it), a few percent of a 32² conv, under 1% of the SD VAE
+ * decode; the tile threshold below keeps it from dominating small images.
  *
  * Exactness: the transforms' coefficients are 0, ±1 and ½, so U, V and the
  * output transform add a few roundings per value; errors stay within a few
