@@ -46,6 +46,13 @@ typedef struct {
   int narchs;
 } target_ctx;
 
+/* --conv-algo as a dc_conv_algo; -1 for an unknown name. */
+static int conv_algo(const dc_compile_options *o) {
+  if (!o->conv_algo || !strcmp(o->conv_algo, "auto")) return DC_CONV_AUTO;
+  if (!strcmp(o->conv_algo, "direct")) return DC_CONV_DIRECT;
+  return !strcmp(o->conv_algo, "winograd") ? DC_CONV_WINOGRAD : -1;
+}
+
 static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
   if (o->cpu) { /* the name is checked here, before the model is read */
     dc_cpu_target named;
@@ -58,6 +65,8 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
                     "precisions of --target cuda)",
                     o->compute);
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
+  if (conv_algo(o) < 0)
+    return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: expected auto, direct or winograd", o->conv_algo);
   return NULL;
 }
 
@@ -73,6 +82,7 @@ static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
     return dc_error(DC_ERR_ARGUMENT, "--kernel-cache %s and --no-kernel-cache contradict each other", o->kernel_cache);
   if (!t->cuda) return check_cpu_options(o, t);
   if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
+  if (o->conv_algo) return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: only for --target cpu", o->conv_algo);
   DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
   return dc_nvrtc_parse_archs(t->nv, o->cuda_arch, t->archs, &t->narchs);
 }
@@ -122,6 +132,7 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
     cJSON_AddStringToObject(j, "nvrtc_version", dc_nvrtc_version(t->nv));
   } else {
     cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
+    cJSON_AddStringToObject(j, "conv_algo", o->conv_algo ? o->conv_algo : "auto");
   }
   char *s = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
@@ -301,7 +312,8 @@ dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_modul
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(dc_cpu_target_named(o->cpu, &t));
-  dc_cpu_emit_options eo = {.verbose = o->verbose, .cache_dir = o->kernel_cache, .no_cache = o->no_kernel_cache};
+  dc_cpu_emit_options eo = {.verbose = o->verbose, .cache_dir = o->kernel_cache, .no_cache = o->no_kernel_cache,
+                            .conv_algo = (dc_conv_algo)conv_algo(o)};
   dc_status *st = dc_emit_cpu_kernels(m, &t, &eo, k);
   dc_cpu_target_deinit(&t);
   return st;

@@ -27,6 +27,8 @@ typedef struct {
                            * the cpu target takes f32 only */
   const char *kernel_cache; /* the kernel cache directory (codegen/kernel_cache.h); NULL = the default */
   int no_kernel_cache;      /* compile every kernel, read and write no cache */
+  const char *conv_algo;    /* --target cpu: 3×3 conv2d by "auto" (the default when NULL: Winograd where it
+                             * pays), "direct" (never Winograd) or "winograd" (wherever it is correct) */
   /* memory techniques */
   dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
   const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */

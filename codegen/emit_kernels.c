@@ -13,6 +13,7 @@
  * IR from two signatures gives one object, linked once).  Nodes whose op
  * has no LLVM kernel run their reference kernel; the count is reported so
  * it is never a surprise. */
+#define _GNU_SOURCE /* memmem */
 #include "emit_kernels.h"
 
 #include <string.h>
@@ -27,6 +28,7 @@ typedef struct {
   const dc_cpu_target *t;
   const int32_t *reps; /* representative node of each distinct kernel */
   dc_kcache *cache;
+  int winograd;        /* dc_llvm_set_winograd */
   dc_cpu_kernel *out;  /* per rep */
   dc_kernel_image *obj;
   uint64_t *key;
@@ -44,15 +46,28 @@ static int count_reference(const dc_module *m, const dc_kernel_groups *g) {
   return n;
 }
 
+/* Whether a cached object names the symbol we are about to link against
+ * (in its ELF string table): a cheap guard against an entry written by a
+ * diffc that named its kernels otherwise, which the key should already
+ * rule out. */
+static int defines(const dc_kernel_image *o, const char *symbol) {
+  size_t n = strlen(symbol) + 1; /* with its NUL, as the string table holds it */
+  return o->image.len >= n && memmem(o->image.data, o->image.len, symbol, n) != NULL;
+}
+
 /* Kernel r: generated, keyed, and its object from the cache or LLVM. */
 static dc_status *emit_one(emit_job *j, int r) {
   dc_llvm *g = NULL;
   int has = 0;
   dc_status *st = dc_llvm_create(j->t, &g);
+  if (!st) dc_llvm_set_winograd(g, j->winograd);
   if (!st) st = dc_llvm_emit_node(g, j->m, j->reps[r], &j->out[r], &has);
   if (!st) st = dc_llvm_kernel_key(g, &j->out[r], &j->key[r]);
-  if (!st && dc_kcache_get(j->cache, j->key[r], &j->obj[r])) j->cached[r] = 1;
+  if (!st && dc_kcache_get(j->cache, j->key[r], &j->obj[r]) && defines(&j->obj[r], j->out[r].symbol))
+    j->cached[r] = 1;
   else if (!st) {
+    dc_kernel_image_deinit(&j->obj[r]);
+    dc_buf_init(&j->obj[r].image);
     st = dc_llvm_finish(g, &j->obj[r].image);
     if (!st) dc_kcache_put(j->cache, j->key[r], &j->obj[r]);
   }
@@ -116,12 +131,14 @@ static void report(const dc_cpu_emit_options *o, const dc_kcache *cache, const d
             cache->rejected == 1 ? "y" : "ies", cache->rejected == 1 ? "was" : "were");
   if (!o->verbose) return;
   size_t code = 0;
+  int nwino = 0; /* conv2d nodes on the Winograd kernel (k_winograd.c's variant names its symbols so) */
   for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
+  for (int i = 0; i < k->nentries; i++) nwino += strstr(k->entries[i].symbol, "_winograd") != NULL;
   fprintf(stderr,
           "diffc: %d nodes on %d distinct LLVM kernels for %s (%s), %d from the kernel cache%s%s%s, %d compiled on %d "
-          "thread(s), %zu bytes of code; %d nodes on reference kernels; %.0f ms\n",
+          "thread(s), %zu bytes of code; %d conv2d by Winograd F(2x2,3x3), %d nodes on reference kernels; %.0f ms\n",
           k->nentries, nreps, t->cpu, t->triple, ncached, cache->dir ? " (" : " (off)", cache->dir ? cache->dir : "",
-          cache->dir ? ")" : "", nreps - ncached, threads, code, nref, seconds * 1e3);
+          cache->dir ? ")" : "", nreps - ncached, threads, code, nwino, nref, seconds * 1e3);
 }
 
 /* Runs emit_one for every rep on a pool of up to one thread per CPU. */
@@ -147,7 +164,8 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const
   dc_status *st = dc_kcache_open(o->cache_dir, o->no_cache, "cpu", &cache);
   int nreps = g.nreps, threads = 0, ncached = 0;
   size_t n = (size_t)nreps + 1;
-  emit_job j = {m, t, g.reps, &cache, dc_calloc(n, sizeof *j.out), dc_calloc(n, sizeof *j.obj),
+  static const int winograd_mode[] = {[DC_CONV_AUTO] = 1, [DC_CONV_DIRECT] = 0, [DC_CONV_WINOGRAD] = 2};
+  emit_job j = {m, t, g.reps, &cache, winograd_mode[o->conv_algo], dc_calloc(n, sizeof *j.out), dc_calloc(n, sizeof *j.obj),
                 dc_calloc(n, sizeof *j.key), dc_calloc(n, sizeof *j.cached), dc_calloc(n, sizeof *j.st)};
   if (!st && (!j.out || !j.obj || !j.key || !j.cached || !j.st)) st = dc_nomem("emitting kernels");
   if (!st && nreps > 0) {

@@ -8,10 +8,13 @@
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/plan_format.h"
 
+typedef enum { DC_CONV_AUTO, DC_CONV_DIRECT, DC_CONV_WINOGRAD } dc_conv_algo;
+
 typedef struct {
   int verbose;           /* one line on stderr: kernels, cache hits, time */
   const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */
   int no_cache;          /* compile every kernel, read and write no cache */
+  dc_conv_algo conv_algo; /* 3x3 conv2d: Winograd where it pays (the default), never, or wherever correct */
 } dc_cpu_emit_options;
 
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,

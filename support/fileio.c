@@ -3,6 +3,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,10 @@ char *dc_path_absolute(const char *path) {
 dc_status *dc_atomic_open(const char *path, dc_atomic_file *out) {
   memset(out, 0, sizeof *out);
   out->path = dc_strdup(path);
-  out->tmp_path = dc_asprintf("%s.tmp.%ld", path, (long)getpid());
+  /* pid and a per-process count: two threads may write the same path (two
+   * equal kernels into the kernel cache) without sharing a temporary */
+  static atomic_uint serial;
+  out->tmp_path = dc_asprintf("%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
   if (!out->path || !out->tmp_path) {
     dc_atomic_abort(out);
     return dc_nomem("opening an output file");

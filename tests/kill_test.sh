@@ -123,5 +123,28 @@ else
   failed=$((failed + 1)); echo "FAIL: the offload dir left by killed compiles was trusted wrongly"
 fi
 
+# The kernel cache: entries are written to a temporary name and renamed, so
+# a compile killed while it fills an empty cache leaves only whole entries
+# (or temporaries nothing reads), and a compile with that cache afterwards
+# writes the same plan as one with no cache at all.  The kills wait for the
+# first entry, then go in while the rest are being compiled and written.
+"$build/diffc" "$model" -o "$tmp/nocache.dplan" "${args[@]}" --no-kernel-cache 2>/dev/null ||
+  { echo "FAIL: uncached reference compile"; exit 1; }
+for delay in 0 0.02 0.2; do
+  kc=$tmp/kc-$delay
+  "$build/diffc" "$model" -o "$tmp/kc.dplan" "${args[@]}" --kernel-cache "$kc" 2>/dev/null &
+  pid=$!
+  await_file "$pid" "$kc/cpu-*.bin" && nap "$delay"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  n=$(find "$kc" -name 'cpu-*.bin' 2>/dev/null | wc -l)
+  if "$build/diffc" "$model" -o "$tmp/kc.dplan" "${args[@]}" --kernel-cache "$kc" 2>/dev/null &&
+     cmp -s "$tmp/kc.dplan" "$tmp/nocache.dplan"; then
+    passed=$((passed + 1)); echo "  ok: diffc killed ${delay} s after its first kernel cache entry ($n whole entries): a compile with that cache writes the uncached plan"
+  else
+    failed=$((failed + 1)); echo "FAIL: diffc killed ${delay} s after its first kernel cache entry: a compile with that cache differs"
+  fi
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -4,11 +4,17 @@
  * vector width, odd and tiny images, stride 2, asymmetric padding, batch,
  * M = 1), every epilogue (bias, silu, gelu, geglu, full and broadcast
  * residuals, a residual that is the output buffer), 8- and 4-lane targets,
- * and the fused gelu against double erf on a dense grid.
+ * and the fused gelu against double erf on a dense grid.  The Winograd
+ * F(2×2, 3×3) conv (k_winograd.c) is forced on awkward shapes and checked
+ * the same way, next to the direct conv's error on the same inputs, and
+ * the default's choice of it is checked on VAE/UNet shapes.
  *
  * With DIFFC_BENCH=1 it also times SD1.5-sized shapes on 2 threads and
- * prints GFLOP/s (printed, not asserted; off by default so ctest stays
- * fast). */
+ * prints GFLOP/s; DIFFC_BENCH=winograd times 3×3 convs both ways on one
+ * thread, where the Winograd path's thresholds come from (or the shapes in
+ * DIFFC_BENCH_SHAPES, "C,O,HW;..."; printed, not
+ * asserted; off by default so ctest stays fast; DIFFC_BENCH_ONLY=1 skips
+ * the checks). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,7 +221,14 @@ static dc_status *target_of_width(int width, dc_cpu_target *t) {
 
 /* Compiles node id for a W-lane target and loads it; bufs[1..] are the
  * caller's. */
+static dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threads, int width, int winograd);
+
 static dc_status *runner_init(runner *r, const dc_module *m, int32_t id, int threads, int width) {
+  return runner_init_algo(r, m, id, threads, width, 1);
+}
+
+/* winograd = 0: 3×3 convs take the direct path whatever their shape. */
+static dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threads, int width, int winograd) {
   memset(r, 0, sizeof *r);
   dc_cpu_target t;
   DC_TRY(target_of_width(width, &t));
@@ -225,6 +238,7 @@ static dc_status *runner_init(runner *r, const dc_module *m, int32_t id, int thr
   dc_buf obj;
   dc_buf_init(&obj);
   dc_status *st = dc_llvm_create(&t, &g);
+  if (!st) dc_llvm_set_winograd(g, winograd);
   if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
   if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "no LLVM kernel");
   if (!st) st = kh_finish_cached(g, &ck, &obj);
@@ -377,6 +391,257 @@ static void width_cases(void) {
   dc_module_destroy(m);
 }
 
+/* ---- Winograd F(2×2, 3×3) (k_winograd.c) ---- */
+/* n values uniform in [-0.5, 0.5) from *seed, stored in dtype t (the
+ * reference and the kernel decode the same bits). */
+static void *uniform_of(dc_dtype t, size_t n, uint64_t *seed) {
+  uint8_t *p = malloc(n * (size_t)dc_dtype_size(t) + 64);
+  for (size_t i = 0; i < n; i++) {
+    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+    float v = (float)((double)(*seed >> 11) / 9007199254740992.0 - 0.5);
+    uint16_t h;
+    switch (t) {
+      case DT_BF16: h = dc_f32_to_bf16(v), memcpy(p + 2 * i, &h, 2); break;
+      case DT_F16: h = dc_f32_to_f16(v), memcpy(p + 2 * i, &h, 2); break;
+      case DT_F8_E4M3: p[i] = dc_f32_to_f8e4m3(v); break;
+      default: memcpy(p + 4 * i, &v, 4); break;
+    }
+  }
+  return p;
+}
+
+/* Runs every thread's share of the kernel one after the other on this
+ * thread, as threads tid = 0..nt-1 of nt would (the split at any thread
+ * count without a pool of that size; shares never overlap, so the order
+ * does not matter). */
+static void run_split(runner *r, int64_t nt) {
+  void *bufs[8];
+  memcpy(bufs, r->bufs, sizeof bufs);
+  bufs[r->nbufs] = r->scratch;
+  for (int64_t tid = 0; tid < nt; tid++) r->fn(bufs, tid, nt);
+}
+
+/* Node y of m compiled at `width` lanes with Winograd mode algo
+ * (dc_llvm_set_winograd), run on a pool of 2 threads, then split 1 and 3
+ * ways (run_split): the worst rel L2 against want.  *symbol: "winograd" or
+ * "direct", from the kernel's symbol.  inplace: the output buffer is a
+ * fresh copy of the residual (the last input) passed as both, as the
+ * memory planner arranges. */
+static double wino_run(dc_module *m, int32_t y, int width, int algo, void *const *in, const float *want, int inplace,
+                       const char **symbol) {
+  const dc_node *n = &m->nodes[y];
+  runner r;
+  dc_status *st = runner_init_algo(&r, m, y, 2, width, algo);
+  CHECK_OK(st);
+  double worst = st ? INFINITY : 0;
+  *symbol = "?";
+  size_t numel = dc_type_numel(&n->type);
+  float *got = malloc(numel * sizeof *got + 64);
+  for (int mode = 0; !st && mode < 3; mode++) {
+    *symbol = strstr(r.k.entries[0].symbol, "_winograd") ? "winograd" : "direct";
+    for (int i = 0; i < n->ninputs; i++) r.bufs[i + 1] = in[i];
+    if (inplace) memcpy(got, in[n->ninputs - 1], numel * sizeof *got), r.bufs[n->ninputs] = got;
+    r.bufs[0] = got;
+    if (mode == 0) run_all(&r);
+    else run_split(&r, mode == 1 ? 1 : 3);
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < numel; i++) {
+      double d = (double)got[i] - want[i];
+      d2 += d * d;
+      r2 += (double)want[i] * want[i];
+    }
+    double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+    worst = rel > worst ? rel : worst;
+  }
+  free(got);
+  runner_deinit(&r);
+  return worst;
+}
+
+static double wino_worst, direct_worst; /* the largest rel L2 seen on these shapes, each path */
+
+/* Node y (a 3×3 stride-1 conv) on the Winograd path, forced whatever its
+ * size, at `width` lanes on 1..3 threads (wino_run), against the reference
+ * within the conv tolerance (1e-5); the direct kernel on the same inputs is
+ * measured too, for the record. */
+static void check_wino_node(dc_module *m, int32_t y, const char *what, int width, int inplace) {
+  if (y < 0) {
+    CHECK(!"node type inference failed");
+    return;
+  }
+  const dc_node *n = &m->nodes[y];
+  void *in[DC_MAX_INPUTS];
+  uint64_t seed = 1234 + (uint64_t)y;
+  for (int i = 0; i < n->ninputs; i++) {
+    const dc_type *t = &m->nodes[n->inputs[i]].type;
+    in[i] = uniform_of(t->dtype, dc_type_numel(t), &seed);
+  }
+  size_t numel = dc_type_numel(&n->type);
+  float *want = malloc(numel * sizeof *want);
+  CHECK_OK(dc_ref_kernel_for(n->op)(m, n, (const void *const *)in, want));
+  const char *sym = "?";
+  double worst = wino_run(m, y, width, 2, in, want, inplace, &sym);
+  CHECK(!strcmp(sym, "winograd"));
+  CHECK(worst <= 1e-5);
+  double direct = wino_run(m, y, width, 0, in, want, inplace, &sym);
+  CHECK(!strcmp(sym, "direct"));
+  printf("%-60s %2d lanes%s: winograd rel L2 %.2g (1-3 threads), direct %.2g\n", what, width,
+         inplace ? ", in place" : "", worst, direct);
+  if (worst > wino_worst) wino_worst = worst;
+  if (direct > direct_worst) direct_worst = direct;
+  for (int i = 0; i < n->ninputs; i++) free(in[i]);
+  free(want);
+}
+
+/* A conv of shape s with weight (and bias) stored in dtype wt. */
+static int32_t add_conv_stored(dc_module *m, const conv_shape *s, int bias, int act, int res, dc_dtype wt) {
+  int32_t id = add_conv(m, s, bias, act, res);
+  if (id < 0 || wt == DT_F32) return id;
+  const dc_node *n = &m->nodes[id];
+  for (int i = 1; i <= (bias ? 2 : 1); i++) m->nodes[n->inputs[i]].type.dtype = wt;
+  return id;
+}
+
+static void check_wino_at(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace, int min_width) {
+  dc_module *m = dc_module_create();
+  int32_t y = add_conv_stored(m, &s, bias, act, res, wt);
+  char what[160];
+  snprintf(what, sizeof what, "conv %lldx%lldx%lldx%lld->%lld p(%lld,%lld,%lld,%lld) b%d %s r%d %s", (long long)s.n,
+           (long long)s.c, (long long)s.h, (long long)s.w, (long long)s.o, (long long)s.pt, (long long)s.pb,
+           (long long)s.pl, (long long)s.pr, bias, act_name(act), res, dc_dtype_name(wt));
+  for (int w = 16; w >= min_width; w /= 2) {
+    dc_cpu_target t;
+    dc_status *st = target_of_width(w, &t);
+    CHECK_OK(st);
+    char *missing = NULL;
+    int runs = !st && dc_cpu_target_runs_here(&t, &missing);
+    dc_free(missing);
+    if (!st) dc_cpu_target_deinit(&t);
+    if (runs) check_wino_node(m, y, what, w, inplace);
+    else printf("%-60s %2d lanes: skipped, this machine cannot run them\n", what, w);
+  }
+  dc_module_destroy(m);
+}
+
+static void check_wino(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace) {
+  check_wino_at(s, bias, act, res, wt, inplace, 4);
+}
+
+/* The same conv channels last (layout nhwc): x [N,H,W,C], w [O,kh,kw,C],
+ * residual [N,H',W',O] or [N,1,1,O]. */
+static int32_t add_conv_nhwc(dc_module *m, const conv_shape *s, int bias, int act, int res, dc_dtype wt) {
+  int32_t in[4];
+  int nin = 0;
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->h, s->w, s->c});
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->kh, s->kw, s->c});
+  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
+  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
+  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, ho, wo, s->o});
+  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, 1, 1, s->o});
+  for (int i = 1; i <= (bias ? 2 : 1) && wt != DT_F32; i++) m->nodes[in[i]].type.dtype = wt;
+  dc_node n = dc_node_make(OP_CONV2D, nin, in);
+  dc_node_set_int(&n, "stride", s->stride);
+  dc_node_set_int(&n, "pad_t", s->pt);
+  dc_node_set_int(&n, "pad_b", s->pb);
+  dc_node_set_int(&n, "pad_l", s->pl);
+  dc_node_set_int(&n, "pad_r", s->pr);
+  dc_node_set_int(&n, "bias", bias);
+  dc_node_set_int(&n, "act", act);
+  dc_node_set_int(&n, "residual", res != RES_NONE);
+  n.layout = LAYOUT_NHWC;
+  int32_t y = kh_node(m, n);
+  if (y >= 0) m->nodes[y].layout = LAYOUT_NHWC;
+  return y;
+}
+
+static void check_wino_nhwc(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace) {
+  dc_module *m = dc_module_create();
+  int32_t y = add_conv_nhwc(m, &s, bias, act, res, wt);
+  char what[160];
+  snprintf(what, sizeof what, "nhwc conv %lldx%lldx%lldx%lld->%lld p(%lld,%lld,%lld,%lld) b%d %s r%d %s",
+           (long long)s.n, (long long)s.h, (long long)s.w, (long long)s.c, (long long)s.o, (long long)s.pt,
+           (long long)s.pb, (long long)s.pl, (long long)s.pr, bias, act_name(act), res, dc_dtype_name(wt));
+  for (int w = 16; w >= 8; w /= 2) check_wino_node(m, y, what, w, inplace);
+  dc_module_destroy(m);
+}
+
+/* Awkward shapes on the Winograd path: odd and even sizes, images smaller
+ * than a tile or than a vector of tiles, tile rows of several vectors with a
+ * partial last one, padding 0, 1, 2 and asymmetric, batch, C and O no
+ * multiples of the vector width, C > 256 (two k blocks), O > 96 (several
+ * output-channel blocks, a short last tile), every epilogue, the residual
+ * in place, weights stored in bf16, f16 and fp8; then the choice itself:
+ * where it pays the default picks it, elsewhere the direct conv. */
+static void winograd_cases(void) {
+  const conv_shape odd = {1, 19, 9, 7, 21, 3, 3, 1, 1, 1, 1, 1}, even = {2, 16, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  check_wino(odd, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino(even, 0, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){3, 9, 2, 3, 5, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){1, 20, 5, 70, 13, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){1, 17, 10, 11, 9, 3, 3, 1, 0, 0, 0, 0}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){1, 12, 9, 8, 10, 3, 3, 1, 0, 1, 0, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2}, 0, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){1, 300, 6, 10, 14, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino((conv_shape){2, 24, 6, 9, 200, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_SILU, RES_NONE, DT_F32, 0);
+  for (int act = ACT_NONE; act <= ACT_GELU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) /* the epilogue's code is the same at any width */
+      check_wino_at(odd, res != RES_CHANNEL, act, res, DT_F32, 0, 16);
+  check_wino(even, 1, ACT_SILU, RES_FULL, DT_F32, 1);
+  check_wino((conv_shape){1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_FULL, DT_F32, 1);
+  check_wino(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
+  check_wino(even, 1, ACT_NONE, RES_FULL, DT_F16, 0);
+  check_wino(odd, 1, ACT_NONE, RES_NONE, DT_F8_E4M3, 0);
+  /* channels last: the same kinds of shapes (vectors run along channels) */
+  check_wino_nhwc(odd, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc(even, 0, ACT_GELU, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
+  check_wino_nhwc((conv_shape){1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_FULL, DT_F32, 1);
+  check_wino_nhwc((conv_shape){1, 24, 13, 11, 200, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_SILU, RES_CHANNEL, DT_F32, 0);
+  check_wino_nhwc((conv_shape){2, 17, 9, 8, 21, 3, 3, 1, 0, 0, 0, 0}, 1, ACT_SILU, RES_FULL, DT_F32, 0);
+  check_wino_nhwc(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
+  check_wino_nhwc(even, 1, ACT_NONE, RES_FULL, DT_F8_E4M3, 0);
+  printf("winograd: worst rel L2 %.2g (direct conv on the same inputs: %.2g)\n", wino_worst, direct_worst);
+}
+
+/* The default (dc_llvm_set_winograd 1) takes the path only where it pays:
+ * VAE-sized convs yes; small images, few channels, 1×1, stride 2, and C so
+ * large that the weight block would not fit its scratch bound, no. */
+static void winograd_choice(void) {
+  static const struct {
+    conv_shape s;
+    int w16, w8; /* expected at 16 and 8 lanes */
+  } cases[] = {
+      {{1, 512, 32, 32, 512, 3, 3, 1, 1, 1, 1, 1}, 1, 1},  {{1, 128, 256, 256, 3, 3, 3, 1, 1, 1, 1, 1}, 1, 1},
+      {{1, 512, 16, 16, 512, 3, 3, 1, 1, 1, 1, 1}, 0, 1},  {{1, 1280, 8, 8, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 0},
+      {{1, 4, 32, 32, 512, 3, 3, 1, 1, 1, 1, 1}, 0, 0},    {{1, 64, 64, 64, 64, 3, 3, 2, 1, 1, 1, 1}, 0, 0},
+      {{1, 64, 64, 64, 64, 1, 1, 1, 0, 0, 0, 0}, 0, 0},    {{1, 320, 24, 24, 320, 3, 3, 1, 1, 1, 1, 1}, 1, 1},
+      /* large C: U blocks of 48 output channels fit its 4 MiB at C = 1280, not at 2560 */
+      {{1, 1280, 16, 16, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 1}, {{1, 2560, 16, 16, 1280, 3, 3, 1, 1, 1, 1, 1}, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int w = 16; w >= 8; w /= 2) {
+      dc_module *m = dc_module_create();
+      int32_t y = add_conv(m, &cases[i].s, 1, ACT_NONE, RES_NONE);
+      dc_cpu_target t;
+      dc_llvm *g = NULL;
+      dc_cpu_kernel ck = {0};
+      int has = 0;
+      dc_status *st = target_of_width(w, &t);
+      if (!st) st = dc_llvm_create(&t, &g);
+      if (!st) st = dc_llvm_emit_node(g, m, y, &ck, &has);
+      CHECK_OK(st);
+      int vw = st ? 0 : dc_cpu_target_vector_width(&t); /* the host may have 8 lanes, or 4 */
+      int want = vw == 16 ? cases[i].w16 : vw == 8 ? cases[i].w8 : -1;
+      CHECK(!st && (want < 0 || (strstr(ck.symbol, "_winograd") != NULL) == want));
+      dc_free(ck.symbol);
+      dc_llvm_destroy(g);
+      if (!st) dc_cpu_target_deinit(&t);
+      dc_module_destroy(m);
+    }
+}
+
 /* ---- what the micro-kernel compiles to ---- */
 /* In assembly text, the loop with the most FMAs among the blocks that
  * branch back to their own label (the unrolled k loop; an epilogue's exp
@@ -409,17 +674,18 @@ static void kloop_block(const char *asm_text, int *fmas, int *stack) {
 }
 
 /* AVX2 has 16 vector registers, AVX-512 32: at both widths the k loop of
- * the conv and linear kernels holds its 6 × 2-vector tile in registers
+ * the conv (direct and Winograd) and linear kernels holds its 6 × 2-vector tile in registers
  * (6·2 FMAs per k, unrolled 4 times or a multiple, and no spill or reload
  * through the stack). */
 static void check_kloop_registers(void) {
   dc_module *m = dc_module_create();
-  conv_shape s = {1, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
-  int32_t ids[2] = {add_conv(m, &s, 1, ACT_SILU, RES_FULL),
-                    add_linear(m, 2, (int64_t[]){50, 300}, 40, 1, ACT_NONE, RES_NONE)};
-  const char *what[2] = {"conv 1x40x8x16->24 k3x3", "linear [50,300] x 40"};
+  conv_shape s = {1, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1}, big = {1, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1};
+  int32_t ids[3] = {add_conv(m, &s, 1, ACT_SILU, RES_FULL),
+                    add_linear(m, 2, (int64_t[]){50, 300}, 40, 1, ACT_NONE, RES_NONE),
+                    add_conv(m, &big, 1, ACT_SILU, RES_FULL)};
+  const char *what[3] = {"conv 1x40x8x16->24 k3x3", "linear [50,300] x 40", "conv 1x64x32x32->64 k3x3"};
   for (int w = 16; w >= 8; w /= 2)
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
       dc_cpu_target t;
       dc_llvm *g = NULL;
       dc_cpu_kernel ck = {0};
@@ -435,7 +701,10 @@ static void check_kloop_registers(void) {
       CHECK_OK(st);
       int fmas = 0, stack = 0;
       if (text) kloop_block(text, &fmas, &stack);
-      printf("%-30s %2d lanes (%s): k loop %d FMAs, %d stack accesses\n", what[i], w, t.cpu, fmas, stack);
+      printf("%-30s %2d lanes (%s): k loop %d FMAs, %d stack accesses (%s)\n", what[i], w, t.cpu, fmas, stack,
+             ck.symbol ? ck.symbol : "");
+      /* the small conv is direct, the large one Winograd: both on the same micro-kernel */
+      CHECK(ck.symbol && (strstr(ck.symbol, "_winograd") != NULL) == (i == 2));
       CHECK(fmas >= 6 * 2 * 4 && fmas % (6 * 2 * 4) == 0 && stack == 0); /* LLVM may unroll it further */
       dc_free(text);
       dc_free(ck.symbol);
@@ -459,9 +728,9 @@ static int bench_width(void) {
   return w && atoi(w) == 8 ? 8 : 16;
 }
 
-static void bench(const char *what, dc_module *m, int32_t y, double flops) {
+static void bench_algo(const char *what, dc_module *m, int32_t y, double flops, int winograd, int threads) {
   runner r;
-  dc_status *st = runner_init(&r, m, y, 2, bench_width());
+  dc_status *st = runner_init_algo(&r, m, y, threads, bench_width(), winograd);
   if (st) {
     printf("%s: %s\n", what, dc_status_message(st));
     dc_status_free(st);
@@ -483,14 +752,31 @@ static void bench(const char *what, dc_module *m, int32_t y, double flops) {
   for (int rep = 0; rep < 5; rep++) {
     double t0 = now();
     run_all(&r);
-    double dt = now() - t0, cpu = r.cpu[0] > r.cpu[1] ? r.cpu[0] : r.cpu[1];
+    double dt = now() - t0, cpu = 0;
+    for (int t = 0; t < threads; t++) cpu = r.cpu[t] > cpu ? r.cpu[t] : cpu;
     if (dt < best) best = dt;
     if (cpu < best_cpu) best_cpu = cpu;
   }
-  printf("bench %-40s %7.2f ms %6.1f GFLOP/s wall, %6.1f GFLOP/s by thread CPU time (2 threads, %d lanes)\n",
-         what, best * 1e3, flops / best * 1e-9, flops / best_cpu * 1e-9, bench_width());
+  printf("bench %-40s %-8s %7.2f ms %6.1f GFLOP/s wall, %6.1f GFLOP/s by thread CPU time (%d threads, %d lanes)\n",
+         what, winograd ? "" : "direct", best * 1e3, flops / best * 1e-9, flops / best_cpu * 1e-9, threads,
+         bench_width());
   for (int i = 0; i <= n->ninputs; i++) free(r.bufs[i]);
   runner_deinit(&r);
+}
+
+static void bench(const char *what, dc_module *m, int32_t y, double flops) { bench_algo(what, m, y, flops, 1, 2); }
+
+/* A 3×3 conv both ways (Winograd where it applies, and direct), on one
+ * thread: where the Winograd path starts to pay.  GFLOP/s count the direct
+ * conv's multiply-adds for both. */
+static void bench_conv_algos(int64_t c, int64_t o, int64_t hw) {
+  dc_module *m = dc_module_create();
+  conv_shape s = {1, c, hw, hw, o, 3, 3, 1, 1, 1, 1, 1};
+  int32_t y = add_conv(m, &s, 1, ACT_NONE, RES_NONE);
+  char what[96];
+  snprintf(what, sizeof what, "conv 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)hw, (long long)hw);
+  for (int w = 1; w >= 0; w--) bench_algo(what, m, y, 2.0 * (double)(c * 9) * (double)o * (double)(hw * hw), w, 1);
+  dc_module_destroy(m);
 }
 
 static void bench_conv(int64_t c, int64_t o, int64_t hw, int64_t k) {
@@ -517,13 +803,30 @@ static void bench_linear(int64_t mrows, int64_t k, int64_t n, int act) {
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
+  if (getenv("DIFFC_BENCH_ONLY")) goto benches;
   check_gelu_grid();
   conv_cases();
   linear_cases();
   inplace_cases();
   width_cases();
   check_kloop_registers();
-  if (getenv("DIFFC_BENCH")) {
+  winograd_cases();
+  winograd_choice();
+benches:;
+  const char *b = getenv("DIFFC_BENCH");
+  const char *shapes_env = getenv("DIFFC_BENCH_SHAPES"); /* "C,O,HW;C,O,HW..." instead of the list below */
+  if (b && !strcmp(b, "winograd") && shapes_env) {
+    long long c, o, hw;
+    for (const char *p = shapes_env; p && sscanf(p, "%lld,%lld,%lld", &c, &o, &hw) == 3; p = strchr(p, ';'), p = p ? p + 1 : p)
+      bench_conv_algos(c, o, hw);
+  } else if (b && !strcmp(b, "winograd")) {
+    static const int64_t shapes[][3] = {{512, 512, 32}, {512, 512, 64}, {256, 256, 128}, {128, 128, 128},
+                                        {128, 3, 128},  {640, 640, 32}, {1280, 1280, 16}, {320, 320, 64},
+                                        {512, 512, 24}, {512, 512, 16}, {512, 512, 12},   {512, 512, 8},
+                                        {64, 64, 64},   {16, 16, 64},   {8, 8, 64},       {4, 512, 32}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      bench_conv_algos(shapes[i][0], shapes[i][1], shapes[i][2]);
+  } else if (b) {
     bench_conv(320, 320, 64, 3);
     bench_conv(640, 640, 32, 3);
     bench_conv(1280, 1280, 16, 3);

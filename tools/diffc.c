@@ -42,6 +42,11 @@ static const char usage[] =
     "                           znver1, znver2, znver3 (v3), skylake-avx512, icelake-server,\n"
     "                           sapphirerapids (v4). An AVX-512 machine runs v3 code, so it can\n"
     "                           measure AVX2 kernels\n"
+    "  --conv-algo auto|direct|winograd\n"
+    "                           cpu target: 3x3 stride-1 convolutions by Winograd F(2x2,3x3) where\n"
+    "                           it pays (auto, the default: enough channels and pixels), never\n"
+    "                           (direct: the im2col GEMM, the reference's order of sums), or\n"
+    "                           wherever it is correct (winograd)\n"
     "  --cuda-arch LIST         cuda target: architectures, comma-separated: sm_NN for a cubin,\n"
     "                           compute_NN for PTX that newer GPUs compile when loading\n"
     "                           (default sm_80,sm_90,compute_90)\n"
@@ -144,7 +149,7 @@ static void print_usage(void) {
 }
 
 typedef struct {
-  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu;
+  const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu, *conv_algo;
   const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
@@ -330,6 +335,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
     else if (!strcmp(a, "--debug")) slot = &o->debug;
     else if (!strcmp(a, "--cpu")) slot = &o->cpu;
+    else if (!strcmp(a, "--conv-algo")) slot = &o->conv_algo;
     else if (!strcmp(a, "--cuda-arch")) slot = &o->cuda_arch;
     else if (!strcmp(a, "--compute-dtype")) slot = &o->compute;
     else if (!strcmp(a, "--kernel-cache")) slot = &o->kernel_cache;
@@ -402,6 +408,7 @@ int main(int argc, char **argv) {
                              .verbose = o.verbose,
                              .debug = o.debug,
                              .cpu = o.cpu,
+                             .conv_algo = o.conv_algo,
                              .target = o.target,
                              .cuda_arch = o.cuda_arch,
                              .compute = o.compute,

@@ -178,6 +178,7 @@ static dc_status *conv2d_nhwc(dc_kgen *g) {
 
 dc_status *dc_k_conv2d(dc_kgen *g) {
   DC_TRY(gemm_need_f32(g));
+  if (conv2d_winograd_applies(g)) return conv2d_winograd(g);
   if (g->n->layout == LAYOUT_NHWC) return conv2d_nhwc(g);
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);

@@ -175,11 +175,15 @@ static void choose_tile(const dc_kgen *g, gemm *gm) {
   assert(gm->mr * gm->nv + gm->nv + 1 + (g->vw == 4) <= (g->vw == 16 ? 32 : 16));
 }
 
-void gemm_plan(dc_kgen *g, gemm *gm) {
+void gemm_tile_shape(const dc_kgen *g, gemm *gm) {
   choose_tile(g, gm);
   gm->nr = gm->nv * g->vw;
   gm->nro = gm->geglu ? gm->nr / 2 : gm->nr;
   gm->u = UNROLL;
+}
+
+void gemm_plan(dc_kgen *g, gemm *gm) {
+  gemm_tile_shape(g, gm);
   if (gm->kseg > 0 && gm->kseg < gm->k) {
     /* bps blocks per segment, the last one shorter; kc rounded up to the
      * unroll only while the segment's last block keeps some k */
@@ -260,6 +264,13 @@ static void kloop(dc_kgen *g, const gemm *gm, int mr, LLVMValueRef *arow, LLVMVa
   for (int i = 0; i < nacc; i++) LLVMAddIncoming(phi[i], &cur[i], &latch, 1);
   LLVMPositionBuilderAtEnd(g->b, exit);
   memcpy(acc, phi, sizeof(LLVMValueRef) * (size_t)nacc);
+}
+
+void gemm_kernel(dc_kgen *g, const gemm *gm, int mr, LLVMValueRef *arow, LLVMValueRef bp, LLVMValueRef kcur,
+                 LLVMValueRef *acc) {
+  LLVMValueRef kmain = LLVMBuildAnd(g->b, kcur, kg_i64(g, ~(int64_t)(gm->u - 1)), "");
+  kloop(g, gm, mr, arow, bp, kg_i64(g, 0), kmain, gm->u, acc);
+  if (gm->k % gm->u) kloop(g, gm, mr, arow, bp, kmain, kcur, 1, acc);
 }
 
 /* Offset of output row R's first element in the residual. */
@@ -349,9 +360,7 @@ static void tile(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValueRef 
     }
   }
   LLVMValueRef bp = kg_gep(g, b->bfull, mul(g, add(g, mul(g, b->jr, gm->k), b->pc), gm->nr));
-  LLVMValueRef kmain = LLVMBuildAnd(g->b, b->kcur, kg_i64(g, ~(int64_t)(gm->u - 1)), "");
-  kloop(g, gm, mr, arow, bp, kg_i64(g, 0), kmain, gm->u, acc);
-  if (gm->k % gm->u) kloop(g, gm, mr, arow, bp, kmain, b->kcur, 1, acc);
+  gemm_kernel(g, gm, mr, arow, bp, b->kcur, acc);
   if (gm->nkb == 1) {
     epilogue(g, gm, b, mr, row0, acc);
     return;

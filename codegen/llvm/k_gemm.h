@@ -83,6 +83,15 @@ struct gemm {
 void gemm_plan(dc_kgen *g, gemm *gm);
 /* Emits the whole kernel body for gm (after gemm_plan). */
 void gemm_emit(dc_kgen *g, gemm *gm);
+/* The pieces for a kernel with its own blocking (k_winograd.c): the
+ * register tile (mr, nv, nr, nro, u) for this target, and the micro-kernel
+ * itself: acc[i·nv + v] += sum over k < kcur of A_i[k] · B[k][v·W + lane]
+ * for the i < mr rows whose element 0 arow[i] points at (a_dtype) and the
+ * packed panel bp ([k][nr] floats); gm->k % gm->u says whether kcur may
+ * leave a remainder after the unrolled loop. */
+void gemm_tile_shape(const dc_kgen *g, gemm *gm);
+void gemm_kernel(dc_kgen *g, const gemm *gm, int mr, LLVMValueRef *arow, LLVMValueRef bp, LLVMValueRef kcur,
+                 LLVMValueRef *acc);
 /* Residual strides of `res` broadcast onto `out` (numpy rules): per output
  * dim, the residual's element stride or 0. */
 void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
@@ -115,6 +124,12 @@ LLVMValueRef kg_buf_typed(dc_kgen *g, int i, dc_dtype t); /* bufs[i] as a pointe
  * p[idx[lane]] for lanes in mask (idx: <W x i32>), zero elsewhere. */
 LLVMValueRef kg_load_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx);
 LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef mask);
+
+/* conv2d by Winograd F(2×2, 3×3) (k_winograd.c): whether node g->n takes
+ * that path (3×3, stride 1, NCHW or NHWC, large enough to pay;
+ * g->winograd), and its emitter. */
+int conv2d_winograd_applies(const dc_kgen *g);
+dc_status *conv2d_winograd(dc_kgen *g);
 
 dc_status *dc_k_conv2d(dc_kgen *g);
 dc_status *dc_k_linear(dc_kgen *g);

@@ -54,6 +54,7 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   if (!l) return dc_nomem("creating the LLVM module");
   dc_kgen *g = &l->g;
   g->vw = dc_cpu_target_vector_width(t);
+  g->winograd = 1;
   l->prefer512 = g->vw == 16;
   l->features_attr = dc_strdup(t->features);
   l->cpu_attr = dc_strdup(t->cpu);
@@ -75,6 +76,8 @@ dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out) {
   *out = l;
   return l->features_attr && l->cpu_attr && (l->tune_attr || !t->tune) ? NULL : dc_nomem("creating the LLVM module");
 }
+
+void dc_llvm_set_winograd(dc_llvm *l, int on) { l->g.winograd = on; }
 
 void dc_llvm_destroy(dc_llvm *l) {
   if (!l) return;
@@ -127,8 +130,14 @@ dc_status *dc_llvm_emit_node(dc_llvm *l, const dc_module *m, int32_t id, dc_cpu_
   g->n = n;
   g->id = id;
   g->scratch_bytes = 0;
+  g->variant = NULL;
   begin_function(l, out->symbol);
   dc_status *st = emit(g);
+  if (!st && g->variant) { /* the algorithm shows in profiles and disassembly */
+    char *named = dc_asprintf("%s_%s", out->symbol, g->variant);
+    if (!named) st = dc_nomem("emitting a kernel");
+    else dc_free(out->symbol), out->symbol = named, LLVMSetValueName2(g->fn, named, strlen(named));
+  }
   if (st) {
     dc_free(out->symbol);
     out->symbol = NULL;
@@ -147,11 +156,18 @@ dc_status *dc_llvm_emit_node(dc_llvm *l, const dc_module *m, int32_t id, dc_cpu_
 dc_status *dc_llvm_kernel_key(dc_llvm *l, dc_cpu_kernel *k, uint64_t *key) {
   LLVMValueRef fn = LLVMGetNamedFunction(l->g.mod, k->symbol);
   if (!fn) return dc_error(DC_ERR_INTERNAL, "kernel %s is not in its module", k->symbol);
+  /* "k12_conv2d_winograd" -> "dck_<key>_conv2d_winograd": what the kernel is
+   * stays readable in profiles and disassembly, the node number goes */
+  const char *what = strchr(k->symbol, '_');
+  what = what ? what : "";
   LLVMSetValueName2(fn, "dc_kernel", 9); /* the plan's node number is no part of the code */
   char *ir = LLVMPrintModuleToString(l->g.mod);
   dc_buf b;
   dc_buf_init(&b);
-  dc_buf_str(&b, "diffc CPU kernel cache key 1");
+  /* The object defines the symbol named below: a change to how it is named
+   * changes this string, so that no entry with the old name is found. */
+  dc_buf_str(&b, "diffc CPU kernel cache key 2: dck_<key><what>");
+  dc_buf_str(&b, what);
   dc_buf_str(&b, ir);
   dc_buf_str(&b, PIPELINE);
   dc_buf_str(&b, "LLVM " LLVM_VERSION_STRING);
@@ -165,7 +181,7 @@ dc_status *dc_llvm_kernel_key(dc_llvm *l, dc_cpu_kernel *k, uint64_t *key) {
   dc_status *st = dc_buf_status(&b, "hashing a kernel");
   if (!st) *key = dc_hash64(b.data, b.len);
   dc_buf_deinit(&b);
-  char *name = st ? NULL : dc_asprintf("dck_%016llx", (unsigned long long)*key);
+  char *name = st ? NULL : dc_asprintf("dck_%016llx%s", (unsigned long long)*key, what);
   if (!st && !name) st = dc_nomem("naming a kernel");
   if (st) return st;
   LLVMSetValueName2(fn, name, strlen(name));

@@ -26,6 +26,8 @@ typedef struct dc_kgen {
   const dc_node *n;
   int32_t id;
   uint64_t scratch_bytes; /* per thread; the emitter sets it if it needs scratch */
+  int winograd;           /* conv2d's Winograd path: 0 off, 1 where it pays, 2 always (dc_llvm_set_winograd) */
+  const char *variant;    /* set by an emitter with several algorithms: appended to the symbol (k3_conv2d_winograd) */
 } dc_kgen;
 
 /* An emitter fills g->fn's body (the builder is positioned in its entry

@@ -59,6 +59,11 @@ typedef struct {
 
 dc_status *dc_llvm_create(const dc_cpu_target *t, dc_llvm **out);
 void dc_llvm_destroy(dc_llvm *g);
+/* Whether 3×3 stride-1 conv2d kernels emitted from now on use
+ * Winograd F(2×2, 3×3): 1 (the default) where it pays, 0 never (every
+ * conv2d is the direct one: comparisons, benchmarks), 2 wherever it is
+ * correct, however small (tests). */
+void dc_llvm_set_winograd(dc_llvm *g, int on);
 /* Emits the kernel of node id.  *out is set (symbol owned by the caller)
  * or, when the op has no LLVM kernel yet, *has_kernel = 0 and the runtime
  * runs the reference kernel for that node. */
@@ -67,7 +72,7 @@ dc_status *dc_llvm_emit_node(dc_llvm *g, const dc_module *m, int32_t id, dc_cpu_
  * xxh64 of the kernel's LLVM IR as generated (with a fixed entry name), the
  * target, the optimization pipeline and LLVM's version, that is of
  * everything its object code depends on; and the kernel renamed
- * "dck_<key in hex>" (k->symbol too), so that equal kernels from any plan
+ * "dck_<key in hex>_<op>[_<variant>]" (k->symbol too), so that equal kernels from any plan
  * have equal objects and two kernels in one plan never share a name unless
  * they are equal. */
 dc_status *dc_llvm_kernel_key(dc_llvm *g, dc_cpu_kernel *k, uint64_t *key);
