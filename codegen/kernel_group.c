@@ -12,7 +12,10 @@ static void signature(const dc_module *m, const dc_node *n, const char *salt, dc
     const dc_node *in = &m->nodes[n->inputs[i]];
     dc_buf_printf(b, "|%d:%s", (int)in->layout, dc_type_str(&in->type, tb, sizeof tb));
   }
-  for (int i = 0; i < DC_MAX_ATTRS; i++) dc_buf_printf(b, "|%lld,%.17g", (long long)n->attrs[i].i, n->attrs[i].f);
+  const dc_op_info *info = dc_op_get(n->op);
+  for (int i = 0; i < info->nattrs; i++) /* the op's own attributes, each as its kind */
+    if (info->attr_kinds[i] == ATTR_FLOAT) dc_buf_printf(b, "|%.17g", n->attrs[i].f);
+    else dc_buf_printf(b, "|%lld", (long long)n->attrs[i].i);
   for (int i = 0; i < n->nlist; i++) dc_buf_printf(b, "|%lld", (long long)n->list[i]);
   if (salt) dc_buf_printf(b, "|%s", salt);
   dc_buf_u8(b, 0);
@@ -33,7 +36,11 @@ static dc_status *group(const dc_module *m, dc_kernel_filter has_kernel, const c
     dc_buf sig;
     dc_buf_init(&sig);
     signature(m, &m->nodes[i], salt, &sig);
-    DC_TRY(dc_buf_status(&sig, "grouping kernels"));
+    dc_status *st = dc_buf_status(&sig, "grouping kernels");
+    if (st) { /* a failed grow may leave what was grown before */
+      dc_buf_deinit(&sig);
+      return st;
+    }
     int same = find_same(sigs, g->nreps, (const char *)sig.data);
     if (same >= 0) {
       g->group_of[i] = same;

@@ -111,8 +111,10 @@ static dc_status *check_text(const dc_class_desc *c, const char *text) {
   tu_write_file(path, text, strlen(text));
   dc_json_doc d;
   dc_status *st = dc_json_load(path, &d);
-  if (!st) st = dc_config_check(c, &d);
-  if (!st) dc_json_free(&d);
+  if (!st) {
+    st = dc_config_check(c, &d);
+    dc_json_free(&d);
+  }
   free(path);
   return st;
 }
