@@ -72,8 +72,6 @@ struct dc_cuda_backend {
   int started;                   /* work was enqueued: a failed run waits for every stream */
 };
 
-/* Calls a driver entry through the table and turns its result into a status. */
-#define CU(b, fn, ...) dc_cu_check(&(b)->api, (b)->api.fn(__VA_ARGS__), "cu" #fn)
 
 /* Makes device d's context current (a no-op when it is already). */
 dc_status *dc_cuda_use_device(dc_cuda_backend *b, int d);

@@ -144,5 +144,8 @@ dc_status *dc_cu_api_open(const char *libname, dc_cu_api *out);
 const char *dc_cu_result_text(const dc_cu_api *api, dc_cu_result r, char *buf, size_t cap);
 /* NULL when r is success; else DC_ERR_IO "<call>: <result text>". */
 dc_status *dc_cu_check(const dc_cu_api *api, dc_cu_result r, const char *call);
+/* Calls driver entry fn through the table b->api (any struct with an `api`
+ * member) and turns its result into a status naming the call. */
+#define CU(b, fn, ...) dc_cu_check(&(b)->api, (b)->api.fn(__VA_ARGS__), "cu" #fn)
 
 #endif

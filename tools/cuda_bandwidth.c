@@ -83,7 +83,6 @@ typedef struct {
   char name[256];
 } bench;
 
-#define CU(b, fn, ...) dc_cu_check(&(b)->api, (b)->api.fn(__VA_ARGS__), "cu" #fn)
 
 static dc_status *setup(bench *b, const options *o) {
   int count = 0;

@@ -241,6 +241,61 @@ char *dc_llvm_ir_text(dc_llvm *l) {
 }
 
 /* ---- helpers ---- */
+/* The vector helpers (kgen.h's gk_*): every emitter's, so that no kernel
+ * file needs another's (k_stored.c and k_gemm.c used to call each other). */
+static LLVMTypeRef vi32t(dc_kgen *g) { return LLVMVectorType(g->i32, (unsigned)g->vw); }
+
+LLVMValueRef gk_i32(dc_kgen *g, int64_t v) { return LLVMConstInt(g->i32, (unsigned long long)v, 1); }
+
+LLVMValueRef gk_iota(dc_kgen *g) {
+  LLVMValueRef e[16];
+  for (int i = 0; i < g->vw; i++) e[i] = gk_i32(g, i);
+  return LLVMConstVector(e, (unsigned)g->vw);
+}
+
+LLVMValueRef gk_isplat(dc_kgen *g, LLVMValueRef v) {
+  if (LLVMTypeOf(v) != g->i32) v = LLVMBuildTrunc(g->b, v, g->i32, "");
+  LLVMValueRef undef = LLVMGetUndef(vi32t(g));
+  LLVMValueRef one = LLVMBuildInsertElement(g->b, undef, v, gk_i32(g, 0), "");
+  return LLVMBuildShuffleVector(g->b, one, undef, LLVMConstNull(vi32t(g)), "");
+}
+
+LLVMValueRef gk_lanes_below(dc_kgen *g, LLVMValueRef first, LLVMValueRef end) {
+  LLVMValueRef lanes = LLVMBuildAdd(g->b, gk_isplat(g, first), gk_iota(g), "");
+  return LLVMBuildICmp(g->b, LLVMIntSLT, lanes, gk_isplat(g, end), "lanes");
+}
+
+LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args,
+                              int nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, tys, (size_t)ntys);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(g->ctx, id, tys, (size_t)ntys);
+  return LLVMBuildCall2(g->b, fty, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef gk_mload(dc_kgen *g, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef tys[2] = {g->vf32, g->pvf32};
+  LLVMValueRef args[4] = {LLVMBuildBitCast(g->b, p, g->pvf32, ""), gk_i32(g, 4), mask, LLVMConstNull(g->vf32)};
+  return gk_call_intr(g, "llvm.masked.load", tys, 2, args, 4);
+}
+
+void gk_mstore(dc_kgen *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef tys[2] = {g->vf32, g->pvf32};
+  LLVMValueRef args[4] = {v, LLVMBuildBitCast(g->b, p, g->pvf32, ""), gk_i32(g, 4), mask};
+  gk_call_intr(g, "llvm.masked.store", tys, 2, args, 4);
+}
+
+LLVMValueRef gk_gather(dc_kgen *g, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask) {
+  LLVMValueRef ptrs = LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
+  LLVMTypeRef tys[2] = {g->vf32, LLVMVectorType(g->pf32, (unsigned)g->vw)};
+  LLVMValueRef args[4] = {ptrs, gk_i32(g, 4), mask, LLVMConstNull(g->vf32)};
+  return gk_call_intr(g, "llvm.masked.gather", tys, 2, args, 4);
+}
+
+LLVMValueRef gk_min(dc_kgen *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, a, b, ""), a, b, "min");
+}
+
 const dc_type *kg_type(const dc_kgen *g, int i) {
   return i == 0 ? &g->n->type : &g->m->nodes[g->n->inputs[i - 1]].type;
 }
