@@ -11,10 +11,10 @@
 
 #include "codegen/kernel_cache.h"
 #include "codegen/kernel_group.h"
-#include "runtime/threadpool.h"
+#include "support/threadpool.h"
 
 /* CUDA's launch limits, checked here so a bad geometry fails the compile
- * rather than the plan load (runtime/plan_reader.c checks them again). */
+ * rather than the plan load (plan/plan_reader.c checks them again). */
 #define MAX_BLOCK_THREADS 1024u
 #define MAX_GRID_YZ 65535u
 #define MAX_GRID_X 2147483647u

@@ -1,13 +1,13 @@
 /* emit_cuda.h — the CUDA codegen stage of the driver: every distinct kernel
  * of a module written as CUDA C (codegen/cuda) and compiled by NVRTC for
  * every requested architecture, in parallel and through the disk cache,
- * into the plan's KERN description (runtime/plan_format.h, dc_plan_cuda). */
+ * into the plan's KERN description (plan/plan_format.h, dc_plan_cuda). */
 #ifndef DC_EMIT_CUDA_H
 #define DC_EMIT_CUDA_H
 
 #include "codegen/cuda/cuda_codegen.h"
 #include "codegen/cuda/nvrtc.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 typedef struct {
   dc_cuda_compute compute;

@@ -21,7 +21,7 @@
 
 #include "codegen/kernel_group.h"
 #include "codegen/llvm/kgen.h"
-#include "runtime/threadpool.h"
+#include "support/threadpool.h"
 
 typedef struct {
   const dc_module *m;

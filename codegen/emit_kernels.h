@@ -1,12 +1,12 @@
 /* emit_kernels.h — compile a module's kernels for a CPU target into the
- * plan's KERN description (see runtime/plan_format.h), through the kernel
+ * plan's KERN description (see plan/plan_format.h), through the kernel
  * cache (codegen/kernel_cache.h). */
 #ifndef DC_EMIT_KERNELS_H
 #define DC_EMIT_KERNELS_H
 
 #include "codegen/kernel_cache.h"
 #include "codegen/llvm/llvm_codegen.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 typedef enum { DC_CONV_AUTO, DC_CONV_DIRECT, DC_CONV_WINOGRAD } dc_conv_algo;
 

@@ -167,7 +167,7 @@ typedef struct {
   uint64_t content_hash;
   /* Layerwise casting (pass cast-weights): when set, the file holds the
    * tensor in from_dtype (from_bytes at offset) and diffc converts it to
-   * type.dtype when it writes the plan's weights (codegen/weight_store.c);
+   * type.dtype when it writes the plan's weights (driver/weight_store.c);
    * a plan never holds a weight with a cast pending. */
   int cast_pending;
   dc_dtype from_dtype;

@@ -6,7 +6,7 @@
  * Guarantees: with --storage-dtype D, the weight and bias of every conv2d
  *   and linear whose module path no skip pattern matches are stored in D:
  *   the WEIGHT node has dtype D (cast_pending records the file's dtype; the
- *   plan writer converts, codegen/weight_store.c) and the consumer reads it
+ *   plan writer converts, driver/weight_store.c) and the consumer reads it
  *   directly — a CAST the frontend put after a bf16/f16 checkpoint tensor is
  *   bypassed (dce removes it).  The kernels upcast as they load: there is no
  *   full-tensor cast anywhere, in host memory, over the copy (uploads carry

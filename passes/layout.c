@@ -5,7 +5,7 @@
  *   4-D data comes from them, run in NHWC: their values are [N,H,W,C] and
  *   labelled nhwc, axis attributes remapped.  Conv weights are repacked at
  *   compile time ([O,C,kh,kw] -> [O,kh,kw,C], dc_weight.repack_pending;
- *   codegen/weight_store.c writes them beside the plan).  A permute appears
+ *   driver/weight_store.c writes them beside the plan).  A permute appears
  *   only where an NCHW value enters a region or an NHWC one leaves it, and
  *   permute chains are composed as they are built: an identity vanishes (a
  *   transformer's "permute(0,2,3,1) + reshape" token entry then reads the

@@ -62,7 +62,7 @@ typedef struct {
   dc_host_memory host_memory; /* --host-memory pinned|on-demand (needs offload) */
   dc_layout layout;           /* --layout nhwc: conv regions channels-last (passes/layout.c); 0 = as built */
   dc_device_map_kind device_map; /* --device-map (passes/place.c) */
-  const char *device_map_file;   /* DC_MAP_FILE: the JSON file (read by codegen/compile.c into map) */
+  const char *device_map_file;   /* DC_MAP_FILE: the JSON file (read by driver/compile.c into map) */
   const struct dc_map_entry *map; /* DC_MAP_FILE: module path -> device, as the file says */
   int nmap;
   dc_max_memory max_memory;      /* --max-memory */

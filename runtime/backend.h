@@ -33,7 +33,7 @@
 
 #include "diffrun.h"
 #include "host_weights.h"
-#include "plan_format.h"
+#include "plan/plan_format.h"
 
 /* What a backend is given at create; everything outlives the backend. */
 typedef struct {

@@ -25,7 +25,7 @@
 #include "cpu_kernels.h"
 #include "fit_advice.h"
 #include "kernels.h"
-#include "threadpool.h"
+#include "support/threadpool.h"
 
 typedef struct {
   drt_backend_setup s;

@@ -8,7 +8,7 @@
 #include <llvm-c/Target.h>
 #include <string.h>
 
-#include "codegen/llvm/llvm_codegen.h"
+#include "support/cpu_target.h"
 
 struct dc_cpu_code {
   LLVMOrcLLJITRef jit;

@@ -9,7 +9,7 @@
 #ifndef DC_CPU_KERNELS_H
 #define DC_CPU_KERNELS_H
 
-#include "plan_format.h"
+#include "plan/plan_format.h"
 
 typedef void (*dc_cpu_kernel_fn)(void **bufs, int64_t tid, int64_t nthreads);
 

@@ -31,7 +31,7 @@
 #define DC_CUDA_BACKEND_H
 
 #include "cuda_driver.h"
-#include "plan_format.h"
+#include "plan/plan_format.h"
 
 typedef struct dc_cuda_backend dc_cuda_backend;
 

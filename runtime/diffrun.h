@@ -63,7 +63,7 @@ typedef struct {
    * refused, naming the file and the first tensor that differs.  The file
    * size and safetensors header are checked either way. */
   int no_verify_weights;
-  /* A file of trusted Ed25519 public keys (runtime/plan_sign.h; diffrun
+  /* A file of trusted Ed25519 public keys (plan/plan_sign.h; diffrun
    * --trusted-keys): the plan is refused unless one of them signed it
    * (diffc --sign) and the signature verifies, checked before any of the
    * plan is parsed.  NULL: signed and unsigned plans load alike. */

@@ -32,14 +32,7 @@ typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const 
  * for test-only ops (OPF_TEST); CONSTANT's kernel places its bytes. */
 dc_ref_kernel dc_ref_kernel_for(dc_op op);
 
-/* Scalar conversions shared by CAST and the tests (round to nearest even). */
-float dc_f16_to_f32(uint16_t h);
-float dc_bf16_to_f32(uint16_t h);
-float dc_f8e4m3_to_f32(uint8_t v);
-float dc_f8e5m2_to_f32(uint8_t v);
-uint16_t dc_f32_to_bf16(float f);
-uint16_t dc_f32_to_f16(float f);
-uint8_t dc_f32_to_f8e4m3(float f); /* PyTorch float8_e4m3fn: saturates to ±448, NaN stays NaN */
-uint8_t dc_f32_to_f8e5m2(float f);
+/* The scalar dtype conversions CAST uses (also the compiler's). */
+#include "../support/dtype_convert.h"
 
 #endif

@@ -23,7 +23,7 @@
 #include "backend.h"
 #include "diffrun.h"
 #include "host_weights.h"
-#include "plan_format.h"
+#include "plan/plan_format.h"
 
 _Static_assert(DC_MAX_DEVICES == 8, "drt_stats' per-device arrays hold 8 devices");
 

@@ -29,7 +29,7 @@
 
 #include "runtime/cuda_driver.h"
 #include "runtime/kernels.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 enum { C_HTOD, C_DTOH, C_RECORD, C_WAIT, C_EVSYNC, C_STREAMSYNC, C_LAUNCH, C_LOAD, C_GETFN, C_ATTR, C_ALLOC, C_MEMINFO,
        C_PEER, C_PEER_ENABLE };

@@ -13,7 +13,7 @@
 
 #include "codegen/cuda/cuda_codegen.h"
 #include "kernel_harness.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 /* Must be called once with the tests directory (argv[1]) before the others. */
 void ch_init(const char *tests_dir);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"

@@ -10,7 +10,7 @@
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/kernels.h"
-#include "runtime/threadpool.h"
+#include "support/threadpool.h"
 
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims) {
   dc_type t = {DT_F32, rank, {0}};

@@ -24,12 +24,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "codegen/emit_kernels.h"
-#include "codegen/weight_store.h"
+#include "driver/weight_store.h"
 #include "kernel_harness.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 typedef dc_status *(*op_fn)(void *ctx);

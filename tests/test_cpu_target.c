@@ -10,7 +10,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/Object.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "codegen/emit_kernels.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "runtime/diffrun.h"

@@ -28,12 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/kernel_group.h"
-#include "runtime/plan_format.h"
-#include "runtime/threadpool.h"
+#include "plan/plan_format.h"
+#include "support/threadpool.h"
 #include "testutil.h"
 
 #define MAX_FIXTURES 32

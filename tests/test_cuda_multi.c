@@ -42,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "passes/passes.h"
 #include "cuda_fake_order.h"
 #include "cuda_harness.h"

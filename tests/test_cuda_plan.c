@@ -19,12 +19,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/emit_cuda.h"
 #include "kernel_harness.h"
 #include "passes/passes.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 /* x[4,8] -> silu -> add(., x) -> y, through the pipeline (memory planned). */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "cuda_fake_driver.h"
 #include "cuda_harness.h"
 #include "runtime/diffrun.h"

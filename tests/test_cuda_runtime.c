@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 /* x[n] -> silu -> y, one kernel whose images are not real code ("\x7fELF"

@@ -12,7 +12,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 /* ---- a weight pool and a small graph builder -------------------------- */

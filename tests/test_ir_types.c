@@ -13,7 +13,7 @@
 #include "codegen/emit_cuda.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 static const float SCALE[4] = {1.0f, 2.5f, -3.0f, 1e-7f};

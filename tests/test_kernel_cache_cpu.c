@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
 

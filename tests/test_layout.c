@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codegen/compile.h"
+#include "../driver/compile.h"
 #include "../runtime/diffrun.h"
 #include "testutil.h"
 

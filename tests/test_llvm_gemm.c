@@ -24,7 +24,7 @@
 #include "kernel_harness.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/kernels.h"
-#include "runtime/threadpool.h"
+#include "support/threadpool.h"
 #include "testutil.h"
 
 enum { RES_NONE, RES_FULL, RES_CHANNEL }; /* residual: none, output-shaped, [N,O,1,1] / [N] */

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
 

@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
 #include "runtime/kernels.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 /* ---- building graphs by hand ---- */

@@ -18,7 +18,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 static char *print(const dc_module *m) {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../codegen/compile.h"
+#include "../driver/compile.h"
 #include "../runtime/diffrun.h"
 #include "testutil.h"
 

@@ -9,7 +9,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 static float W[6] = {1, 2, 3, -1, 0.5f, 0.25f}; /* linear 3 -> 2 */

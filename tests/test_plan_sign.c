@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codegen/compile.h"
-#include "runtime/plan_format.h"
-#include "runtime/plan_sign.h"
+#include "driver/compile.h"
+#include "plan/plan_format.h"
+#include "plan/plan_sign.h"
 #include "testutil.h"
 
 static uint64_t get_le(const uint8_t *p, int n) {

@@ -1,4 +1,4 @@
-/* test_threadpool.c — the fork/join pool (runtime/threadpool.h) on 1..4
+/* test_threadpool.c — the fork/join pool (support/threadpool.h) on 1..4
  * threads:
  *  - many back-to-back runs with part counts below, at and above the thread
  *    count: every part of a run is called exactly once with the run's part
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/threadpool.h"
+#include "support/threadpool.h"
 #include "testutil.h"
 
 #define MAX_THREADS 4

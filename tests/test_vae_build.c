@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "frontend/frontend.h"
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
 

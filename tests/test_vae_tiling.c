@@ -16,7 +16,7 @@
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
 #include "runtime/kernels.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 #include "testutil.h"
 
 typedef struct {

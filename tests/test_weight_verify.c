@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "testutil.h"
 
 static char *model_dir, *model_weights;

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/compile.h"
+#include "driver/compile.h"
 #include "frontend/registry.h"
 #include "passes/passes.h"
-#include "runtime/plan_sign.h"
+#include "plan/plan_sign.h"
 
 
 #define MAX_SHAPES 16

@@ -1,6 +1,6 @@
 /* cuda_codegen.h — GPU code generation: every kernel the CPU backend has,
  * written as CUDA C and compiled ahead of time with NVRTC (codegen/cuda/
- * nvrtc.c) into the plan's KERN section (runtime/plan_format.h).
+ * nvrtc.c) into the plan's KERN section (plan/plan_format.h).
  *
  * One kernel per distinct (op, attributes, operand types, options): shapes
  * and attributes are compile-time constants in the source.  Every kernel is

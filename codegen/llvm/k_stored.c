@@ -5,7 +5,7 @@
  * reference decoders, so every path decodes exactly as the reference does. */
 #include "k_gemm.h"
 
-#include "runtime/kernels.h"
+#include "support/dtype_convert.h"
 
 LLVMTypeRef kg_elem_type(dc_kgen *g, dc_dtype t) {
   switch (t) {

@@ -1,22 +1,23 @@
 /* llvm_codegen.h — CPU code generation through the LLVM C API.
  *
- * diffc builds one LLVM module per plan holding one function per kernel,
- * optimizes it (default<O3>) for the plan's CPU target and stores the
- * object code in the plan's KERN section.  diffrun maps that object with
- * LLVM's ORC JIT linker (runtime/cpu_kernels.c): relocation only, no
+ * diffc builds one LLVM module per distinct kernel, optimizes it
+ * (default<O3>) for the plan's CPU target (support/cpu_target.h) unless the
+ * kernel cache has its object already (codegen/emit_kernels.c), and stores
+ * the object code in the plan's KERN section.  diffrun maps the objects
+ * with LLVM's ORC JIT linker (runtime/cpu_kernels.c): relocation only, no
  * compilation at run time.
  *
  * Every kernel has the C signature
- *     void kernel(void **bufs, int64_t tid, int64_t nthreads);
+ *     void kernel(void **bufs, int64_t part, int64_t nparts);
  * bufs[0] is the output, bufs[1..ninputs] the node's inputs in order, and
- * bufs[ninputs+1] this thread's scratch (scratch_bytes, 64-byte aligned,
- * distinct per thread).  Shapes and attributes are compile-time constants.
- * All threads of the pool call the kernel with their tid; each computes its
- * own part of the output, and the call returns when all have finished.
+ * bufs[ninputs+1] the running thread's scratch (scratch_bytes, 64-byte
+ * aligned, distinct per thread).  Shapes and attributes are compile-time
+ * constants.  The kernel computes part `part` of an even split of its work
+ * into `nparts`; the pool (support/threadpool.h) runs every part once, on
+ * whichever thread claims it, and the step ends when all have finished.
  *
  * Sections (file: exports)
- *   codegen/llvm/target.c:  dc_cpu_target_* — host or generic target, feature checks
- *   codegen/llvm/kgen.c:    dc_llvm_* — module, per-node emission, object file
+ *   codegen/llvm/kgen.c:    dc_llvm_* — module, per-node emission, cache key, object file
  *   codegen/llvm/k_*.c:     the kernels, one file per family (see kgen.h)
  */
 #ifndef DC_LLVM_CODEGEN_H
@@ -24,30 +25,7 @@
 
 #include "ir/ir.h"
 
-typedef struct {
-  char *triple;   /* "x86_64-pc-linux-gnu" */
-  char *cpu;      /* LLVM's name: "generic" on CPUs newer than LLVM 14, "x86-64" for portable plans */
-  char *features; /* "+avx512f,+fma,..." or "" */
-  char *tune;     /* a CPU to tune for (LLVM's "tune-cpu"), or NULL: --cpu haswell, znver1, ... */
-} dc_cpu_target;
-
-/* The machine diffc runs on (LLVMGetHostCPUName/Features). */
-dc_status *dc_cpu_target_host(dc_cpu_target *out);
-/* A portable x86-64 target (SSE2 only): `diffc --cpu generic`. */
-dc_status *dc_cpu_target_generic(dc_cpu_target *out);
-/* `diffc --cpu NAME`: native (or NULL), generic, an x86-64 psABI level
- * (x86-64, x86-64-v2, -v3, -v4) or a CPU name (haswell, znver1, ...: its
- * level's features, tuned for it); an unknown name is DC_ERR_ARGUMENT
- * listing the known ones. */
-dc_status *dc_cpu_target_named(const char *name, dc_cpu_target *out);
-void dc_cpu_target_deinit(dc_cpu_target *t);
-/* Whether code for `t` runs on this machine: the triple's architecture
- * matches and every "+feature" of t is present on the host.  On failure,
- * *missing (dc_malloc'd) lists the missing features. */
-int dc_cpu_target_runs_here(const dc_cpu_target *t, char **missing);
-/* 16 when the target has AVX-512F, 8 with AVX2, 4 otherwise: the f32
- * vector width kernels are written for. */
-int dc_cpu_target_vector_width(const dc_cpu_target *t);
+#include "support/cpu_target.h"
 
 typedef struct dc_llvm dc_llvm;
 

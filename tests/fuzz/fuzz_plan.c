@@ -18,7 +18,7 @@
 #include "frontend/frontend.h"
 #include "fuzz_common.h"
 #include "runtime/diffrun.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 /* The public half of tests/fuzz/fuzz_sign.key. */
 static const char fuzz_public_key[] = "d6393dd4e1622c6168a95bfc220a8183cf52ccdd74bfd92d8a11f18b00e7aad4 fuzz key\n";

@@ -1,4 +1,4 @@
-/* target.c — which CPU a plan is compiled for, and whether it runs here.
+/* cpu_target.c — which CPU a plan is compiled for, and whether it runs here.
  * LLVM 14 names CPUs newer than itself "generic" but still reports their
  * features (+avx512f ...), so a target is always the (cpu, features) pair. */
 #include <llvm-c/Core.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llvm_codegen.h"
+#include "cpu_target.h"
 
 static dc_status *take(char *llvm_str, char **out) {
   *out = dc_strdup(llvm_str ? llvm_str : "");

@@ -310,7 +310,7 @@ void dc_plan_kernels_deinit(dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
 }
 
-/* ---- SIGN: the signature (runtime/plan_sign.h) ---------------------------- */
+/* ---- SIGN: the signature (plan/plan_sign.h) ---------------------------- */
 
 static uint32_t get_le32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

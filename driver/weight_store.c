@@ -26,7 +26,7 @@
 #include <xxhash.h>
 
 #include "frontend/frontend.h"
-#include "runtime/kernels.h"
+#include "support/dtype_convert.h"
 
 /* The weights (indices into m->weights) uploaded by group g, in schedule
  * order, that are still in one of the first nsources files.  A group that

@@ -1,4 +1,4 @@
-/* plan_writer.c — lays out a plan file (runtime/plan_format.h): header,
+/* plan_writer.c — lays out a plan file (plan/plan_format.h): header,
  * section table with xxHash64 checksums, 64-byte aligned payloads, written
  * to a temporary name and renamed into place.  The KERN section holds LLVM
  * objects for a CPU plan (format 1) and CUDA images for a CUDA one (2).
@@ -11,14 +11,14 @@
  *
  * With a secret key (diffc --sign) a SIGN section comes last; it is signed
  * once the rest of the file is on disk, over the bytes written, with the
- * digest the reader computes (runtime/plan_sign.h). */
+ * digest the reader computes (plan/plan_sign.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <xxhash.h>
 
-#include "runtime/plan_format.h"
-#include "runtime/plan_sign.h"
+#include "plan/plan_format.h"
+#include "plan/plan_sign.h"
 
 typedef struct {
   char tag[4];
@@ -51,7 +51,7 @@ static void put_kernels(const dc_plan_kernels *k, dc_buf *b) {
   }
 }
 
-/* KERN format 2 (runtime/plan_format.h). */
+/* KERN format 2 (plan/plan_format.h). */
 static void put_cuda(const dc_plan_cuda *c, dc_buf *b) {
   dc_buf_u32(b, 2);
   dc_buf_str(b, c->compute);

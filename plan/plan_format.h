@@ -41,7 +41,7 @@
  *         key, the 64-byte signature.  The digest covers every byte of the
  *         file but three fields read as zeros, those the signature itself
  *         determines: the signature, SIGN's xxh64 in the table and the
- *         header checksum (runtime/plan_sign.h).  diffrun --trusted-keys
+ *         header checksum (plan/plan_sign.h).  diffrun --trusted-keys
  *         checks it before any section is parsed.
  * Unknown sections are skipped; missing required ones are an error. */
 #ifndef DC_PLAN_FORMAT_H

@@ -14,7 +14,7 @@
 #include "frontend/registry.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
-#include "runtime/plan_format.h"
+#include "plan/plan_format.h"
 
 
 static dc_status *dump_to_stderr(void *user, const char *pass, const dc_module *m) {

@@ -7,7 +7,7 @@
  * section, and diffrun --trusted-keys FILE refuses any plan that is not
  * signed by one of FILE's keys.
  *
- * What is signed (runtime/plan_format.h): the BLAKE2b-512 digest of the
+ * What is signed (plan/plan_format.h): the BLAKE2b-512 digest of the
  * whole plan file — header, section table, every section, the padding —
  * with exactly three fields read as zeros, because they are derived from
  * the signature itself: the 64 signature bytes, the SIGN section's xxh64 in

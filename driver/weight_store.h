@@ -1,5 +1,5 @@
 /* weight_store.h — weight files diffc writes at compile time (see
- * codegen/weight_store.c): the per-group files of --offload-dir. */
+ * driver/weight_store.c): the per-group files of --offload-dir. */
 #ifndef DC_WEIGHT_STORE_H
 #define DC_WEIGHT_STORE_H
 
