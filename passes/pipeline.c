@@ -1,7 +1,7 @@
 /* pipeline.c — the list of passes, in order, and the loop that runs them
- * with the verifier in between.  Later issues add passes here (fusion,
- * memory planning, offload, casting, layout, tiling); the list is the one
- * place that says in which order. */
+ * with the verifier in between.  The list is the one place that says in
+ * which order the passes run; the comment above a pass says what must come
+ * before and after it, so a new pass goes where those constraints put it. */
 #include <stdio.h>
 #include <string.h>
 

@@ -10,7 +10,7 @@
 # in every directory but frontend/ and tests/.  Not checked: Markdown and
 # JSON (documentation and model configs name classes by nature), and the
 # Python that drives diffusers itself as the oracle (tools/make_fixtures.py,
-# bench/bench.py build diffusers models by class).
+# bench/bench*.py build diffusers models by class).
 set -u
 src=$1
 cd "$src" || exit 1
