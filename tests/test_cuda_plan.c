@@ -39,14 +39,6 @@ static dc_module *small_module(void) {
   return m;
 }
 
-static char *print_ir(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  CHECK_OK(dc_print(m, &b));
-  dc_buf_u8(&b, 0);
-  return (char *)b.data;
-}
-
 /* ---- a hand-built dc_plan_cuda ----------------------------------------- */
 
 static void fake_image(dc_plan_cuda_image *im, const char *arch, int ptx, const char *text) {
@@ -89,7 +81,7 @@ static void fake_cuda(const dc_module *m, dc_plan_cuda *c) {
 }
 
 static dc_status *write_cuda_plan(const dc_module *m, const dc_plan_cuda *c, const char *path) {
-  char *text = print_ir(m);
+  char *text = tu_ir_text(m);
   dc_plan plan = {.target = DC_TARGET_CUDA,
                   .options_json = "{\"target\":\"cuda\"}",
                   .ir_text = text,
@@ -347,7 +339,7 @@ static void test_truncation_and_flips(const dc_module *m) {
   dc_free(text);
 
   /* A CPU plan relabelled CUDA. */
-  char *ir = print_ir(m);
+  char *ir = tu_ir_text(m);
   dc_plan cpu = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = ir, .module = (dc_module *)m};
   CHECK_OK(dc_plan_write(path, &cpu));
   dc_free(ir);

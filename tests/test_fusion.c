@@ -156,14 +156,6 @@ static dc_status *run_passes(dc_module *m, int fuse) {
   return NULL;
 }
 
-static char *print(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  CHECK_OK(dc_print(m, &b));
-  dc_buf_u8(&b, 0);
-  return (char *)b.data;
-}
-
 static int count_op(const dc_module *m, dc_op op) {
   int k = 0;
   for (int i = 0; i < m->nnodes; i++) k += m->nodes[i].op == op;
@@ -209,7 +201,7 @@ static void set_inputs(drt_plan *p, const feed *fd) {
 
 /* Writes m (compiled) as a plan, loads it, runs it; m stays the caller's. */
 static int run_module(dc_module *m, const feed *fd, const char *name, run_result *r) {
-  char *text = print(m), *path = tu_path(name);
+  char *text = tu_ir_text(m), *path = tu_path(name);
   dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = m};
   drt_plan *p = NULL;
   drt_stats s = {0};
@@ -264,7 +256,7 @@ static void fusion_case(const char *what, builder build, const char *const *want
   dc_module *plain = build(), *fused = build();
   CHECK_OK(run_passes(plain, 0));
   CHECK_OK(run_passes(fused, 1));
-  char *dump = print(fused);
+  char *dump = tu_ir_text(fused);
   int ok = 1;
   for (int i = 0; want && want[i]; i++)
     if (!strstr(dump, want[i])) {

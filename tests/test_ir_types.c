@@ -18,20 +18,12 @@
 
 static const float SCALE[4] = {1.0f, 2.5f, -3.0f, 1e-7f};
 
-static char *print(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  CHECK_OK(dc_print(m, &b));
-  dc_buf_u8(&b, 0);
-  return (char *)b.data;
-}
-
 /* text -> module -> text must give the same bytes */
 static void check_parse_round_trip(const dc_module *m, const char *what) {
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   dc_module *back = NULL;
   CHECK_OK(dc_parse(text, strlen(text), what, &back));
-  char *again = back ? print(back) : NULL;
+  char *again = back ? tu_ir_text(back) : NULL;
   CHECK(again && strcmp(text, again) == 0);
   if (again && strcmp(text, again) != 0) fprintf(stderr, "--- printed\n%s--- parsed and printed\n%s", text, again);
   dc_free(text);
@@ -48,7 +40,7 @@ static void check_serialize_round_trip(const dc_module *m) {
   CHECK_OK(dc_serialize(m, &s));
   dc_module *back = NULL;
   CHECK_OK(dc_deserialize(w.data, w.len, "weights", s.data, s.len, "schedule", &back));
-  char *a = print(m), *b = back ? print(back) : NULL;
+  char *a = tu_ir_text(m), *b = back ? tu_ir_text(back) : NULL;
   CHECK(b && strcmp(a, b) == 0);
   dc_free(a);
   dc_free(b);
@@ -77,7 +69,7 @@ static dc_module *build_ids_and_constant(void) {
 
 static void test_text_and_binary(void) {
   dc_module *m = build_ids_and_constant();
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   CHECK(strstr(text, "# input input_ids : i64[2,7]\n") != NULL);
   CHECK(strstr(text, "%0 = input \"input_ids\" : i64[2,7]  # row, dev0, 112 B, live 0..0\n") != NULL);
   CHECK(strstr(text, "%2 = constant [1, 2.5, -3, 1.00000001e-07] : f32[4]  # time_proj.scale, row, dev0, 16 B, live 2..3\n") !=
@@ -89,7 +81,7 @@ static void test_text_and_binary(void) {
   check_serialize_round_trip(m);
   /* the constant's value survives every form bit for bit */
   dc_module *back = NULL;
-  char *planned = print(m);
+  char *planned = tu_ir_text(m);
   CHECK_OK(dc_parse(planned, strlen(planned), "planned", &back));
   for (int32_t i = 0; back && i < back->nnodes; i++)
     if (back->nodes[i].op == OP_CONSTANT) CHECK(memcmp(back->nodes[i].data, SCALE, sizeof SCALE) == 0);
@@ -143,7 +135,7 @@ static void test_constant_forms(void) {
   CHECK_OK(dc_infer_type(m, &add, &add.type));
   CHECK_OK(dc_module_add_output(m, "y", dc_module_add_node(m, &add)));
   CHECK_OK(dc_verify(m, "building"));
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   CHECK(strstr(text, "%0 = constant [1] : f32[]  # row, dev0, 4 B, live 0..4\n") != NULL);
   CHECK(strstr(text, "%1 = constant [0, -2147483648, 2147483647, -1] : i32[2,2]  # mask, row") != NULL);
   CHECK(strstr(text, "%2 = constant [0, 9223372036854775807, -9223372036854775808] : i64[3]  # pos, row") != NULL);
@@ -207,7 +199,7 @@ static void test_wide_node(void) {
   CHECK_OK(dc_module_add_output(m, "y", p));
   CHECK(dc_op_get(OP_PROBE)->nattrs == 11 && DC_MAX_INPUTS >= 64);
   CHECK_OK(dc_verify(m, "building"));
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   CHECK(strstr(text, "%10 = probe(%0, %1, %2, %3, %4, %5, %6, %7, %8, %9) {a=-1000003, b=-2000006, c=-3000009, "
                      "d=-4000012, e=-5000015, f=0.1, g=-1e+300, h=geglu, i=-6000018, j=[2,0,1], k=-7000021} : "
                      "f32[2,4]  # blocks.0, row, dev0, 32 B, live 10..10\n") != NULL);
@@ -235,7 +227,7 @@ static void test_wide_node(void) {
 /* The module as a plan with CPU kernels (the add gets an LLVM kernel; the
  * constant's step runs its reference kernel on either backend). */
 static void write_plan(dc_module *m, const char *path) {
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = m};
   dc_cpu_target t;
   CHECK_OK(dc_cpu_target_host(&t));
@@ -284,7 +276,7 @@ static void test_plan(void) {
   write_plan(m, path);
   dc_plan back;
   CHECK_OK(dc_plan_read(path, &back));
-  char *a = print(m), *b = back.module ? print(back.module) : NULL;
+  char *a = tu_ir_text(m), *b = back.module ? tu_ir_text(back.module) : NULL;
   CHECK(b && strcmp(a, b) == 0);
   dc_plan_deinit(&back);
   run_backend(path, "reference");

@@ -77,22 +77,14 @@ static void test_verifier(dc_module *m) {
   printf("verifier: catches a wrong stored type and a forward reference\n");
 }
 
-static char *print(const dc_module *m) {
-  dc_buf b;
-  dc_buf_init(&b);
-  CHECK_OK(dc_print(m, &b));
-  dc_buf_u8(&b, 0);
-  return (char *)b.data;
-}
-
 static void test_dump_and_dce(dc_module *m) {
-  char *before = print(m), *again = print(m);
+  char *before = tu_ir_text(m), *again = tu_ir_text(m);
   CHECK(strcmp(before, again) == 0);
   CHECK(strstr(before, "%4 = linear(%0, %1, %2) {act=none, bias=1, residual=0} : f32[4,2]  # lin, row, dev0, 32 B, live 4..6") != NULL);
   CHECK(strstr(before, "%0 = input \"x\" : f32[4,3]  # row, dev0, 48 B, live 0..4") != NULL);
   CHECK(strstr(before, "# peak activations: 80 B (80 bytes) while %4 runs") != NULL);
   CHECK_OK(dc_pipeline_run(m, NULL));
-  char *after = print(m);
+  char *after = tu_ir_text(m);
   CHECK(m->nnodes == 5 && m->nweights == 2);
   CHECK(strstr(after, "unused") == NULL);
   CHECK(strstr(after, "%4 = silu(%3) : f32[4,2]") != NULL);
@@ -106,12 +98,12 @@ static void test_dump_and_dce(dc_module *m) {
 }
 
 static void test_roundtrip(const dc_module *m, const char *plan_path) {
-  char *text = print(m);
+  char *text = tu_ir_text(m);
   dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = (dc_module *)m};
   CHECK_OK(dc_plan_write(plan_path, &plan));
   dc_plan back;
   CHECK_OK(dc_plan_read(plan_path, &back));
-  char *text2 = back.module ? print(back.module) : NULL;
+  char *text2 = back.module ? tu_ir_text(back.module) : NULL;
   CHECK(text2 && strcmp(text, text2) == 0);
   CHECK(back.ir_text && strcmp(back.ir_text, text) == 0);
   printf("plan: write/read round trip reproduces the IR exactly\n");
