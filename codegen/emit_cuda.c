@@ -258,9 +258,11 @@ static dc_status *fill_plan(const dc_module *m, const dc_nvrtc *nv, const dc_cud
 
 /* ---- driver ----------------------------------------------------------------- */
 
-/* Every non-leaf op has a kernel (no host fallback) except upload, which is
- * a copy the runtime issues on its copy stream. */
-static int has_cuda_kernel(const dc_module *m, int32_t id) { return !dc_op_is_copy(m->nodes[id].op); }
+/* Every op marked as lowered by a kernel (g_table.c); leaves and copies are
+ * the runtime's, and the rest was refused before grouping. */
+static int has_cuda_kernel(const dc_module *m, int32_t id) {
+  return dc_cuda_lowering(m->nodes[id].op).how == DC_LOWER_KERNEL;
+}
 
 static dc_status *failures(const dc_cuda_emit_report *rep) {
   const dc_cuda_note *e = &rep->errors[0];
@@ -294,23 +296,12 @@ static void count_nodes(const dc_module *m, const dc_kernel_groups *g, dc_cuda_e
   for (int32_t i = 0; i < m->nnodes; i++) rep->nnodes += g->group_of[i] >= 0;
 }
 
-/* Constants are placed by the CPU runtime only so far: the CUDA backend has
- * no step that writes their bytes into the arena, so a plan that needs one
- * is refused here, at compile time, naming the node. */
-static dc_status *check_no_constants(const dc_module *m) {
-  for (int32_t i = 0; i < m->nnodes; i++)
-    if (m->nodes[i].op == OP_CONSTANT)
-      return dc_error(DC_ERR_UNSUPPORTED,
-                      "--target cuda: node %%%d (constant%s%s) cannot run there yet: the CUDA backend does not place "
-                      "constants; compile for --target cpu",
-                      (int)i, m->nodes[i].scope ? " in " : "", m->nodes[i].scope ? m->nodes[i].scope : "");
-  return NULL;
-}
-
 dc_status *dc_emit_cuda_kernels(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_emit_options *o,
                                 dc_plan_cuda *out, dc_cuda_emit_report *rep_out) {
   memset(out, 0, sizeof *out);
-  DC_TRY(check_no_constants(m));
+  /* an op the CUDA backend does not lower (a constant, say: its bytes are
+   * placed by the CPU runtime only so far) is refused here, naming the node */
+  DC_TRY(dc_lowering_check(m, "cuda", dc_cuda_lowering));
   dc_cuda_emit_report local, *rep = rep_out ? rep_out : &local;
   memset(rep, 0, sizeof *rep);
   double t0 = dc_now_seconds();

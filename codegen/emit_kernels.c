@@ -157,6 +157,7 @@ static dc_status *emit_all(emit_job *j, int nreps, int *threads) {
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,
                                dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
+  DC_TRY(dc_lowering_check(m, "cpu", dc_llvm_lowering)); /* k_table.c's marks: an op no CPU kernel runs */
   double t0 = dc_now_seconds();
   dc_kernel_groups g;
   DC_TRY(dc_kernel_groups_build(m, has_llvm_kernel, NULL, &g));

@@ -24,6 +24,7 @@
 #define DC_KERNELS_H
 
 #include "../ir/ir.h"
+#include "../ir/lowering.h"
 
 typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const void *const *in,
                                     void *out);
@@ -31,6 +32,9 @@ typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const 
 /* NULL for the leaves INPUT and WEIGHT (the runtime binds their data) and
  * for test-only ops (OPF_TEST); CONSTANT's kernel places its bytes. */
 dc_ref_kernel dc_ref_kernel_for(dc_op op);
+/* How the reference backend lowers op: its kernel above, or the mark that
+ * says why it has none (ir/lowering.h). */
+dc_lowering dc_ref_lowering(dc_op op);
 
 /* The scalar dtype conversions CAST uses (also the compiler's). */
 #include "../support/dtype_convert.h"

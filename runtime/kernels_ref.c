@@ -443,3 +443,16 @@ dc_ref_kernel dc_ref_kernel_for(dc_op op) {
   if ((int)op < 0 || op >= OP_COUNT) return NULL;
   return ref_kernels[op];
 }
+
+/* The ops above without a kernel, and why (ir/lowering.h). */
+static const dc_lowering ref_marks[OP_COUNT] = {
+  [OP_INPUT] = {DC_LOWER_RUNTIME, "the runtime copies inputs into the arena"},
+  [OP_WEIGHT] = {DC_LOWER_RUNTIME, "kernels read weights where the runtime mapped them"},
+  [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
+};
+
+dc_lowering dc_ref_lowering(dc_op op) {
+  if ((int)op < 0 || op >= OP_COUNT) return (dc_lowering){DC_LOWER_UNMARKED, NULL};
+  if (ref_marks[op].how) return ref_marks[op];
+  return (dc_lowering){ref_kernels[op] ? DC_LOWER_KERNEL : DC_LOWER_UNMARKED, NULL};
+}

@@ -21,8 +21,7 @@
  * or none, silu, full / per-channel / in-place residuals, bf16 and
  * fp8 e4m3 stored weights; group norms of 32 and odd group counts.
  *
- * DIFFC_BENCH=1 also times SD1.5-sized convs NHWC against NCHW (LLVM, 2
- * threads; printed, not asserted). */
+ * The NCHW-against-NHWC timings are bench/bench_kernels's `layout` mode. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,51 +391,6 @@ static void up_cases(void) {
   check_up((int64_t[]){2, 5, 3, 3}, 1);
 }
 
-/* ---- DIFFC_BENCH=1: NHWC against NCHW, LLVM, 2 threads ---- */
-static void bench_conv(int64_t c, int64_t hw, int64_t o, int64_t k) {
-  double t[2];
-  for (int l = 0; l < 2; l++) {
-    dc_module *m = dc_module_create();
-    int64_t x[4] = {2, c, hw, hw}, w[4] = {o, c, k, k}, xl[4], wl[4];
-    dims_last(4, x, xl);
-    dims_last(4, w, wl);
-    int32_t in[3] = {kh_input(m, 4, l ? xl : x), kh_input(m, 4, l ? wl : w), kh_input(m, 1, &o)};
-    dc_node n = dc_node_make(OP_CONV2D, 3, in);
-    conv_attrs(&n, &(conv_shape){2, c, hw, hw, o, k, k, 1, k / 2, k / 2, k / 2, k / 2}, 1, ACT_NONE, RES_NONE);
-    int32_t y = add_node(m, n, l ? LAYOUT_NHWC : LAYOUT_NCHW);
-    CHECK_OK(kh_time(m, y, 2, 3, &t[l]));
-    dc_module_destroy(m);
-  }
-  double flop = 2.0 * 2 * (double)(hw * hw) * (double)o * (double)(c * k * k);
-  printf("bench conv 2x%lldx%lldx%lld->%lld k%lld: NCHW %.1f GFLOP/s, NHWC %.1f GFLOP/s\n", (long long)c,
-         (long long)hw, (long long)hw, (long long)o, (long long)k, flop / t[0] * 1e-9, flop / t[1] * 1e-9);
-}
-
-/* group_norm + silu (groups 32) or upsample x2 of x [N,C,H,W], both layouts: GB/s of x read and y written. */
-static void bench_data_op(dc_op op, int64_t n, int64_t c, int64_t hw) {
-  double t[2];
-  for (int l = 0; l < 2; l++) {
-    dc_module *m = dc_module_create();
-    int64_t x[4] = {n, c, hw, hw}, xl[4];
-    dims_last(4, x, xl);
-    int32_t in[3] = {kh_input(m, 4, l ? xl : x), kh_input(m, 1, &c), kh_input(m, 1, &c)};
-    dc_node nd = dc_node_make(op, op == OP_GROUP_NORM ? 3 : 1, in);
-    if (op == OP_GROUP_NORM) {
-      dc_node_set_float(&nd, "eps", 1e-6);
-      dc_node_set_int(&nd, "groups", 32);
-      dc_node_set_int(&nd, "act", ACT_SILU);
-    } else {
-      dc_node_set_int(&nd, "factor", 2);
-    }
-    int32_t y = add_node(m, nd, l ? LAYOUT_NHWC : LAYOUT_NCHW);
-    CHECK_OK(kh_time(m, y, 2, 5, &t[l]));
-    dc_module_destroy(m);
-  }
-  double bytes = 4.0 * (double)(n * c * hw * hw) * (op == OP_GROUP_NORM ? 2 : 5);
-  printf("bench %s %lldx%lldx%lldx%lld: NCHW %.1f GB/s, NHWC %.1f GB/s\n", dc_op_get(op)->name, (long long)n,
-         (long long)c, (long long)hw, (long long)hw, bytes / t[0] * 1e-9, bytes / t[1] * 1e-9);
-}
-
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   conv_cases();
@@ -444,17 +398,5 @@ int main(int argc, char **argv) {
   up_cases();
   printf("worst LLVM rel L2 vs the NHWC reference: conv2d %.2g·sqrt(K) (bound 6e-08·sqrt(K)), group_norm %.2g "
          "(bound %.0e)\n", worst_conv * 6e-8, worst_gn, GN_L2);
-  const char *bench = getenv("DIFFC_BENCH");
-  if (bench && strcmp(bench, "1") == 0) {
-    bench_conv(320, 64, 320, 3);
-    bench_conv(640, 32, 640, 3);
-    bench_conv(1280, 16, 1280, 3);
-    bench_conv(320, 64, 320, 1);
-    bench_data_op(OP_GROUP_NORM, 2, 320, 64);
-    bench_data_op(OP_GROUP_NORM, 1, 128, 256);
-    bench_data_op(OP_GROUP_NORM, 2, 1280, 16);
-    bench_data_op(OP_UPSAMPLE, 2, 1280, 16);
-    bench_data_op(OP_UPSAMPLE, 1, 256, 128);
-  }
   return tu_finish();
 }

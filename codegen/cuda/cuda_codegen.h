@@ -29,6 +29,7 @@
 #define DC_CUDA_CODEGEN_H
 
 #include "ir/ir.h"
+#include "ir/lowering.h"
 
 /* Precision of the tensor-core work (conv2d, linear, attention): inputs
  * rounded to it as they are staged, accumulation always in f32.  F32 uses
@@ -56,6 +57,11 @@ void dc_cuda_kernel_deinit(dc_cuda_kernel *k);
  * kernel). */
 dc_status *dc_cuda_gen_node(const dc_module *m, int32_t id, const dc_cuda_options *o, const char *name,
                             dc_cuda_kernel *out);
+
+/* How the CUDA backend lowers op: a generator, or the mark that says why
+ * it has none (ir/lowering.h; the marks are in g_table.c). */
+dc_lowering dc_cuda_lowering(dc_op op);
+int dc_cuda_has_generator(dc_op op);
 
 /* The text of "dc_cuda.cuh" for NVRTC (CUDA headers + dc_common.cuh). */
 const char *dc_cuda_prelude_text(void);

@@ -1,6 +1,8 @@
-/* g_table.c — which generator writes each op's CUDA kernel, and the helpers
- * all generators share.  Every non-leaf op has one: a CUDA plan never falls
- * back to a host kernel. */
+/* g_table.c — which generator writes each op's CUDA kernel, the marks for
+ * the ops without one (ir/lowering.h), and the helpers all generators
+ * share.  A CUDA plan never falls back to a host kernel: an op without a
+ * generator is done by the runtime (leaves, copies) or refused at compile
+ * time. */
 #include "cgen.h"
 
 #include <string.h>
@@ -29,6 +31,24 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     default: return NULL;
   }
 }
+
+/* The ops without a generator above, and why. */
+static const dc_lowering cuda_marks[OP_COUNT] = {
+  [OP_INPUT] = {DC_LOWER_RUNTIME, "the runtime copies inputs to the device"},
+  [OP_WEIGHT] = {DC_LOWER_RUNTIME, "the runtime uploads weights at load"},
+  [OP_UPLOAD] = {DC_LOWER_RUNTIME, "an upload is a copy on the copy stream"},
+  [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a peer copy"},
+  [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place constants; compile for --target cpu"},
+  [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
+};
+
+dc_lowering dc_cuda_lowering(dc_op op) {
+  if ((int)op < 0 || op >= OP_COUNT) return (dc_lowering){DC_LOWER_UNMARKED, NULL};
+  if (cuda_marks[op].how) return cuda_marks[op];
+  return (dc_lowering){generator_for(op) ? DC_LOWER_KERNEL : DC_LOWER_UNMARKED, NULL};
+}
+
+int dc_cuda_has_generator(dc_op op) { return (int)op >= 0 && op < OP_COUNT && generator_for(op) != NULL; }
 
 dc_status *dc_cuda_gen_node(const dc_module *m, int32_t id, const dc_cuda_options *o, const char *name,
                             dc_cuda_kernel *out) {

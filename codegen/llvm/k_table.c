@@ -1,5 +1,7 @@
-/* k_table.c — which ops have an LLVM kernel, and where.  An op missing here
- * runs its reference kernel (the runtime says so with --verbose). */
+/* k_table.c — which ops have an LLVM kernel, and where; an op without one
+ * has a mark in llvm_marks saying why (ir/lowering.h): it runs its reference
+ * kernel (the runtime says so with --verbose), the runtime does it without
+ * a kernel, or a CPU plan that needs it is refused at compile time. */
 #include "kgen.h"
 
 dc_status *dc_k_silu(dc_kgen *g);
@@ -44,3 +46,22 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
     default: return NULL;
   }
 }
+
+/* The ops without an LLVM kernel above, and why. */
+static const dc_lowering llvm_marks[OP_COUNT] = {
+  [OP_INPUT] = {DC_LOWER_RUNTIME, "the runtime copies inputs into the arena"},
+  [OP_WEIGHT] = {DC_LOWER_RUNTIME, "kernels read weights where the runtime mapped them"},
+  [OP_UPLOAD] = {DC_LOWER_RUNTIME, "an upload is a copy on the runtime's copy stream"},
+  [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a copy between two arenas"},
+  [OP_CONSTANT] = {DC_LOWER_REFERENCE, "its reference kernel places its bytes"},
+  [OP_BLEND] = {DC_LOWER_REFERENCE, "a cross-fade of a few rows per tile: the reference is enough"},
+  [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
+};
+
+dc_lowering dc_llvm_lowering(dc_op op) {
+  if ((int)op < 0 || op >= OP_COUNT) return (dc_lowering){DC_LOWER_UNMARKED, NULL};
+  if (llvm_marks[op].how) return llvm_marks[op];
+  return (dc_lowering){dc_kgen_emitter_for(op) ? DC_LOWER_KERNEL : DC_LOWER_UNMARKED, NULL};
+}
+
+int dc_llvm_has_kernel(dc_op op) { return (int)op >= 0 && op < OP_COUNT && dc_kgen_emitter_for(op) != NULL; }

@@ -24,6 +24,7 @@
 #define DC_LLVM_CODEGEN_H
 
 #include "ir/ir.h"
+#include "ir/lowering.h"
 
 #include "support/cpu_target.h"
 
@@ -61,5 +62,10 @@ dc_status *dc_llvm_finish(dc_llvm *g, dc_buf *obj);
 dc_status *dc_llvm_asm_text(dc_llvm *g, char **out);
 /* The LLVM IR text of the module (for tests and --dump-llvm). */
 char *dc_llvm_ir_text(dc_llvm *g);
+
+/* How the llvm backend lowers op: an LLVM kernel, or the mark that says
+ * why it has none (ir/lowering.h; the marks are in k_table.c). */
+dc_lowering dc_llvm_lowering(dc_op op);
+int dc_llvm_has_kernel(dc_op op);
 
 #endif

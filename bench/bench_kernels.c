@@ -1,0 +1,168 @@
+/* bench_kernels.c — times single LLVM kernels at SD1.5 sizes (compiled for
+ * the host, or the --cpu target $DIFFC_TEST_CPU names, as the kernel tests
+ * do; linked as diffrun links them; best of N runs on 1 or 2 threads).
+ * Built by CMake, never run by CTest: the unit tests only check.  Printed,
+ * not asserted.
+ *
+ *   bench_kernels [norm|elementwise|layout|all]   (default all)
+ *
+ * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, the UNet's
+ * [B,C,HW] -> [B,HW,C] permute and a bf16 -> f32 cast (GB/s read +
+ * written); elementwise: silu and gelu 2x4096x1280, a broadcast add;
+ * layout: SD1.5 convs, group_norm+silu and upsample, NCHW against NHWC.
+ * (The GEMM, conv and Winograd timings are still test_llvm_gemm's
+ * DIFFC_BENCH mode.) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_harness.h"
+
+static void report_status(dc_status *st) {
+  if (!st) return;
+  fprintf(stderr, "bench_kernels: %s\n", dc_status_message(st));
+  dc_status_free(st);
+  exit(1);
+}
+
+/* Node y on 1 and 2 threads: ms and GB/s of `bytes` moved. */
+static void time_node(const char *what, dc_module *m, int32_t y, double bytes, int iters) {
+  for (int threads = 1; threads <= 2; threads++) {
+    double s;
+    report_status(kh_time(m, y, threads, iters, &s));
+    printf("bench %-32s %d thread(s): %8.3f ms, %6.1f GB/s\n", what, threads, s * 1e3, bytes / s * 1e-9);
+  }
+}
+
+static int32_t input_of(dc_module *m, dc_dtype dt, int rank, const int64_t *dims) {
+  dc_type t = {dt, rank, {0}};
+  memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return dc_module_add_input(m, "x", &t, INIT_NORMAL);
+}
+
+static int32_t norm_node(dc_module *m, dc_op op, int rank, const int64_t *dims, dc_layout layout) {
+  int64_t c = op == OP_GROUP_NORM ? dims[layout == LAYOUT_NHWC ? rank - 1 : 1] : dims[rank - 1];
+  int32_t in[3] = {kh_input(m, rank, dims), kh_input(m, 1, &c), kh_input(m, 1, &c)};
+  dc_node n = dc_node_make(op, 3, in);
+  dc_node_set_float(&n, "eps", op == OP_GROUP_NORM ? 1e-6 : 1e-5);
+  if (op == OP_GROUP_NORM) dc_node_set_int(&n, "groups", 32), dc_node_set_int(&n, "act", ACT_SILU);
+  n.layout = layout;
+  return kh_node(m, n);
+}
+
+static void bench_norm(void) {
+  dc_module *m = dc_module_create();
+  time_node("group_norm+silu 2x320x64x64", m, norm_node(m, OP_GROUP_NORM, 4, (int64_t[]){2, 320, 64, 64}, LAYOUT_NCHW),
+            2.0 * 4 * 2 * 320 * 64 * 64, 20);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  time_node("layer_norm 8192x320", m, norm_node(m, OP_LAYER_NORM, 2, (int64_t[]){8192, 320}, LAYOUT_ROWMAJOR),
+            2.0 * 4 * 8192 * 320, 20);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  int32_t x = kh_input(m, 3, (int64_t[]){2, 320, 4096});
+  dc_node n = dc_node_make(OP_PERMUTE, 1, &x);
+  n.nlist = 3;
+  memcpy(n.list, (int64_t[]){0, 2, 1}, 3 * sizeof(int64_t));
+  time_node("permute 2x320x4096 (0,2,1)", m, kh_node(m, n), 2.0 * 4 * 2 * 320 * 4096, 20);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  x = input_of(m, DT_BF16, 2, (int64_t[]){4096, 2560});
+  n = dc_node_make(OP_CAST, 1, &x);
+  n.type = (dc_type){DT_F32, 2, {4096, 2560}};
+  time_node("cast bf16>f32 4096x2560", m, kh_node(m, n), 6.0 * 4096 * 2560, 20);
+  dc_module_destroy(m);
+}
+
+static void bench_elementwise(void) {
+  const int64_t d[3] = {2, 4096, 1280};
+  dc_op ops[2] = {OP_SILU, OP_GELU};
+  for (int i = 0; i < 2; i++) {
+    dc_module *m = dc_module_create();
+    int32_t x = kh_input(m, 3, d);
+    char what[48];
+    snprintf(what, sizeof what, "%s 2x4096x1280", dc_op_get(ops[i])->name);
+    time_node(what, m, kh_node(m, dc_node_make(ops[i], 1, &x)), 8.0 * 2 * 4096 * 1280, 10);
+    dc_module_destroy(m);
+  }
+  dc_module *m = dc_module_create();
+  int32_t ins[2] = {kh_input(m, 4, (int64_t[]){2, 320, 64, 64}), kh_input(m, 4, (int64_t[]){2, 320, 1, 1})};
+  time_node("add 2x320x64x64 + 2x320x1x1", m, kh_node(m, dc_node_make(OP_ADD, 2, ins)), 8.0 * 2 * 320 * 4096, 10);
+  dc_module_destroy(m);
+}
+
+/* ---- layout: NCHW against NHWC, 2 threads ---- */
+static double time_2t(dc_module *m, int32_t y, int iters) {
+  double s;
+  report_status(kh_time(m, y, 2, iters, &s));
+  return s;
+}
+
+static void bench_layout_conv(int64_t c, int64_t hw, int64_t o, int64_t k) {
+  double t[2];
+  for (int l = 0; l < 2; l++) {
+    dc_module *m = dc_module_create();
+    int64_t x[4] = {2, c, hw, hw}, w[4] = {o, c, k, k}, xl[4] = {2, hw, hw, c}, wl[4] = {o, k, k, c};
+    int32_t in[3] = {kh_input(m, 4, l ? xl : x), kh_input(m, 4, l ? wl : w), kh_input(m, 1, &o)};
+    dc_node n = dc_node_make(OP_CONV2D, 3, in);
+    dc_node_set_int(&n, "stride", 1);
+    dc_node_set_int(&n, "bias", 1);
+    const char *pads[4] = {"pad_t", "pad_l", "pad_b", "pad_r"};
+    for (int p = 0; p < 4; p++) dc_node_set_int(&n, pads[p], k / 2);
+    n.layout = l ? LAYOUT_NHWC : LAYOUT_NCHW;
+    t[l] = time_2t(m, kh_node(m, n), 3);
+    dc_module_destroy(m);
+  }
+  double flop = 2.0 * 2 * (double)(hw * hw) * (double)o * (double)(c * k * k);
+  printf("bench conv 2x%lldx%lldx%lld->%lld k%lld: NCHW %.1f GFLOP/s, NHWC %.1f GFLOP/s\n", (long long)c,
+         (long long)hw, (long long)hw, (long long)o, (long long)k, flop / t[0] * 1e-9, flop / t[1] * 1e-9);
+}
+
+/* group_norm + silu (groups 32) or upsample x2 of x [N,C,H,W], both
+ * layouts: GB/s of x read and y written. */
+static void bench_layout_data(dc_op op, int64_t n, int64_t c, int64_t hw) {
+  double t[2];
+  for (int l = 0; l < 2; l++) {
+    dc_module *m = dc_module_create();
+    int64_t x[4] = {n, c, hw, hw}, xl[4] = {n, hw, hw, c};
+    int32_t y;
+    if (op == OP_GROUP_NORM) {
+      y = norm_node(m, op, 4, l ? xl : x, l ? LAYOUT_NHWC : LAYOUT_NCHW);
+    } else {
+      int32_t in = kh_input(m, 4, l ? xl : x);
+      dc_node nd = dc_node_make(op, 1, &in);
+      dc_node_set_int(&nd, "factor", 2);
+      nd.layout = l ? LAYOUT_NHWC : LAYOUT_NCHW;
+      y = kh_node(m, nd);
+    }
+    t[l] = time_2t(m, y, 5);
+    dc_module_destroy(m);
+  }
+  double bytes = 4.0 * (double)(n * c * hw * hw) * (op == OP_GROUP_NORM ? 2 : 5);
+  printf("bench %s %lldx%lldx%lldx%lld: NCHW %.1f GB/s, NHWC %.1f GB/s\n", dc_op_get(op)->name, (long long)n,
+         (long long)c, (long long)hw, (long long)hw, bytes / t[0] * 1e-9, bytes / t[1] * 1e-9);
+}
+
+static void bench_layout(void) {
+  bench_layout_conv(320, 64, 320, 3);
+  bench_layout_conv(640, 32, 640, 3);
+  bench_layout_conv(1280, 16, 1280, 3);
+  bench_layout_conv(320, 64, 320, 1);
+  bench_layout_data(OP_GROUP_NORM, 2, 320, 64);
+  bench_layout_data(OP_GROUP_NORM, 1, 128, 256);
+  bench_layout_data(OP_GROUP_NORM, 2, 1280, 16);
+  bench_layout_data(OP_UPSAMPLE, 2, 1280, 16);
+  bench_layout_data(OP_UPSAMPLE, 1, 256, 128);
+}
+
+int main(int argc, char **argv) {
+  const char *which = argc > 1 ? argv[1] : "all";
+  int all = strcmp(which, "all") == 0, any = 0;
+  if (all || strcmp(which, "norm") == 0) bench_norm(), any = 1;
+  if (all || strcmp(which, "elementwise") == 0) bench_elementwise(), any = 1;
+  if (all || strcmp(which, "layout") == 0) bench_layout(), any = 1;
+  if (!any) {
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|all]\n");
+    return 2;
+  }
+  return 0;
+}

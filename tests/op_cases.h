@@ -1,0 +1,84 @@
+/* op_cases.h — the one op case table every backend runs (as ggml's
+ * test-backend-ops): each op's awkward cases listed once — shapes,
+ * attributes, dtypes, in-place runs, special data — with a per-op, per-
+ * backend tolerance.  tests/test_op_cases.c runs every row on the reference
+ * kernels (self-consistency: every output element written, in-place runs
+ * equal to separate ones), the LLVM kernels (tests/kernel_harness.h, 1..3
+ * threads) and the CUDA generators in the emulator (tests/cuda_harness.h),
+ * each against the reference kernel.
+ *
+ * Adding an op: rows here (op_cases.c), and its default tolerance in
+ * oc_default_tol; test_op_cases fails for an op that some backend lowers
+ * with a kernel but that no row covers on that backend. */
+#ifndef DC_OP_CASES_H
+#define DC_OP_CASES_H
+
+#include "ir/ir.h"
+
+enum { OC_REF = 1, OC_LLVM = 2, OC_CUDA = 4, OC_CPU = OC_REF | OC_LLVM, OC_ALL = 7 };
+
+/* What the inputs hold. */
+typedef enum {
+  OC_NORMAL = 0,    /* random normal(0,1) * scale (the harnesses' own; narrow dtypes: random finite codes) */
+  OC_BYTES,         /* random bytes, NaN patterns included: moves copy bits, not values */
+  OC_SPECIALS,      /* ±0, ±inf, NaNs, subnormals, exp's and erf's edges (input 0, 1-D) */
+  OC_SWEEP,         /* every 2^-12 in [lo, 40] and a log sweep of magnitudes (silu, gelu) */
+  OC_CODES,         /* every code of input 0's 8- or 16-bit dtype, plus 7 */
+  OC_ROUNDING,      /* f32 values at f16/bf16 rounding edges: values, ties, ±1 ulp, specials, 2^20 random */
+  OC_ROUNDING_HALF, /* the same edges as bit offsets of half an ulp, then random bits up to 724k values */
+  OC_TIMESTEPS,     /* 0, 999, 1, 500.5, 981, 0.25, 12345, -3, then random in [0, 1000) */
+  OC_OFFSET,        /* norms: x = scale + normal, gamma and beta normal */
+  OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
+} oc_data;
+
+typedef struct {
+  int exact;      /* bit for bit */
+  double rel_l2;  /* else rel L2 <= this */
+  double max_rel; /* and max rel <= this, when > 0 */
+} oc_tol;
+
+typedef struct {
+  dc_dtype dtype; /* DT_F32 when 0 */
+  int rank;
+  int64_t dims[DC_MAX_DIMS];
+} oc_shape;
+
+typedef struct {
+  const char *name;
+  int64_t i;
+  double f;
+  int is_float;
+} oc_attr;
+
+typedef struct {
+  dc_op op;
+  int nin;
+  oc_shape in[3];      /* norms: x only (gamma and beta follow from it) */
+  oc_attr attrs[4];
+  int nlist;           /* permute's perm */
+  int64_t list[DC_MAX_DIMS];
+  oc_shape out;        /* reshape, cast, and moves of a non-f32 dtype: the type stated; rank 0: inferred */
+  oc_data data;
+  double scale;        /* OC_NORMAL: the scale (0 = 1); OC_OFFSET/OC_BIG_MEAN: the mean */
+  int inplace;         /* also run with the output written over input 0 */
+  int where;           /* OC_* backends; 0 = all */
+  int max_threads;     /* llvm: 1..max_threads (0 = 3) */
+  const char *why;     /* why a row skips a backend, or what it is */
+  oc_tol tol[3];       /* per backend (llvm, cuda, unused); all zero: oc_default_tol */
+} op_case;
+
+/* The table; *n gets its length.  Built once (some rows are generated from
+ * a fixed seed: random permutes). */
+const op_case *oc_table(int *n);
+/* The op's tolerance on backend OC_LLVM or OC_CUDA. */
+oc_tol oc_default_tol(dc_op op, int backend);
+/* Adds the row's node (and its inputs) to m; returns its id, or -1. */
+int32_t oc_build(const op_case *c, dc_module *m);
+/* The row's input data for *_with comparisons (NULL for OC_NORMAL): one
+ * malloc'd buffer per input of node id; free with oc_free_inputs. */
+void **oc_inputs(const op_case *c, const dc_module *m, int32_t id);
+void oc_free_inputs(void **in);
+/* "permute[0,2,1]/f16 [2,40,33]" and the like. */
+void oc_describe(const op_case *c, char *buf, size_t cap);
+
+#endif
