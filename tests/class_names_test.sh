@@ -9,7 +9,7 @@
 # classes).  Checked: the compiler's sources and scripts (C, C++, CUDA, shell)
 # in every directory but frontend/ and tests/.  Not checked: Markdown and
 # JSON (documentation and model configs name classes by nature), and the
-# Python that drives diffusers itself as the oracle (tools/make_fixtures.py,
+# Python that drives diffusers itself as the oracle (tools/make_fixtures*.py,
 # bench/bench*.py build diffusers models by class).
 set -u
 src=$1

@@ -1,0 +1,154 @@
+"""make_fixtures' models (tools/make_fixtures.py): building a diffusers model class from a config
+with seeded weights, the seeded inputs of a run, one reference forward (UNet forward, VAE
+encode/decode, with diffusers' tiling/slicing as the run asks), the attention modules' summary,
+and saving a model folder (bf16 variant, sharded) or a pipeline's model_index.json.
+"""
+
+import json
+import math
+import os
+
+import torch
+from torch import nn
+
+# --------------------------------------------------------------------------------------
+# Inputs (seeded).  Each returns an ordered dict name -> float32 tensor.
+# --------------------------------------------------------------------------------------
+
+
+def _randn(g, *shape):
+    return torch.randn(*shape, generator=g, dtype=torch.float32)
+
+
+def unet_inputs(seed, batch, channels, h, w, seq, ctx_dim, timesteps, text_dim=None, time_ids=None):
+    g = torch.Generator().manual_seed(seed)
+    d = {
+        "sample": _randn(g, batch, channels, h, w),
+        "timestep": torch.tensor(timesteps[:batch], dtype=torch.float32),
+        "encoder_hidden_states": _randn(g, batch, seq, ctx_dim),
+    }
+    assert d["timestep"].shape == (batch,)
+    if text_dim is not None:
+        d["text_embeds"] = _randn(g, batch, text_dim)
+        d["time_ids"] = torch.tensor(time_ids[:batch], dtype=torch.float32)
+        assert d["time_ids"].shape == (batch, 6)
+    return d
+
+
+def image_inputs(seed, name, *shape):
+    g = torch.Generator().manual_seed(seed)
+    return {name: _randn(g, *shape)}
+
+
+def apply_vae_options(model, run):
+    """diffusers' enable_tiling / enable_slicing, as the run asks."""
+    if run.get("tiling"):
+        model.enable_tiling()
+    if run.get("slicing"):
+        model.enable_slicing()
+
+
+def model_class(name):
+    import diffusers
+    diffusers.utils.logging.set_verbosity_error()  # quiet the 'accelerate not found' note
+    diffusers.utils.logging.disable_progress_bar()
+    return getattr(diffusers, name)
+
+
+def build_model(cls_name, config, seed):
+    torch.manual_seed(seed)
+    model = model_class(cls_name)(**config)
+    reinit_weights(model, seed)
+    model.eval()
+    return model
+
+
+def reinit_weights(model, seed):
+    """Seeded re-initialisation: conv/linear weights N(0, 1/fan_in), biases 0.05*N(0,1),
+    norm weights 1 + 0.1*N(0,1), norm biases 0.1*N(0,1).  Every parameter is covered."""
+    g = torch.Generator().manual_seed(1000003 * seed + 17)
+    done = set()
+    with torch.no_grad():
+        for mname, m in model.named_modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                m.weight.copy_(_randn(g, *m.weight.shape) / math.sqrt(fan_in))
+                done.add(id(m.weight))
+                if m.bias is not None:
+                    m.bias.copy_(0.05 * _randn(g, *m.bias.shape))
+                    done.add(id(m.bias))
+            elif isinstance(m, (nn.GroupNorm, nn.LayerNorm)):
+                if m.weight is not None:
+                    m.weight.copy_(1.0 + 0.1 * _randn(g, *m.weight.shape))
+                    done.add(id(m.weight))
+                if m.bias is not None:
+                    m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
+                    done.add(id(m.bias))
+    missed = [n for n, p in model.named_parameters() if id(p) not in done]
+    if missed:
+        raise SystemExit(f"reinit_weights: parameters not re-initialised: {missed}")
+
+
+def make_inputs(spec):
+    kind, a = spec
+    if kind == "unet":
+        return unet_inputs(**a)
+    return image_inputs(a["seed"], a["name"], *a["shape"])
+
+
+def run_model(model, kind, entry, inputs):
+    """One reference forward.  Returns an ordered dict out-name -> tensor."""
+    with torch.no_grad():
+        if kind == "unet":
+            added = None
+            if "text_embeds" in inputs:
+                added = {"text_embeds": inputs["text_embeds"], "time_ids": inputs["time_ids"]}
+            y = model(inputs["sample"], inputs["timestep"], inputs["encoder_hidden_states"],
+                      added_cond_kwargs=added).sample
+            return {"out.sample": y}
+        if entry == "encode":
+            dist = model.encode(inputs["sample"]).latent_dist
+            return {"out.mean": dist.mean, "out.logvar": dist.logvar}
+        if entry == "decode":
+            return {"out.sample": model.decode(inputs["z"]).sample}
+    raise ValueError(entry)
+
+
+def attention_summary(model):
+    """(module path, heads, head_dim, processor) for every attention module."""
+    rows = []
+    for name, m in model.named_modules():
+        if hasattr(m, "processor") and hasattr(m, "heads") and hasattr(m, "to_q"):
+            inner = m.to_q.out_features
+            rows.append((name, m.heads, inner // m.heads, type(m.processor).__name__,
+                         bool(getattr(m, "upcast_attention", False))))
+    return rows
+
+
+def save_model(model, model_dir, fx):
+    if fx.get("save_dtype") == "bf16":
+        model.to(torch.bfloat16).save_pretrained(model_dir, variant="bf16")
+        model.to(torch.float32)
+    elif fx.get("max_shard_size"):
+        model.save_pretrained(model_dir, max_shard_size=fx["max_shard_size"])
+    else:
+        model.save_pretrained(model_dir)
+
+
+def write_model_index(model_dir):
+    import diffusers
+    index = {
+        "_class_name": "StableDiffusionPipeline",
+        "_diffusers_version": diffusers.__version__,
+        "feature_extractor": [None, None],
+        "requires_safety_checker": False,
+        "safety_checker": [None, None],
+        "scheduler": ["diffusers", "PNDMScheduler"],
+        "text_encoder": [None, None],
+        "tokenizer": [None, None],
+        "unet": ["diffusers", "UNet2DConditionModel"],
+        "vae": ["diffusers", "AutoencoderKL"],
+    }
+    with open(os.path.join(model_dir, "model_index.json"), "w") as f:
+        json.dump(index, f, indent=2, sort_keys=True)
+        f.write("\n")

@@ -1,0 +1,130 @@
+"""make_fixtures' README (tools/make_fixtures.py): the text of tests/fixtures/README.md (how the
+fixtures are made, their layout and case.json's fields, what diffusers behaviour they pin down) and
+its writer, which lists every FIXTURES entry and the package versions.
+"""
+
+import json
+import os
+import sys
+
+import torch
+
+from make_fixtures_table import FIXTURES
+
+
+README_TEMPLATE = """\
+# Reference fixtures
+
+Made by `tools/make_fixtures.sh` (which creates or reuses a virtual environment, `.venv-fixtures` in the
+repository root unless `DIFFC_FIXTURE_VENV` says otherwise, installs torch, diffusers, safetensors and
+numpy from PyPI, and runs `python tools/make_fixtures.py --out tests/fixtures`).
+
+Made with diffusers {diffusers}, torch {torch}, safetensors {safetensors}, numpy {numpy}, Python {python}.
+
+Nothing is downloaded: every model is built from a config dict, its weights are re-initialised from a
+seeded generator (conv/linear weights N(0, 1/fan_in), biases 0.05 N(0, 1), GroupNorm/LayerNorm weights
+1 + 0.1 N(0, 1), their biases 0.1 N(0, 1)), and it is saved with `save_pretrained`. Each reference run
+loads the saved folder back with `from_pretrained(..., torch_dtype=float32)` in a fresh Python process and
+runs it in float32 on the CPU, `eval()`, `torch.no_grad()`, `torch.set_num_threads(2)`. Inputs are
+random normal from seeded `torch.Generator`s; timesteps are distinct per batch element.
+
+Re-running the generator on the same machine reproduces every file byte for byte except the measured
+fields of `case.json` (`diffusers_seconds*`, `diffusers_*_rss_bytes`). The timings come from a shared
+2-core machine and are only a rough baseline.
+
+## Layout
+
+`<name>/model/` is a diffusers model folder as `save_pretrained` writes it (for `pipeline_sd`, a
+pipeline folder with `model_index.json`). `<name>/io_<entry>[_<tag>].safetensors` holds float32 tensors:
+inputs under their diffusers argument names and outputs under `out.<name>`. `<name>/case.json`:
+
+    {{"runs": [{{"entry": "forward" | "encode" | "decode", "io": "...", "tolerance": 1e-4,
+                "component": null | "unet" | "vae", "variant": null | "bf16",
+                "diffc_options": [<diffc flags for the diffusers options the run used, e.g.
+                                  "--vae-tiling" (enable_tiling), "--vae-slicing" (enable_slicing);
+                                  absent when none>],
+                "diffusers_seconds": <mean wall s per call, 2 threads, after two warm-up calls:
+                                      7 blocks of repeats (~0.25 s each), the fastest block's mean>,
+                "diffusers_seconds_median": <median of all the timed calls>,
+                "diffusers_peak_rss_bytes": <peak RSS (VmHWM) of the process that loaded the model
+                                             and ran it>,
+                "diffusers_baseline_rss_bytes": <peak RSS of that process after importing torch and
+                                                 diffusers, before loading the model>}}],
+     "description": "..."}}
+
+The tolerance is on relative L2 error. Entries:
+
+- `forward` (UNet2DConditionModel): inputs `sample` [B,C,H,W], `timestep` [B], `encoder_hidden_states`
+  [B,S,D], and for `addition_embed_type: "text_time"` also `text_embeds` and `time_ids` [B,6];
+  output `out.sample` = `unet(sample, timestep, encoder_hidden_states, added_cond_kwargs=...).sample`.
+- `encode` (AutoencoderKL): input `sample`; outputs `out.mean`, `out.logvar` of
+  `vae.encode(sample).latent_dist` (diffusers clamps logvar to [-30, 20]).
+- `decode` (AutoencoderKL): input `z`; output `out.sample` = `vae.decode(z).sample`. No scaling_factor
+  is applied in either direction.
+
+`diffusers_peak_rss_bytes` includes the Python interpreter, torch and diffusers themselves (several
+hundred MB), since each run is measured in its own process; subtract `diffusers_baseline_rss_bytes`
+for what the model and its activations added.
+
+## Fixtures
+
+{fixtures}
+
+## diffusers behaviour these fixtures pin down
+
+- Every attention module (UNet self- and cross-attention, VAE mid-block attention) runs
+  `AttnProcessor2_0`: `F.scaled_dot_product_attention` with scale 1/sqrt(head_dim) and no mask.
+  That processor ignores `upcast_attention` (only the classic `AttnProcessor` honours it, by computing
+  the scores with `baddbmm` in float32), so in float32 `upcast_attention: true` changes nothing:
+  the generator checks `unet_sd2` with it on and off and gets identical outputs.
+- In UNet2DConditionModel `attention_head_dim` is the number of HEADS
+  (`num_attention_heads = num_attention_heads or attention_head_dim`); head_dim = block channels // heads.
+  A per-block list is indexed by down block, reversed for the up blocks, and its last entry is used
+  for the mid block. Observed (heads, head_dim): unet_tiny (2, 2) in down 0 / up 1 and (2, 4) in the
+  mid block; unet_sd15 8 heads of 2, 4, 8; unet_sd2 heads 2, 4, 8 all of head_dim 4; unet_sdxl heads
+  2 and 4, both of head_dim 16. The VAE mid-block attention is a single head of head_dim = channels,
+  with its own GroupNorm (`group_norm`), a residual add and rescale_output_factor 1.
+- `transformer_layers_per_block` is reversed for the up blocks (and its last entry used for the mid
+  block); up blocks have layers_per_block + 1 resnets.
+- Norm epsilons: UNet resnet GroupNorms and conv_norm_out use `norm_eps` (1e-5), the Transformer2DModel
+  input GroupNorm (`attentions.N.norm`) uses 1e-6, BasicTransformerBlock LayerNorms 1e-5 (affine).
+  Every VAE GroupNorm (resnets, attention, conv_norm_out) uses 1e-6.
+- Feed-forward is GEGLU: `ff.net.0.proj` gives 2*inner, `hidden * gelu(gate)` with exact (erf) gelu.
+- With `use_linear_projection` proj_in/proj_out are Linear layers applied after the NCHW->NLC
+  reshape; without it they are 1x1 convs applied before/after it.
+- Timesteps are float; the sinusoidal embedding is `[cos, sin]` (flip_sin_to_cos true, freq_shift 0),
+  time_embed_dim = 4 * block_out_channels[0]. For `text_time`, `time_ids` is flattened, embedded
+  with Timesteps(addition_time_embed_dim), reshaped to [B, 6 * dim], concatenated AFTER `text_embeds`,
+  run through `add_embedding` (linear_1, silu, linear_2) and added to the time embedding.
+- UNet Downsample2D is a stride-2 conv with padding 1; the VAE's is `F.pad(0, 1, 0, 1)` then a
+  stride-2 conv with padding 0. Upsample2D is nearest x2 then a 3x3 conv. If H or W is not a multiple
+  of 2**num_upsamplers the UNet forwards `upsample_size` (the skip's size) to the interpolation; the
+  fixtures' sizes (16x24, 16x16) are multiples of 8, so that path is not exercised.
+- AutoencoderKL.encode: `mean, logvar = chunk(quant_conv(encoder(x)), 2, dim=1)` (no quant_conv when
+  `use_quant_conv` is false), then logvar is clamped to [-30, 20]. decode: `decoder(post_quant_conv(z))`.
+- The bf16 variant loads with `from_pretrained(variant="bf16", torch_dtype=torch.float32)` to the
+  float32 model holding the bf16-rounded weights; its output is 1.4e-2 relative L2 away from the
+  fp32 unet_tiny output, so tolerance 1e-3 tells the two apart.
+- The pipeline folder loads with `DiffusionPipeline.from_pretrained(path, text_encoder=None,
+  tokenizer=None, safety_checker=None, feature_extractor=None)`; without those keywords diffusers
+  refuses the null components.
+"""
+
+
+def write_readme(out_root):
+    import diffusers
+    import numpy
+    import safetensors
+    parts = []
+    for fx in FIXTURES:
+        cfg = ""
+        if not fx.get("pipeline"):
+            cfg = f"\n  Config: `{json.dumps(fx['config'])}`"
+        runs = ", ".join(f"`{r['io']}` ({r['entry']}, tolerance {r['tolerance']:g})" for r in fx["runs"])
+        parts.append(f"- `{fx['name']}`: {fx['description']}{cfg}\n  Runs: {runs}.")
+    text = README_TEMPLATE.format(diffusers=diffusers.__version__, torch=torch.__version__.split("+")[0],
+                                  safetensors=safetensors.__version__, numpy=numpy.__version__,
+                                  python=".".join(map(str, sys.version_info[:3])),
+                                  fixtures="\n".join(parts))
+    with open(os.path.join(out_root, "README.md"), "w") as f:
+        f.write(text)

@@ -1,0 +1,229 @@
+"""make_fixtures' table of what to make (tools/make_fixtures.py): the model and scheduler configs,
+the seeds and shapes of each run's inputs, and FIXTURES, one entry per fixture folder with its
+model (or pipeline components), its runs (entry, io file, tolerance, VAE tiling/slicing) and the
+description that goes into case.json and the fixtures' README.  Plain data: nothing here imports
+torch or diffusers.
+"""
+
+# --------------------------------------------------------------------------------------
+# Model configs
+# --------------------------------------------------------------------------------------
+
+# diffusers' own tiny UNet test config (tests/models/unets/test_models_unet_2d_condition.py)
+UNET_TINY = {
+    "block_out_channels": (4, 8),
+    "norm_num_groups": 4,
+    "down_block_types": ("CrossAttnDownBlock2D", "DownBlock2D"),
+    "up_block_types": ("UpBlock2D", "CrossAttnUpBlock2D"),
+    "cross_attention_dim": 8,
+    "attention_head_dim": 2,
+    "out_channels": 4,
+    "in_channels": 4,
+    "layers_per_block": 1,
+    "sample_size": 16,
+}
+
+# SD1.5 block structure at reduced width
+UNET_SD15 = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (16, 32, 64, 64),
+    "down_block_types": ("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
+    "up_block_types": ("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"),
+    "layers_per_block": 2,
+    "attention_head_dim": 8,
+    "norm_num_groups": 8,
+    "cross_attention_dim": 32,
+    "sample_size": 16,
+    "flip_sin_to_cos": True,
+    "freq_shift": 0,
+    "downsample_padding": 1,
+    "act_fn": "silu",
+    "norm_eps": 1e-5,
+}
+
+# SD2 style: per-block attention_head_dim list, linear projections, upcast_attention
+UNET_SD2 = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (8, 16, 32, 32),
+    "down_block_types": ("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
+    "up_block_types": ("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"),
+    "layers_per_block": 1,
+    "attention_head_dim": [2, 4, 8, 8],
+    "use_linear_projection": True,
+    "upcast_attention": True,
+    "norm_num_groups": 4,
+    "cross_attention_dim": 16,
+    "sample_size": 16,
+}
+
+# SDXL style: text_time additional embedding, transformer depth per block
+UNET_SDXL = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (16, 32, 64),
+    "down_block_types": ("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+    "up_block_types": ("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+    "transformer_layers_per_block": [1, 2, 2],
+    "attention_head_dim": [1, 2, 4],
+    "use_linear_projection": True,
+    "addition_embed_type": "text_time",
+    "addition_time_embed_dim": 8,
+    "projection_class_embeddings_input_dim": 32 + 6 * 8,
+    "cross_attention_dim": 32,
+    "norm_num_groups": 8,
+    "layers_per_block": 2,
+    "sample_size": 16,
+}
+
+# diffusers' own tiny AutoencoderKL test config (tests/models/autoencoders/test_models_autoencoder_kl.py)
+VAE_TINY = {
+    "block_out_channels": [2, 4],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 2,
+    "up_block_types": ["UpDecoderBlock2D"] * 2,
+    "latent_channels": 4,
+    "norm_num_groups": 2,
+}
+
+VAE_NOATTN = {
+    "block_out_channels": [8, 16],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 2,
+    "up_block_types": ["UpDecoderBlock2D"] * 2,
+    "latent_channels": 4,
+    "norm_num_groups": 4,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+    "mid_block_add_attention": False,
+}
+
+# SD VAE structure at reduced width
+VAE_SD = {
+    "block_out_channels": [16, 32, 64, 64],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "layers_per_block": 2,
+    "latent_channels": 4,
+    "norm_num_groups": 8,
+    "sample_size": 64,
+}
+
+SCHEDULER_SD15 = {
+    "num_train_timesteps": 1000,
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "skip_prk_steps": True,
+    "set_alpha_to_one": False,
+    "steps_offset": 1,
+}
+
+TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
+TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
+
+# --------------------------------------------------------------------------------------
+# Fixture table
+# --------------------------------------------------------------------------------------
+
+
+def _unet_run(io, inputs, tol=1e-4, component=None, variant=None):
+    return dict(entry="forward", io=io, kind="unet", inputs=("unet", inputs), tolerance=tol,
+                component=component, variant=variant)
+
+
+def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=False, slicing=False):
+    return dict(entry=entry, io=io, kind="vae", inputs=("image", dict(seed=seed, name=name, shape=shape)),
+                tolerance=tol, component=component, variant=None, tiling=tiling, slicing=slicing)
+
+
+FIXTURES = [
+    dict(name="unet_tiny", cls="UNet2DConditionModel", config=UNET_TINY, seed=1,
+         description="diffusers' own tiny UNet2DConditionModel test config (block_out_channels (4, 8), "
+                     "CrossAttnDownBlock2D/DownBlock2D, attention_head_dim 2), fp32 weights in one "
+                     "safetensors file. Batch 4, sample 4x4x16x16, 4 tokens of width 8.",
+         runs=[_unet_run("io_forward.safetensors", TINY_UNET_IN)]),
+    dict(name="unet_tiny_bf16", cls="UNet2DConditionModel", config=UNET_TINY, seed=1, save_dtype="bf16",
+         description="The unet_tiny model (same seed, same weights) saved in bfloat16 as variant 'bf16' "
+                     "(diffusion_pytorch_model.bf16.safetensors). Reference computed in float32 from the "
+                     "bf16-rounded weights (from_pretrained(variant='bf16', torch_dtype=float32)). "
+                     "Same inputs as unet_tiny.",
+         runs=[_unet_run("io_forward.safetensors", TINY_UNET_IN, tol=1e-3, variant="bf16")]),
+    dict(name="unet_sd15", cls="UNet2DConditionModel", config=UNET_SD15, seed=2,
+         description="SD1.5 block structure at reduced width: block_out_channels (16, 32, 64, 64), "
+                     "CrossAttnDownBlock2D x3 + DownBlock2D, layers_per_block 2, attention_head_dim 8 "
+                     "(= 8 heads), norm_num_groups 8, cross_attention_dim 32. Run 'forward': batch 2, "
+                     "non-square sample 2x4x16x24, 77 tokens; run 'forward_b1': batch 1, 1x4x16x16.",
+         runs=[_unet_run("io_forward.safetensors",
+                         dict(seed=200, batch=2, channels=4, h=16, w=24, seq=77, ctx_dim=32,
+                              timesteps=[10, 999])),
+               _unet_run("io_forward_b1.safetensors",
+                         dict(seed=201, batch=1, channels=4, h=16, w=16, seq=77, ctx_dim=32,
+                              timesteps=[500]))]),
+    dict(name="unet_sd2", cls="UNet2DConditionModel", config=UNET_SD2, seed=3, check_upcast=True,
+         description="SD2 style: block_out_channels (8, 16, 32, 32), attention_head_dim [2, 4, 8, 8] "
+                     "(a per-block list, = heads), use_linear_projection true, upcast_attention true, "
+                     "norm_num_groups 4, cross_attention_dim 16, layers_per_block 1. Batch 2, sample "
+                     "2x4x16x16, 7 tokens.",
+         runs=[_unet_run("io_forward.safetensors",
+                         dict(seed=210, batch=2, channels=4, h=16, w=16, seq=7, ctx_dim=16,
+                              timesteps=[10, 999]))]),
+    dict(name="unet_sdxl", cls="UNet2DConditionModel", config=UNET_SDXL, seed=4, max_shard_size="300KB",
+         description="SDXL style: block_out_channels (16, 32, 64), DownBlock2D + CrossAttnDownBlock2D x2, "
+                     "transformer_layers_per_block [1, 2, 2], attention_head_dim [1, 2, 4] (= heads), "
+                     "use_linear_projection, addition_embed_type text_time (addition_time_embed_dim 8, "
+                     "projection_class_embeddings_input_dim 80), cross_attention_dim 32. Saved SHARDED "
+                     "(max_shard_size 300KB, diffusion_pytorch_model.safetensors.index.json). Batch 2, "
+                     "sample 2x4x16x16, 5 tokens, text_embeds 2x32, time_ids 2x6.",
+         runs=[_unet_run("io_forward.safetensors",
+                         dict(seed=220, batch=2, channels=4, h=16, w=16, seq=5, ctx_dim=32,
+                              timesteps=[10, 999], text_dim=32,
+                              time_ids=[[64, 64, 0, 0, 64, 64], [96, 128, 8, 16, 64, 64]]))]),
+    dict(name="vae_tiny", cls="AutoencoderKL", config=VAE_TINY, seed=5,
+         description="diffusers' own tiny AutoencoderKL test config (block_out_channels [2, 4], "
+                     "norm_num_groups 2, mid-block attention on). encode: sample 4x3x32x32 -> mean, "
+                     "logvar 4x4x16x16; decode: z 4x4x16x16 -> 4x3x32x32.",
+         runs=[_vae_run("encode", "io_encode.safetensors", 300, "sample", (4, 3, 32, 32)),
+               _vae_run("decode", "io_decode.safetensors", **TINY_VAE_DECODE_IN)]),
+    dict(name="vae_noattn", cls="AutoencoderKL", config=VAE_NOATTN, seed=6,
+         description="AutoencoderKL without quant_conv, post_quant_conv and mid-block attention "
+                     "(use_quant_conv false, use_post_quant_conv false, mid_block_add_attention false), "
+                     "block_out_channels [8, 16], norm_num_groups 4. encode 1x3x16x16, decode 1x4x8x8.",
+         runs=[_vae_run("encode", "io_encode.safetensors", 310, "sample", (1, 3, 16, 16)),
+               _vae_run("decode", "io_decode.safetensors", 311, "z", (1, 4, 8, 8))]),
+    dict(name="vae_sd", cls="AutoencoderKL", config=VAE_SD, seed=7,
+         description="SD VAE structure at reduced width: block_out_channels [16, 32, 64, 64], "
+                     "DownEncoderBlock2D x4 / UpDecoderBlock2D x4, layers_per_block 2, norm_num_groups 8, "
+                     "mid-block attention on, sample_size 64. encode: non-square 1x3x64x48 -> 1x4x8x6; "
+                     "decode: z 2x4x8x6 -> 2x3x64x48.",
+         runs=[_vae_run("encode", "io_encode.safetensors", 320, "sample", (1, 3, 64, 48)),
+               _vae_run("decode", "io_decode.safetensors", 321, "z", (2, 4, 8, 6))]),
+    dict(name="vae_tiled", cls="AutoencoderKL", config=VAE_TINY, seed=8,
+         description="The tiny AutoencoderKL config (sample_size 32: tiles of 32 px / 16 latents, "
+                     "overlap 0.25) run with diffusers' enable_tiling / enable_slicing. decode_tiled: z "
+                     "1x4x40x28 -> 4x3 tiles of up to 16x16 latents every 12, blended over 8 px, cropped "
+                     "to 24; decode_sliced_tiled: z 2x4x20x20 per sample, each tiled 2x2; encode_tiled: "
+                     "sample 1x3x72x50 -> 3x3 tiles every 24 px (the last only 2 px wide), blended over 4 "
+                     "latents; encode_sliced: 2x3x32x32 one sample at a time, untiled.",
+         runs=[_vae_run("decode", "io_decode_tiled.safetensors", 330, "z", (1, 4, 40, 28), tiling=True),
+               _vae_run("decode", "io_decode_sliced_tiled.safetensors", 331, "z", (2, 4, 20, 20), tiling=True,
+                        slicing=True),
+               _vae_run("encode", "io_encode_tiled.safetensors", 332, "sample", (1, 3, 72, 50), tiling=True),
+               _vae_run("encode", "io_encode_sliced.safetensors", 333, "sample", (2, 3, 32, 32), slicing=True)]),
+    dict(name="pipeline_sd", pipeline=True,
+         components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
+                     "vae": ("AutoencoderKL", VAE_TINY, 5)},
+         description="A StableDiffusionPipeline folder (model_index.json, unet/, vae/, scheduler/; "
+                     "text_encoder, tokenizer, safety_checker, feature_extractor null). unet/ is the "
+                     "unet_tiny model and vae/ the vae_tiny model; the runs use the same inputs as "
+                     "unet_tiny forward and vae_tiny decode and give bit-identical outputs.",
+         runs=[_unet_run("io_forward_unet.safetensors", TINY_UNET_IN, component="unet"),
+               dict(_vae_run("decode", "io_decode_vae.safetensors", component="vae", **TINY_VAE_DECODE_IN))],
+         same_as={"io_forward_unet.safetensors": "unet_tiny/io_forward.safetensors",
+                  "io_decode_vae.safetensors": "vae_tiny/io_decode.safetensors"}),
+]
