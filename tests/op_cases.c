@@ -31,7 +31,8 @@ oc_tol oc_default_tol(dc_op op, int backend) {
     case OP_LAYER_NORM: /* double statistics in the reference; f32 in the kernels */
       return (oc_tol){0, backend == OC_CUDA ? 1e-5 : 1e-6, 0};
     case OP_CONV2D:
-    case OP_LINEAR: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
+    case OP_LINEAR:
+    case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
       return (oc_tol){0, backend == OC_CUDA_TC ? 1e-2 : 1e-5, 0};
     default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, cast, time_embed and every move: bit for bit */
   }
@@ -247,7 +248,7 @@ const op_case *oc_table(int *n) {
   if (!table) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows)};
-    int total = 64 + 256; /* random permutes, conv2d and linear */
+    int total = 64 + 256 + 64; /* random permutes, conv2d and linear, attention and blend */
     for (int p = 0; p < 4; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
     for (int p = 0; p < 4; p++) {
@@ -256,6 +257,7 @@ const op_case *oc_table(int *n) {
     }
     len += random_permutes(table + len);
     len += oc_gemm_rows(table + len);
+    len += oc_attention_rows(table + len);
   }
   *n = len;
   return table;

@@ -19,6 +19,7 @@ enum { OC_REF = 1, OC_LLVM = 2, OC_CUDA = 4, OC_CPU = OC_REF | OC_LLVM, OC_ALL =
 /* Tolerance key only: the CUDA rows of conv2d and linear again with bf16
  * (and f16) tensor-core compute. */
 enum { OC_CUDA_TC = 8 };
+enum { OC_CC_F32 = 1, OC_CC_BF16 = 2, OC_CC_F16 = 4, OC_CC_GEMM = OC_CC_F32 | OC_CC_BF16 };
 
 /* What the inputs hold. */
 typedef enum {
@@ -67,7 +68,7 @@ typedef struct {
   int inplace;         /* also run with the output written over input `alias` */
   int alias;           /* 0, or a residual's input index (conv2d, linear) */
   dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
-  int cuda_tc;         /* cuda: also bf16 tensor-core compute (2: and f16), tolerance tol[2] */
+  int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
   int where;           /* OC_* backends; 0 = all */
   int max_threads;     /* llvm: 1..max_threads (0 = 3) */
   const char *why;     /* why a row skips a backend, or what it is */
@@ -89,5 +90,7 @@ void oc_free_inputs(void **in);
 void oc_describe(const op_case *c, char *buf, size_t cap);
 /* The conv2d and linear rows (op_cases_gemm.c) into out; returns how many. */
 int oc_gemm_rows(op_case *out);
+/* The attention and blend rows (op_cases_attention.c); returns how many. */
+int oc_attention_rows(op_case *out);
 
 #endif

@@ -34,7 +34,7 @@ static void set_epilogue(op_case *c, int first, int bias, int act, int res) {
 
 /* x [N,C,H,W] * w [O,C,kh,kw] (+ bias [O]) (+ residual [N,O,H',W'] or [N,O,1,1]). */
 static op_case conv_row(conv_shape s, int bias, int act, int res) {
-  op_case c = {.op = OP_CONV2D, .cuda_tc = 1};
+  op_case c = {.op = OP_CONV2D, .cuda_computes = OC_CC_GEMM};
   int64_t ho = (s.h + s.pt + s.pb - s.kh) / s.stride + 1, wo = (s.w + s.pl + s.pr - s.kw) / s.stride + 1;
   c.in[c.nin++] = f32_shape(4, (int64_t[]){s.n, s.c, s.h, s.w});
   c.in[c.nin++] = f32_shape(4, (int64_t[]){s.o, s.c, s.kh, s.kw});
@@ -50,7 +50,7 @@ static op_case conv_row(conv_shape s, int bias, int act, int res) {
 
 /* x [lead..., K] · w [N, K]ᵀ (+ bias [N]) (+ residual output-shaped or [N']). */
 static op_case linear_row(int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
-  op_case c = {.op = OP_LINEAR, .cuda_tc = 1};
+  op_case c = {.op = OP_LINEAR, .cuda_computes = OC_CC_GEMM};
   int64_t odims[DC_MAX_DIMS];
   memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
   odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
@@ -168,7 +168,7 @@ static int cuda_rows(op_case *out) {
   for (int act = ACT_NONE; act <= ACT_GELU; act++)
     for (int res = RES_NONE; res <= RES_CHANNEL; res++) out[k++] = conv_row(e, res != RES_CHANNEL, act, res);
   out[k] = aliased(conv_row(e, 1, ACT_SILU, RES_FULL));
-  out[k++].cuda_tc = 2; /* f16 tensor cores too */
+  out[k++].cuda_computes |= OC_CC_F16; /* f16 tensor cores too */
   out[k++] = aliased(CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_FULL));
   /* M = 1 (a pooled text embedding), K not a multiple of 16 or 32 */
   out[k++] = LIN(2, 1, 40), 96, 1, ACT_SILU, RES_NONE);
@@ -177,7 +177,7 @@ static int cuda_rows(op_case *out) {
   out[k++] = LIN(3, 2, 77, 24), 40, 0, ACT_GELU, RES_FULL);
   /* geglu: value and gate columns in the same block, H = 70 spans two blocks */
   out[k] = LIN(3, 2, 77, 24), 140, 1, ACT_GEGLU, RES_NONE);
-  out[k++].cuda_tc = 2;
+  out[k++].cuda_computes |= OC_CC_F16;
   out[k++] = LIN(2, 5, 33), 22, 1, ACT_GEGLU, RES_FULL);
   out[k++] = aliased(LIN(2, 5, 33), 22, 0, ACT_GEGLU, RES_FULL));
   /* residual broadcast per feature, in place over a full residual */
