@@ -30,6 +30,10 @@ oc_tol oc_default_tol(dc_op op, int backend) {
     case OP_GROUP_NORM:
     case OP_LAYER_NORM: /* double statistics in the reference; f32 in the kernels */
       return (oc_tol){0, backend == OC_CUDA ? 1e-5 : 1e-6, 0};
+    case OP_CONV2D:
+    case OP_LINEAR:
+    case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
+      return (oc_tol){0, backend == OC_CUDA_TC ? 1e-2 : 1e-5, 0};
     default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, cast, time_embed and every move: bit for bit */
   }
 }
@@ -244,7 +248,7 @@ const op_case *oc_table(int *n) {
   if (!table) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows)};
-    int total = 64;
+    int total = 64 + 256 + 64; /* random permutes, conv2d and linear, attention and blend */
     for (int p = 0; p < 4; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
     for (int p = 0; p < 4; p++) {
@@ -252,6 +256,8 @@ const op_case *oc_table(int *n) {
       len += counts[p];
     }
     len += random_permutes(table + len);
+    len += oc_gemm_rows(table + len);
+    len += oc_attention_rows(table + len);
   }
   *n = len;
   return table;
@@ -280,7 +286,7 @@ static int is_norm(dc_op op) { return op == OP_GROUP_NORM || op == OP_LAYER_NORM
 int32_t oc_build(const op_case *c, dc_module *m) {
   int64_t len = data_len(c);
   oc_shape x = sized(&c->in[0], len);
-  int32_t ins[3] = {add_input(m, &x), 0, 0};
+  int32_t ins[4] = {add_input(m, &x), 0, 0, 0};
   int nin = c->nin;
   if (is_norm(c->op)) {
     int64_t ch = c->op == OP_GROUP_NORM ? x.dims[1] : x.dims[x.rank - 1];
@@ -289,7 +295,7 @@ int32_t oc_build(const op_case *c, dc_module *m) {
   } else
     for (int i = 1; i < nin; i++) ins[i] = add_input(m, &c->in[i]);
   dc_node n = dc_node_make(c->op, nin, ins);
-  for (int a = 0; a < 4 && c->attrs[a].name; a++) {
+  for (int a = 0; a < 8 && c->attrs[a].name; a++) {
     if (c->attrs[a].is_float) dc_node_set_float(&n, c->attrs[a].name, c->attrs[a].f);
     else dc_node_set_int(&n, c->attrs[a].name, c->attrs[a].i);
   }
@@ -327,6 +333,8 @@ int32_t oc_build(const op_case *c, dc_module *m) {
   }
   n.type = t;
   n.layout = t.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  /* the IR's type rule takes an f32 weight; the kernels read any storage dtype */
+  if (c->wdtype) m->nodes[ins[1]].type.dtype = c->wdtype;
   return dc_module_add_node(m, &n);
 }
 
@@ -453,6 +461,24 @@ static float *fill(size_t n, uint64_t *s, double center, double spread, int norm
   return d;
 }
 
+/* n random finite codes of dtype t, uniform in [-1, 1) before rounding
+ * (fp8: any mantissa, a moderate exponent range, as weights have). */
+static void *weight_codes(dc_dtype t, size_t n, uint64_t *s) {
+  uint8_t *b = malloc(n * 4 + 64);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t r = next_u32(s);
+    float f = (float)((double)(r >> 8) / 8388608.0 - 1.0);
+    switch (t) {
+      case DT_BF16: ((uint16_t *)b)[i] = dc_f32_to_bf16(f); break;
+      case DT_F16: ((uint16_t *)b)[i] = dc_f32_to_f16(f); break;
+      case DT_F8_E4M3: b[i] = (uint8_t)((r & 0x80u) | ((4u + (r >> 8) % 6u) << 3) | (r & 7u)); break;    /* 2^-3 .. 2^2 */
+      case DT_F8_E5M2: b[i] = (uint8_t)((r & 0x80u) | ((12u + (r >> 8) % 6u) << 2) | (r & 3u)); break; /* 2^-3 .. 2^2 */
+      default: ((float *)b)[i] = f; break;
+    }
+  }
+  return b;
+}
+
 void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
   if (c->data == OC_NORMAL) return NULL;
   const dc_node *n = &m->nodes[id];
@@ -470,6 +496,8 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
       float *ts = fill(numel, &s, 500, 500, 0);
       for (size_t j = 0; j < numel && j < 8; j++) ts[j] = some[j];
       in[i] = ts;
+    } else if (c->data == OC_STORED) {
+      in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
     } else if (c->data == OC_OFFSET) {
       in[i] = fill(numel, &s, i == 0 ? c->scale : 0.0, 1.0, 1);
     } else if (c->data == OC_BIG_MEAN) {
@@ -495,7 +523,7 @@ void oc_free_inputs(void **in) {
 
 static const char *data_name(oc_data d) {
   static const char *names[] = {"", "bytes", "specials", "sweep", "all codes", "rounding", "rounding/half-ulp",
-                                "timesteps", "offset", "big mean"};
+                                "timesteps", "offset", "big mean", "stored"};
   return names[d];
 }
 
@@ -509,9 +537,10 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
     snprintf(b, sizeof b, " by %s", dc_dims_str(c->in[1].dims, c->in[1].rank, e, sizeof e));
   }
   int k = snprintf(buf, cap, "%s%s %s%s%s", dc_op_get(c->op)->name, l, dc_dtype_name(x->dtype ? x->dtype : DT_F32), d, b);
-  for (int a = 0; a < 4 && c->attrs[a].name && k < (int)cap; a++)
+  for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
     k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
                               : snprintf(buf + k, cap - (size_t)k, " %s=%lld", c->attrs[a].name, (long long)c->attrs[a].i);
   if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
+  if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w:%s", dc_dtype_name(c->wdtype));
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));
 }

@@ -16,6 +16,10 @@
 #include "ir/ir.h"
 
 enum { OC_REF = 1, OC_LLVM = 2, OC_CUDA = 4, OC_CPU = OC_REF | OC_LLVM, OC_ALL = 7 };
+/* Tolerance key only: the CUDA rows of conv2d and linear again with bf16
+ * (and f16) tensor-core compute. */
+enum { OC_CUDA_TC = 8 };
+enum { OC_CC_F32 = 1, OC_CC_BF16 = 2, OC_CC_F16 = 4, OC_CC_GEMM = OC_CC_F32 | OC_CC_BF16 };
 
 /* What the inputs hold. */
 typedef enum {
@@ -29,6 +33,7 @@ typedef enum {
   OC_TIMESTEPS,     /* 0, 999, 1, 500.5, 981, 0.25, 12345, -3, then random in [0, 1000) */
   OC_OFFSET,        /* norms: x = scale + normal, gamma and beta normal */
   OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
+  OC_STORED,        /* conv2d, linear: normal(0,1) f32, the weight random finite codes of wdtype */
 } oc_data;
 
 typedef struct {
@@ -53,24 +58,27 @@ typedef struct {
 typedef struct {
   dc_op op;
   int nin;
-  oc_shape in[3];      /* norms: x only (gamma and beta follow from it) */
-  oc_attr attrs[4];
+  oc_shape in[4];      /* norms: x only (gamma and beta follow from it) */
+  oc_attr attrs[8];
   int nlist;           /* permute's perm */
   int64_t list[DC_MAX_DIMS];
   oc_shape out;        /* reshape, cast, and moves of a non-f32 dtype: the type stated; rank 0: inferred */
   oc_data data;
   double scale;        /* OC_NORMAL: the scale (0 = 1); OC_OFFSET/OC_BIG_MEAN: the mean */
-  int inplace;         /* also run with the output written over input 0 */
+  int inplace;         /* also run with the output written over input `alias` */
+  int alias;           /* 0, or a residual's input index (conv2d, linear) */
+  dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
+  int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
   int where;           /* OC_* backends; 0 = all */
   int max_threads;     /* llvm: 1..max_threads (0 = 3) */
   const char *why;     /* why a row skips a backend, or what it is */
-  oc_tol tol[3];       /* per backend (llvm, cuda, unused); all zero: oc_default_tol */
+  oc_tol tol[3];       /* per backend (llvm, cuda, cuda tensor cores); all zero: oc_default_tol */
 } op_case;
 
 /* The table; *n gets its length.  Built once (some rows are generated from
  * a fixed seed: random permutes). */
 const op_case *oc_table(int *n);
-/* The op's tolerance on backend OC_LLVM or OC_CUDA. */
+/* The op's tolerance on backend OC_LLVM, OC_CUDA or OC_CUDA_TC. */
 oc_tol oc_default_tol(dc_op op, int backend);
 /* Adds the row's node (and its inputs) to m; returns its id, or -1. */
 int32_t oc_build(const op_case *c, dc_module *m);
@@ -80,5 +88,9 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id);
 void oc_free_inputs(void **in);
 /* "permute[0,2,1]/f16 [2,40,33]" and the like. */
 void oc_describe(const op_case *c, char *buf, size_t cap);
+/* The conv2d and linear rows (op_cases_gemm.c) into out; returns how many. */
+int oc_gemm_rows(op_case *out);
+/* The attention and blend rows (op_cases_attention.c); returns how many. */
+int oc_attention_rows(op_case *out);
 
 #endif

@@ -1,0 +1,95 @@
+/* op_cases_attention.c — the attention and blend rows of the op case table
+ * (op_cases.h).  Attention rows come from the old test_llvm_attention.c
+ * (head sizes 1..80 and 512, lengths no multiple of the query or key
+ * block, batch 3, cross-attention, a peaky softmax) and
+ * test_cuda_attention.c (SD head sizes 40..160 and the VAE's 512, partial
+ * 64-query and 64-key tiles, f32, bf16 and f16 compute), merged: rows too
+ * big for the CUDA emulator are OC_CPU.  Tolerance rel L2 1e-5 (LLVM, CUDA
+ * f32), 1e-2 (tensor cores), as the old files had; the row's scale is the
+ * inputs' standard deviation (a peaky softmax at 2 and 4).  Blend (the tiled
+ * VAE's seams) is bit for bit, in place over x; LLVM runs the reference. */
+#include <math.h>
+
+#include "op_cases.h"
+
+/* q [B,Sq,H·D], k and v [B,Sk,H·D]; scale 0: 1/sqrt(D). */
+static op_case attn(int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, double scale, double data) {
+  op_case c = {.op = OP_ATTENTION, .nin = 3, .scale = data, .cuda_computes = OC_CC_GEMM};
+  c.in[0] = (oc_shape){DT_F32, 3, {b, sq, h * d}};
+  c.in[1] = c.in[2] = (oc_shape){DT_F32, 3, {b, sk, h * d}};
+  c.attrs[0] = (oc_attr){"heads", h, 0, 0};
+  c.attrs[1] = (oc_attr){"scale", 0, scale ? scale : 1.0 / sqrt((double)d), 1};
+  return c;
+}
+
+static op_case cpu_only(op_case c) {
+  c.where = OC_CPU;
+  c.why = "the LLVM kernel's blocks; too big for the CUDA emulator";
+  return c;
+}
+
+static op_case with(op_case c, int computes) {
+  c.cuda_computes = computes;
+  return c;
+}
+
+static op_case blend(int axis, oc_shape x, oc_shape p, int64_t extent) {
+  op_case c = {.op = OP_BLEND, .nin = 2, .in = {x, p}, .inplace = 1, .where = OC_REF | OC_CUDA,
+               .why = "LLVM runs the reference kernel (k_table.c)"};
+  c.attrs[0] = (oc_attr){"axis", axis, 0, 0};
+  c.attrs[1] = (oc_attr){"extent", extent, 0, 0};
+  return c;
+}
+
+#define S4(a, b, c_, d) ((oc_shape){DT_F32, 4, {a, b, c_, d}})
+
+int oc_attention_rows(op_case *out) {
+  int k = 0;
+  /* LLVM: tiny heads, lengths 1, 7, 77, 100, 257 (none a multiple of 64 or 96) */
+  static const int64_t dims[] = {1, 2, 3, 4, 8, 16, 40, 64, 80}, lens[] = {1, 7, 77, 100, 257};
+  for (int i = 0; i < 9; i++) out[k++] = cpu_only(attn(1, 2, dims[i], 77, 100, 0, 1));
+  for (int i = 0; i < 5; i++) {
+    out[k++] = cpu_only(attn(1, 1, 8, lens[i], lens[i], 0, 1));
+    out[k++] = cpu_only(attn(2, 5, 40, lens[i], 257 - lens[i] + 1, 0, 1));
+  }
+  /* query blocks of 2 and 3 vectors; exact multiples of the 64-query and 96-key blocks */
+  out[k++] = cpu_only(attn(1, 3, 24, 20, 50, 0, 1));
+  out[k++] = cpu_only(attn(1, 2, 40, 33, 130, 0, 1));
+  out[k++] = cpu_only(attn(1, 2, 40, 128, 192, 0, 1));
+  out[k++] = attn(3, 2, 3, 7, 1, 0, 1);
+  out[k++] = cpu_only(attn(3, 8, 16, 100, 7, 0, 1));
+  out[k++] = cpu_only(attn(2, 8, 40, 256, 77, 0, 1)); /* cross-attention, SD1.5 text length */
+  out[k++] = cpu_only(attn(1, 5, 64, 1024, 1024, 0, 1));
+  out[k++] = cpu_only(attn(1, 1, 512, 100, 257, 0, 1)); /* the VAE's single wide head */
+  /* peaky softmax: the running max must move across key blocks */
+  out[k++] = cpu_only(attn(2, 8, 40, 257, 257, 0, 4.0));
+  out[k++] = cpu_only(attn(1, 2, 64, 100, 300, 1.0, 3.0));
+  out[k++] = cpu_only(attn(1, 1, 1, 77, 100, 4.0, 4.0));
+  /* CUDA: SD head sizes, self (Sq = Sk = 70: a full and a partial tile) and
+   * cross (Sq = 37, Sk = 77: one partial query tile, two key tiles) */
+  static const int64_t sd[] = {40, 64, 80, 160};
+  for (int i = 0; i < 4; i++) {
+    out[k++] = attn(2, 2, sd[i], 70, 70, 0, 1);
+    out[k++] = with(attn(2, 2, sd[i], 37, 77, 0, 1), i == 0 ? OC_CC_GEMM | OC_CC_F16 : OC_CC_GEMM);
+  }
+  out[k++] = with(attn(2, 4, 64, 70, 70, 0, 1), OC_CC_F16);
+  out[k++] = attn(2, 8, 40, 70, 77, 0, 1);                          /* SD1.5 cross-attention, 8 heads */
+  out[k++] = with(attn(1, 1, 512, 64, 64, 0, 1), OC_CC_GEMM | OC_CC_F16); /* the VAE's mid attention */
+  out[k++] = attn(1, 1, 512, 37, 77, 0, 1);
+  /* peaky softmax across three key tiles: logits with std 16 (x4) or 4 (x2).
+   * At x4 rounding the inputs to bf16 costs 1.1e-2 rel L2 by itself, past
+   * bf16's tolerance; x2 costs 5e-3. */
+  out[k++] = with(attn(1, 2, 40, 70, 150, 0, 4.0), OC_CC_F32 | OC_CC_F16);
+  out[k] = with(attn(1, 2, 40, 70, 150, 0, 2.0), OC_CC_BF16);
+  out[k].where = OC_CUDA, out[k++].why = "bf16's peaky row; the x4 row runs on the CPU backends";
+  out[k++] = attn(2, 3, 3, 7, 1, 0, 1);  /* one key */
+  out[k++] = attn(1, 2, 40, 1, 77, 0, 1); /* one query */
+  out[k++] = attn(1, 1, 1, 5, 5, 0, 1);
+  out[k++] = attn(1, 1, 8, 5, 5, 0, 1);
+  /* blend: along H and W, extents larger than either side (clamped) */
+  out[k++] = blend(2, S4(1, 3, 16, 12), S4(1, 3, 16, 12), 4);
+  out[k++] = blend(3, S4(2, 3, 10, 16), S4(2, 3, 10, 7), 8); /* prev narrower than the extent */
+  out[k++] = blend(2, S4(1, 2, 3, 5), S4(1, 2, 9, 5), 8);    /* x shorter than the extent */
+  out[k++] = blend(3, S4(1, 1, 1, 33), S4(1, 1, 1, 40), 32);
+  return k;
+}

@@ -1,0 +1,201 @@
+/* op_cases_gemm.c — the conv2d and linear rows of the op case table
+ * (op_cases.h), generated from compact shape lists because their inputs
+ * (bias, residual) and output shape follow from the attributes.  The rows
+ * come from the old test_llvm_gemm.c (blocking: channels and features not
+ * multiples of the vector width, odd and tiny images, stride 2, asymmetric
+ * padding, several k blocks, M = 1, K = 0, every epilogue) and
+ * test_cuda_gemm.c (tiles of the CUDA generator, f32 and bf16 / f16 tensor-
+ * core compute, weights stored as bf16 / f16 / fp8, the residual aliased
+ * onto the output), merged: each runs on every backend but the LLVM ones
+ * too big for the CUDA emulator (every CUDA thread a fiber), marked OC_CPU.
+ * Tolerances (oc_default_tol): rel L2 1e-5 on LLVM and CUDA f32, 1e-2 on
+ * the CUDA tensor cores, as the old files had. */
+#include <string.h>
+
+#include "op_cases.h"
+
+enum { RES_NONE, RES_FULL, RES_CHANNEL }; /* residual: none, output-shaped, one per channel */
+
+typedef struct {
+  int64_t n, c, h, w, o, kh, kw, stride, pt, pb, pl, pr;
+} conv_shape;
+
+static oc_shape f32_shape(int rank, const int64_t *dims) {
+  oc_shape s = {DT_F32, rank, {0}};
+  memcpy(s.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return s;
+}
+
+static void set_epilogue(op_case *c, int first, int bias, int act, int res) {
+  c->attrs[first] = (oc_attr){"bias", bias, 0, 0};
+  c->attrs[first + 1] = (oc_attr){"act", act, 0, 0};
+  c->attrs[first + 2] = (oc_attr){"residual", res != RES_NONE, 0, 0};
+}
+
+/* x [N,C,H,W] * w [O,C,kh,kw] (+ bias [O]) (+ residual [N,O,H',W'] or [N,O,1,1]). */
+static op_case conv_row(conv_shape s, int bias, int act, int res) {
+  op_case c = {.op = OP_CONV2D, .cuda_computes = OC_CC_GEMM};
+  int64_t ho = (s.h + s.pt + s.pb - s.kh) / s.stride + 1, wo = (s.w + s.pl + s.pr - s.kw) / s.stride + 1;
+  c.in[c.nin++] = f32_shape(4, (int64_t[]){s.n, s.c, s.h, s.w});
+  c.in[c.nin++] = f32_shape(4, (int64_t[]){s.o, s.c, s.kh, s.kw});
+  if (bias) c.in[c.nin++] = f32_shape(1, (int64_t[]){s.o});
+  if (res == RES_FULL) c.in[c.nin++] = f32_shape(4, (int64_t[]){s.n, s.o, ho, wo});
+  if (res == RES_CHANNEL) c.in[c.nin++] = f32_shape(4, (int64_t[]){s.n, s.o, 1, 1});
+  static const char *pads[] = {"stride", "pad_t", "pad_b", "pad_l", "pad_r"};
+  const int64_t vals[] = {s.stride, s.pt, s.pb, s.pl, s.pr};
+  for (int i = 0; i < 5; i++) c.attrs[i] = (oc_attr){pads[i], vals[i], 0, 0};
+  set_epilogue(&c, 5, bias, act, res);
+  return c;
+}
+
+/* x [lead..., K] · w [N, K]ᵀ (+ bias [N]) (+ residual output-shaped or [N']). */
+static op_case linear_row(int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
+  op_case c = {.op = OP_LINEAR, .cuda_computes = OC_CC_GEMM};
+  int64_t odims[DC_MAX_DIMS];
+  memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
+  odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
+  c.in[c.nin++] = f32_shape(rank, xdims);
+  c.in[c.nin++] = f32_shape(2, (int64_t[]){n, xdims[rank - 1]});
+  if (bias) c.in[c.nin++] = f32_shape(1, (int64_t[]){n});
+  if (res == RES_FULL) c.in[c.nin++] = f32_shape(rank, odims);
+  if (res == RES_CHANNEL) c.in[c.nin++] = f32_shape(1, &odims[rank - 1]);
+  set_epilogue(&c, 0, bias, act, res);
+  return c;
+}
+
+/* The row with the output also written over its residual (the last input). */
+static op_case aliased(op_case c) {
+  c.inplace = 1;
+  c.alias = c.nin - 1;
+  return c;
+}
+
+static op_case cpu_only(op_case c, const char *why) {
+  c.where = OC_CPU;
+  c.why = why;
+  return c;
+}
+
+static op_case stored(op_case c, dc_dtype wt) {
+  c.wdtype = wt;
+  c.data = OC_STORED;
+  return c;
+}
+
+#define LLVM_BLOCKING "the LLVM gemm's blocking; too big for the CUDA emulator"
+#define CONV(...) conv_row((conv_shape){__VA_ARGS__}
+#define LIN(r, ...) linear_row(r, (int64_t[]){__VA_ARGS__}
+
+/* The LLVM generator's cases (k_gemm.c, k_conv.c, k_linear.c). */
+static int llvm_rows(op_case *out) {
+  int k = 0;
+  conv_shape s3 = {1, 16, 8, 16, 32, 3, 3, 1, 1, 1, 1, 1};
+  out[k++] = conv_row(s3, 0, ACT_NONE, RES_NONE), out[k++] = conv_row(s3, 1, ACT_NONE, RES_NONE);
+  /* pad 1 stride 1 at several widths: the rows packer (W' % 16 == 0) and the gather one */
+  out[k++] = CONV(1, 17, 9, 7, 33, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(2, 5, 13, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 3, 16, 32, 17, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(3, 33, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1), 0, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  /* stride 2, symmetric and diffusers' asymmetric downsample padding (0,1,0,1) */
+  out[k++] = CONV(1, 16, 16, 16, 20, 3, 3, 2, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(2, 17, 16, 16, 33, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE);
+  /* 1x1: pointwise packer, odd pixel counts, batch 3 */
+  out[k++] = CONV(1, 32, 8, 8, 40, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(3, 17, 7, 9, 33, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 3, 1, 1, 5, 1, 1, 1, 0, 0, 0, 0), 0, ACT_NONE, RES_NONE);
+  /* K > kc: several k blocks with partial sums in scratch */
+  out[k++] = CONV(1, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(2, 300, 5, 6, 13, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE);
+  /* conv_in-like 7x7 kernel, and a 4x2 one with uneven padding */
+  out[k++] = CONV(1, 3, 12, 11, 8, 7, 7, 1, 3, 3, 3, 3), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 4, 9, 10, 9, 4, 2, 1, 2, 1, 0, 1), 0, ACT_NONE, RES_NONE);
+  /* epilogues: each act, residuals, with one and several k blocks */
+  conv_shape e1 = {2, 17, 7, 9, 33, 3, 3, 1, 1, 1, 1, 1}, e2 = {1, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  for (int act = ACT_NONE; act <= ACT_GELU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) {
+      out[k++] = cpu_only(conv_row(e1, 1, act, res), LLVM_BLOCKING);
+      out[k++] = cpu_only(conv_row(e2, res != RES_FULL, act, res), LLVM_BLOCKING);
+    }
+  out[k++] = CONV(3, 5, 13, 5, 3, 3, 3, 2, 0, 1, 0, 1), 1, ACT_SILU, RES_FULL);
+  /* the residual is the output buffer (k = 360: two k blocks) */
+  conv_shape two = {2, 40, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  out[k++] = aliased(conv_row(two, 1, ACT_SILU, RES_FULL)), out[k++] = aliased(conv_row(two, 1, ACT_NONE, RES_FULL));
+  out[k++] = aliased(LIN(3, 2, 77, 600), 40, 1, ACT_GELU, RES_FULL));
+
+  static const int64_t ms[] = {1, 2, 7, 77, 154, 300}, ns[] = {1, 5, 16, 17, 40, 1280}, ks[] = {1, 3, 16, 33, 320};
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 6; j++) {
+      int64_t m = ms[i], n = ns[j], kk = ks[(i + j) % 5];
+      if (m * n * kk > 40000000) kk = 16;
+      out[k++] = cpu_only(LIN(2, m, kk), n, (i + j) % 2, ACT_NONE, RES_NONE), LLVM_BLOCKING);
+    }
+  for (int i = 0; i < 5; i++) out[k++] = LIN(2, 7, ks[i]), 17, 1, ACT_NONE, RES_NONE);
+  out[k++] = cpu_only(LIN(3, 2, 77, 320), 40, 1, ACT_NONE, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(LIN(3, 2, 77, 768), 320, 0, ACT_NONE, RES_NONE), LLVM_BLOCKING);
+  out[k++] = LIN(1, 33), 17, 1, ACT_NONE, RES_NONE);
+  out[k++] = LIN(2, 3, 0), 5, 1, ACT_SILU, RES_NONE); /* K = 0: bias only */
+  out[k++] = LIN(4, 2, 3, 5, 33), 19, 1, ACT_SILU, RES_FULL);
+  /* epilogues: acts, geglu (H a multiple of 16 and not), residuals */
+  for (int act = ACT_NONE; act <= ACT_GEGLU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) {
+      out[k++] = cpu_only(LIN(3, 2, 77, 40), 34, 1, act, res), LLVM_BLOCKING);
+      out[k++] = cpu_only(LIN(3, 3, 50, 300), 64, res != RES_FULL, act, res), LLVM_BLOCKING);
+    }
+  out[k++] = cpu_only(LIN(3, 2, 64, 320), 2560, 1, ACT_GEGLU, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(LIN(2, 1, 1280), 1280, 1, ACT_SILU, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(LIN(3, 2, 154, 1280), 320, 1, ACT_NONE, RES_FULL), LLVM_BLOCKING);
+  return k;
+}
+
+/* The CUDA generator's cases (g_gemm.c): its tiles, C = 4 and O = 3. */
+static int cuda_rows(op_case *out) {
+  int k = 0;
+  /* 3x3 pad 1 with C = 4 (conv_in), and O = 3 (the VAE's conv_out) */
+  out[k++] = CONV(1, 4, 9, 7, 32, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 16, 10, 11, 3, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  /* 1x1, odd pixel count, batch 2 */
+  out[k++] = CONV(2, 24, 5, 7, 12, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE);
+  /* stride 2: the VAE downsample's (0,1,0,1) padding, and symmetric */
+  out[k++] = CONV(2, 8, 12, 12, 16, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 6, 9, 11, 7, 3, 3, 2, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  /* several M and N tiles (180 rows, 70 columns) and K tiles (K = 180) */
+  out[k++] = CONV(2, 3, 10, 9, 70, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  out[k++] = CONV(1, 20, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE);
+  /* epilogues: act x residual, and a residual written over in place */
+  conv_shape e = {2, 6, 7, 5, 10, 3, 3, 1, 1, 1, 1, 1};
+  for (int act = ACT_NONE; act <= ACT_GELU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) out[k++] = conv_row(e, res != RES_CHANNEL, act, res);
+  out[k] = aliased(conv_row(e, 1, ACT_SILU, RES_FULL));
+  out[k++].cuda_computes |= OC_CC_F16; /* f16 tensor cores too */
+  out[k++] = aliased(CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_FULL));
+  /* M = 1 (a pooled text embedding), K not a multiple of 16 or 32 */
+  out[k++] = LIN(2, 1, 40), 96, 1, ACT_SILU, RES_NONE);
+  /* M = 77 * 2 (text tokens, batch 2), K = 45, N = 70: several tiles */
+  out[k++] = LIN(3, 2, 77, 45), 70, 1, ACT_NONE, RES_NONE);
+  out[k++] = LIN(3, 2, 77, 24), 40, 0, ACT_GELU, RES_FULL);
+  /* geglu: value and gate columns in the same block, H = 70 spans two blocks */
+  out[k] = LIN(3, 2, 77, 24), 140, 1, ACT_GEGLU, RES_NONE);
+  out[k++].cuda_computes |= OC_CC_F16;
+  out[k++] = LIN(2, 5, 33), 22, 1, ACT_GEGLU, RES_FULL);
+  out[k++] = aliased(LIN(2, 5, 33), 22, 0, ACT_GEGLU, RES_FULL));
+  /* residual broadcast per feature, in place over a full residual */
+  out[k++] = LIN(2, 7, 50), 65, 1, ACT_SILU, RES_CHANNEL);
+  out[k++] = aliased(LIN(3, 2, 77, 40), 40, 1, ACT_NONE, RES_FULL));
+  /* K = 1 and a long K (several K tiles) */
+  out[k++] = LIN(2, 9, 1), 17, 1, ACT_NONE, RES_NONE);
+  out[k++] = LIN(2, 3, 300), 20, 1, ACT_NONE, RES_NONE);
+  /* weights stored as bf16 / f16 / fp8, decoded in the kernel */
+  static const dc_dtype dts[] = {DT_BF16, DT_F16, DT_F8_E4M3, DT_F8_E5M2};
+  for (int i = 0; i < 4; i++) {
+    out[k++] = stored(LIN(3, 2, 77, 40), 72, 1, ACT_GEGLU, RES_NONE), dts[i]);
+    out[k++] = stored(CONV(1, 6, 9, 7, 10, 3, 3, 2, 0, 1, 0, 1), 1, ACT_SILU, RES_NONE), dts[i]);
+  }
+  return k;
+}
+
+int oc_gemm_rows(op_case *out) {
+  int k = llvm_rows(out);
+  return k + cuda_rows(out + k);
+}
