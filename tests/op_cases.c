@@ -157,6 +157,17 @@ static const op_case data_rows[] = {
    * libm calls give with another sign than the reference's */
   {.op = OP_TIME_EMBED, .nin = 1, .in = {F32(5)}, .attrs = {I("dim", 3), I("flip_sin_to_cos", 1), F("freq_shift", 1.0)},
    .data = OC_TIMESTEPS, .where = OC_REF | OC_CUDA, .why = "NaN bits differ on LLVM"},
+  /* copies and placements: kernels on the reference backend only; LLVM and
+   * CUDA mark upload and transfer as the runtime's copies, and constant as
+   * placed by its reference kernel (LLVM) or refused (CUDA) (ir/lowering.h) */
+#define COPY(op_, where_, x, ...) \
+  {.op = op_, .nin = 1, .in = {x}, .out = x, .attrs = {__VA_ARGS__}, .data = OC_BYTES, .where = where_, .why = RUNTIME_COPY}
+#define RUNTIME_COPY "a copy the runtime does itself on llvm and cuda"
+  COPY(OP_UPLOAD, OC_REF, F32(2, 3, 5, 7), I("group", 1), I("hold", 0)),
+  COPY(OP_UPLOAD, OC_REF, TY(DT_BF16, 3, 1001), I("group", 0), I("hold", 1)),
+  COPY(OP_TRANSFER, OC_REF, F32(2, 320, 16, 16)), COPY(OP_TRANSFER, OC_REF, TY(DT_F8_E4M3, 13)),
+#define CONSTANT(x) {.op = OP_CONSTANT, .out = x, .data = OC_BYTES, .where = OC_REF, .why = "placed by its reference kernel on llvm; refused on cuda"}
+  CONSTANT(F32(1)), CONSTANT(F32(2, 77, 77)), CONSTANT(TY(DT_I32, 5, 3)), CONSTANT(TY(DT_I64, 1, 77)),
 };
 
 /* ---- cast (bit for bit) ----------------------------------------------------------- */
@@ -283,7 +294,22 @@ static oc_shape sized(const oc_shape *s, int64_t len) {
 
 static int is_norm(dc_op op) { return op == OP_GROUP_NORM || op == OP_LAYER_NORM; }
 
+/* A constant's value: random bytes of its type (the values a constant holds
+ * are any bits; the placement copies them). */
+static int32_t build_constant(const op_case *c, dc_module *m) {
+  dc_type t = {c->out.dtype, c->out.rank, {0}};
+  memcpy(t.dims, c->out.dims, sizeof(int64_t) * (size_t)c->out.rank);
+  size_t bytes = (size_t)dc_type_bytes(&t);
+  uint8_t *v = malloc(bytes + 1);
+  uint64_t s = 11;
+  for (size_t i = 0; i < bytes; i++) v[i] = (uint8_t)next_u32(&s);
+  int32_t id = dc_module_add_constant(m, "oc.constant", &t, v);
+  free(v);
+  return id;
+}
+
 int32_t oc_build(const op_case *c, dc_module *m) {
+  if (c->op == OP_CONSTANT) return build_constant(c, m);
   int64_t len = data_len(c);
   oc_shape x = sized(&c->in[0], len);
   int32_t ins[4] = {add_input(m, &x), 0, 0, 0};
@@ -536,6 +562,7 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
     char e[80];
     snprintf(b, sizeof b, " by %s", dc_dims_str(c->in[1].dims, c->in[1].rank, e, sizeof e));
   }
+  if (c->op == OP_CONSTANT) x = &c->out, dc_dims_str(x->dims, x->rank, d, sizeof d);
   int k = snprintf(buf, cap, "%s%s %s%s%s", dc_op_get(c->op)->name, l, dc_dtype_name(x->dtype ? x->dtype : DT_F32), d, b);
   for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
     k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
