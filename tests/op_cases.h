@@ -34,6 +34,7 @@ typedef enum {
   OC_OFFSET,        /* norms: x = scale + normal, gamma and beta normal */
   OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
   OC_STORED,        /* conv2d, linear: normal(0,1) f32, the weight random finite codes of wdtype */
+  OC_INTEGERS,      /* small integers rint(2·normal), in each input's dtype: every partial sum exact */
 } oc_data;
 
 typedef struct {
@@ -68,6 +69,11 @@ typedef struct {
   int inplace;         /* also run with the output written over input `alias` */
   int alias;           /* 0, or a residual's input index (conv2d, linear) */
   dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
+  int wbias;           /* and the bias (input 2) too */
+  dc_layout layout;    /* 0: NCHW at rank 4, else row-major.  LAYOUT_NHWC (conv2d, group_norm,
+                        * upsample): shapes are given channels first; the node and its inputs of
+                        * rank >= 2 are built channels last, and the reference run also checks
+                        * that the NHWC reference gives the NCHW one's bits on permuted data */
   int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
   int where;           /* OC_* backends; 0 = all */
   int max_threads;     /* llvm: 1..max_threads (0 = 3) */
@@ -92,5 +98,11 @@ void oc_describe(const op_case *c, char *buf, size_t cap);
 int oc_gemm_rows(op_case *out);
 /* The attention and blend rows (op_cases_attention.c); returns how many. */
 int oc_attention_rows(op_case *out);
+/* The rows' NHWC twin: with c->layout LAYOUT_NHWC, the NCHW node of the same
+ * row (c->layout 0) into m; returns its id, or -1. */
+int32_t oc_build_nchw(const op_case *c, dc_module *m);
+/* src (elements of es bytes, dims) permuted channels last (to_last) or
+ * back; malloc'd. */
+void *oc_channels(const void *src, int es, int rank, const int64_t *dims, int to_last);
 
 #endif

@@ -4,7 +4,8 @@
  * the LLVM kernels alone):
  *   reference  every output element written (runs into buffers pre-filled
  *              two ways agree) and, for in-place rows, the output written
- *              over input 0 equal to the separate one;
+ *              over input 0 equal to the separate one; for NHWC rows, the
+ *              bits of the NCHW reference on the same data permuted;
  *   llvm       the LLVM kernel against the reference on 1..3 threads, and in
  *              place (tests/kernel_harness.h);
  *   cuda       the generated CUDA C in the emulator against the reference,
@@ -61,6 +62,36 @@ static void **random_inputs(const dc_module *m, const dc_node *n, double scale) 
   return in;
 }
 
+/* An NHWC row: the NHWC reference's output (out) is, permuted back, the
+ * bits the NCHW reference gives on the inputs permuted back (by design of
+ * runtime/kernels_ref_nn.c: a layout change is bit-exact on the reference). */
+static int nhwc_agrees(const op_case *c, const dc_module *m, int32_t y, void *const *in, const void *out) {
+  const dc_node *n = &m->nodes[y];
+  dc_module *m2 = dc_module_create();
+  int32_t y2 = oc_build_nchw(c, m2);
+  int ok = y2 >= 0;
+  if (ok) {
+    const void *in2[DC_MAX_INPUTS];
+    void *owned[DC_MAX_INPUTS] = {0};
+    for (int i = 0; i < n->ninputs; i++) {
+      const dc_node *x = &m->nodes[n->inputs[i]];
+      in2[i] = x->layout == LAYOUT_NHWC ? owned[i] = oc_channels(in[i], dc_dtype_size(x->type.dtype), x->type.rank,
+                                                                  x->type.dims, 0)
+                                        : in[i];
+    }
+    const dc_node *n2 = &m2->nodes[y2];
+    size_t bytes = (size_t)dc_type_bytes(&n2->type);
+    void *want = malloc(bytes + 64), *back = oc_channels(out, dc_dtype_size(n->type.dtype), n->type.rank, n->type.dims, 0);
+    dc_status *st = dc_ref_kernel_for(n2->op)(m2, n2, in2, want);
+    CHECK_OK(st);
+    ok = !st && memcmp(want, back, bytes) == 0;
+    free(want), free(back);
+    for (int i = 0; i < n->ninputs; i++) free(owned[i]);
+  }
+  dc_module_destroy(m2);
+  return ok;
+}
+
 static void run_reference(const op_case *c, const dc_module *m, int32_t y, void **given, const char *what) {
   const dc_node *n = &m->nodes[y];
   void **in = given ? given : random_inputs(m, n, c->scale ? c->scale : 1.0);
@@ -79,10 +110,11 @@ static void run_reference(const op_case *c, const dc_module *m, int32_t y, void 
     ok = ok && !st && memcmp(a, b, bytes) == 0;
   }
   if (!st && n->op == OP_CONSTANT) ok = ok && memcmp(a, n->data, bytes) == 0; /* its bytes placed */
+  if (!st && c->layout == LAYOUT_NHWC) ok = ok && nhwc_agrees(c, m, y, in, a);
   CHECK_OK(st);
   CHECK(ok);
   kh_result r = {0, 0, 0, ok};
-  report("ref", what, c->inplace ? "written/ip" : "written", &r, ok);
+  report("ref", what, c->layout == LAYOUT_NHWC ? (c->inplace ? "=nchw/ip" : "=nchw") : c->inplace ? "written/ip" : "written", &r, ok);
   if (!given) oc_free_inputs(in);
   free(a), free(b);
 }
