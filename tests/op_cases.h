@@ -21,6 +21,9 @@ enum { OC_REF = 1, OC_LLVM = 2, OC_CUDA = 4, OC_CPU = OC_REF | OC_LLVM, OC_ALL =
 enum { OC_CUDA_TC = 8 };
 enum { OC_CC_F32 = 1, OC_CC_BF16 = 2, OC_CC_F16 = 4, OC_CC_GEMM = OC_CC_F32 | OC_CC_BF16 };
 
+/* llvm: which 3×3 stride-1 conv kernel (dc_llvm_set_winograd's 1, 2, 0). */
+enum { OC_WINO_AUTO = 0, OC_WINO_FORCE, OC_WINO_NEVER };
+
 /* What the inputs hold. */
 typedef enum {
   OC_NORMAL = 0,    /* random normal(0,1) * scale (the harnesses' own; narrow dtypes: random finite codes) */
@@ -75,6 +78,9 @@ typedef struct {
                         * rank >= 2 are built channels last, and the reference run also checks
                         * that the NHWC reference gives the NCHW one's bits on permuted data */
   int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
+  int winograd;        /* llvm: OC_WINO_* (dc_llvm_set_winograd); FORCE also checks the kernel compiled was it */
+  const char *cpu;     /* llvm: a diffc --cpu target of the row's own ("generic": 4 lanes); not rerun
+                        * under $DIFFC_TEST_CPU */
   int where;           /* OC_* backends; 0 = all */
   int max_threads;     /* llvm: 1..max_threads (0 = 3) */
   const char *why;     /* why a row skips a backend, or what it is */

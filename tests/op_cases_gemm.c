@@ -279,8 +279,70 @@ static int nhwc_rows(op_case *out) {
   return k;
 }
 
+/* Winograd F(2×2, 3×3) (k_winograd.c), forced on the old test_llvm_gemm.c's
+ * awkward shapes (LLVM only): odd and even sizes, images smaller than a tile
+ * or than a vector of tiles, tile rows of several vectors with a partial
+ * last one, padding 0, 1, 2 and asymmetric, batch, C and O no multiples of
+ * the vector width, C > 256 (two k blocks), O > 96 (several output-channel
+ * blocks, a short last tile), every epilogue, the residual in place,
+ * weights stored in bf16, f16 and fp8, NHWC.  At the host's width (16
+ * lanes on AVX-512), 8 in the x86-64-v3 repeat, and the NCHW shapes again
+ * at 4 (--cpu generic, SSE2); rel L2 1e-5 as every conv. */
+static op_case wino(op_case c) {
+  c.winograd = OC_WINO_FORCE;
+  c.where = OC_LLVM;
+  c.why = "forces the LLVM Winograd conv";
+  return c;
+}
+
+/* NHWC Winograd: the conv tolerance (1e-5), not the direct NHWC kernel's sqrt(K) bound. */
+static op_case nhwc_wino(op_case c) {
+  c.layout = LAYOUT_NHWC;
+  return wino(c);
+}
+
+static int wino_rows(op_case *out) {
+  int k = 0, first = 0;
+  const conv_shape odd = {1, 19, 9, 7, 21, 3, 3, 1, 1, 1, 1, 1}, even = {2, 16, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  out[k++] = wino(conv_row(odd, 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(conv_row(even, 0, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(3, 9, 2, 3, 5, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 20, 5, 70, 13, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 17, 10, 11, 9, 3, 3, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 12, 9, 8, 10, 3, 3, 1, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2), 0, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 300, 6, 10, 14, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(2, 24, 6, 9, 200, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE));
+  out[k++] = wino(aliased(conv_row(even, 1, ACT_SILU, RES_FULL)));
+  out[k++] = wino(aliased(CONV(1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = wino(stored_with_bias(conv_row(odd, 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = wino(stored_with_bias(conv_row(even, 1, ACT_NONE, RES_FULL), DT_F16));
+  out[k++] = wino(stored_with_bias(conv_row(odd, 1, ACT_NONE, RES_NONE), DT_F8_E4M3));
+  int at4 = k - first; /* the rows above again at 4 lanes */
+  for (int i = 0; i < at4; i++) {
+    out[k] = out[first + i];
+    out[k++].cpu = "generic";
+  }
+  /* every epilogue (its code is the same at any width) */
+  for (int act = ACT_NONE; act <= ACT_GELU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) out[k++] = wino(conv_row(odd, res != RES_CHANNEL, act, res));
+  /* channels last: the same kinds of shapes (vectors run along channels) */
+  out[k++] = nhwc_wino(conv_row(odd, 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(conv_row(even, 0, ACT_GELU, RES_NONE));
+  out[k++] = nhwc_wino(CONV(1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(CONV(2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(aliased(CONV(1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = nhwc_wino(CONV(1, 24, 13, 11, 200, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_CHANNEL));
+  out[k++] = nhwc_wino(CONV(2, 17, 9, 8, 21, 3, 3, 1, 0, 0, 0, 0), 1, ACT_SILU, RES_FULL));
+  out[k++] = nhwc_wino(stored_with_bias(conv_row(odd, 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = nhwc_wino(stored_with_bias(conv_row(even, 1, ACT_NONE, RES_FULL), DT_F8_E4M3));
+  return k;
+}
+
 int oc_gemm_rows(op_case *out) {
   int k = llvm_rows(out);
   k += cuda_rows(out + k);
-  return k + nhwc_rows(out + k);
+  k += nhwc_rows(out + k);
+  return k + wino_rows(out + k);
 }

@@ -3,10 +3,9 @@
  * and epilogues are rows of the op case table (tests/op_cases_gemm.c).
  * Here: the same generator at 8 and 4 lanes (AVX2, SSE2) whatever the
  * host, the k loop's registers in the assembly (48 FMAs per step, no
- * spills), and the fused gelu against double erf on a dense grid.  The Winograd
- * F(2×2, 3×3) conv (k_winograd.c) is forced on awkward shapes and checked
- * the same way, next to the direct conv's error on the same inputs, and
- * the default's choice of it is checked on VAE/UNet shapes.
+ * spills), and the fused gelu against double erf on a dense grid; the
+ * default's choice of the Winograd F(2×2, 3×3) conv (k_winograd.c) on
+ * VAE/UNet shapes (the forced Winograd rows are in the case table).
  *
  * With DIFFC_BENCH=1 it also times SD1.5-sized shapes on 2 threads and
  * prints GFLOP/s; DIFFC_BENCH=winograd times 3×3 convs both ways on one
@@ -282,220 +281,9 @@ static void width_cases(void) {
   dc_module_destroy(m);
 }
 
-/* ---- Winograd F(2×2, 3×3) (k_winograd.c) ---- */
-/* n values uniform in [-0.5, 0.5) from *seed, stored in dtype t (the
- * reference and the kernel decode the same bits). */
-static void *uniform_of(dc_dtype t, size_t n, uint64_t *seed) {
-  uint8_t *p = malloc(n * (size_t)dc_dtype_size(t) + 64);
-  for (size_t i = 0; i < n; i++) {
-    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-    float v = (float)((double)(*seed >> 11) / 9007199254740992.0 - 0.5);
-    uint16_t h;
-    switch (t) {
-      case DT_BF16: h = dc_f32_to_bf16(v), memcpy(p + 2 * i, &h, 2); break;
-      case DT_F16: h = dc_f32_to_f16(v), memcpy(p + 2 * i, &h, 2); break;
-      case DT_F8_E4M3: p[i] = dc_f32_to_f8e4m3(v); break;
-      default: memcpy(p + 4 * i, &v, 4); break;
-    }
-  }
-  return p;
-}
-
-/* Runs every thread's share of the kernel one after the other on this
- * thread, as threads tid = 0..nt-1 of nt would (the split at any thread
- * count without a pool of that size; shares never overlap, so the order
- * does not matter). */
-static void run_split(runner *r, int64_t nt) {
-  void *bufs[8];
-  memcpy(bufs, r->bufs, sizeof bufs);
-  bufs[r->nbufs] = r->scratch;
-  for (int64_t tid = 0; tid < nt; tid++) r->fn(bufs, tid, nt);
-}
-
-/* Node y of m compiled at `width` lanes with Winograd mode algo
- * (dc_llvm_set_winograd), run on a pool of 2 threads, then split 1 and 3
- * ways (run_split): the worst rel L2 against want.  *symbol: "winograd" or
- * "direct", from the kernel's symbol.  inplace: the output buffer is a
- * fresh copy of the residual (the last input) passed as both, as the
- * memory planner arranges. */
-static double wino_run(dc_module *m, int32_t y, int width, int algo, void *const *in, const float *want, int inplace,
-                       const char **symbol) {
-  const dc_node *n = &m->nodes[y];
-  runner r;
-  dc_status *st = runner_init_algo(&r, m, y, 2, width, algo);
-  CHECK_OK(st);
-  double worst = st ? INFINITY : 0;
-  *symbol = "?";
-  size_t numel = dc_type_numel(&n->type);
-  float *got = malloc(numel * sizeof *got + 64);
-  for (int mode = 0; !st && mode < 3; mode++) {
-    *symbol = strstr(r.k.entries[0].symbol, "_winograd") ? "winograd" : "direct";
-    for (int i = 0; i < n->ninputs; i++) r.bufs[i + 1] = in[i];
-    if (inplace) memcpy(got, in[n->ninputs - 1], numel * sizeof *got), r.bufs[n->ninputs] = got;
-    r.bufs[0] = got;
-    if (mode == 0) run_all(&r);
-    else run_split(&r, mode == 1 ? 1 : 3);
-    double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < numel; i++) {
-      double d = (double)got[i] - want[i];
-      d2 += d * d;
-      r2 += (double)want[i] * want[i];
-    }
-    double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
-    worst = rel > worst ? rel : worst;
-  }
-  free(got);
-  runner_deinit(&r);
-  return worst;
-}
-
-static double wino_worst, direct_worst; /* the largest rel L2 seen on these shapes, each path */
-
-/* Node y (a 3×3 stride-1 conv) on the Winograd path, forced whatever its
- * size, at `width` lanes on 1..3 threads (wino_run), against the reference
- * within the conv tolerance (1e-5); the direct kernel on the same inputs is
- * measured too, for the record. */
-static void check_wino_node(dc_module *m, int32_t y, const char *what, int width, int inplace) {
-  if (y < 0) {
-    CHECK(!"node type inference failed");
-    return;
-  }
-  const dc_node *n = &m->nodes[y];
-  void *in[DC_MAX_INPUTS];
-  uint64_t seed = 1234 + (uint64_t)y;
-  for (int i = 0; i < n->ninputs; i++) {
-    const dc_type *t = &m->nodes[n->inputs[i]].type;
-    in[i] = uniform_of(t->dtype, dc_type_numel(t), &seed);
-  }
-  size_t numel = dc_type_numel(&n->type);
-  float *want = malloc(numel * sizeof *want);
-  CHECK_OK(dc_ref_kernel_for(n->op)(m, n, (const void *const *)in, want));
-  const char *sym = "?";
-  double worst = wino_run(m, y, width, 2, in, want, inplace, &sym);
-  CHECK(!strcmp(sym, "winograd"));
-  CHECK(worst <= 1e-5);
-  double direct = wino_run(m, y, width, 0, in, want, inplace, &sym);
-  CHECK(!strcmp(sym, "direct"));
-  printf("%-60s %2d lanes%s: winograd rel L2 %.2g (1-3 threads), direct %.2g\n", what, width,
-         inplace ? ", in place" : "", worst, direct);
-  if (worst > wino_worst) wino_worst = worst;
-  if (direct > direct_worst) direct_worst = direct;
-  for (int i = 0; i < n->ninputs; i++) free(in[i]);
-  free(want);
-}
-
-/* A conv of shape s with weight (and bias) stored in dtype wt. */
-static int32_t add_conv_stored(dc_module *m, const conv_shape *s, int bias, int act, int res, dc_dtype wt) {
-  int32_t id = add_conv(m, s, bias, act, res);
-  if (id < 0 || wt == DT_F32) return id;
-  const dc_node *n = &m->nodes[id];
-  for (int i = 1; i <= (bias ? 2 : 1); i++) m->nodes[n->inputs[i]].type.dtype = wt;
-  return id;
-}
-
-static void check_wino_at(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace, int min_width) {
-  dc_module *m = dc_module_create();
-  int32_t y = add_conv_stored(m, &s, bias, act, res, wt);
-  char what[160];
-  snprintf(what, sizeof what, "conv %lldx%lldx%lldx%lld->%lld p(%lld,%lld,%lld,%lld) b%d %s r%d %s", (long long)s.n,
-           (long long)s.c, (long long)s.h, (long long)s.w, (long long)s.o, (long long)s.pt, (long long)s.pb,
-           (long long)s.pl, (long long)s.pr, bias, act_name(act), res, dc_dtype_name(wt));
-  for (int w = 16; w >= min_width; w /= 2) {
-    dc_cpu_target t;
-    dc_status *st = target_of_width(w, &t);
-    CHECK_OK(st);
-    char *missing = NULL;
-    int runs = !st && dc_cpu_target_runs_here(&t, &missing);
-    dc_free(missing);
-    if (!st) dc_cpu_target_deinit(&t);
-    if (runs) check_wino_node(m, y, what, w, inplace);
-    else printf("%-60s %2d lanes: skipped, this machine cannot run them\n", what, w);
-  }
-  dc_module_destroy(m);
-}
-
-static void check_wino(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace) {
-  check_wino_at(s, bias, act, res, wt, inplace, 4);
-}
-
-/* The same conv channels last (layout nhwc): x [N,H,W,C], w [O,kh,kw,C],
- * residual [N,H',W',O] or [N,1,1,O]. */
-static int32_t add_conv_nhwc(dc_module *m, const conv_shape *s, int bias, int act, int res, dc_dtype wt) {
-  int32_t in[4];
-  int nin = 0;
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->h, s->w, s->c});
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->kh, s->kw, s->c});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
-  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
-  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, ho, wo, s->o});
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, 1, 1, s->o});
-  for (int i = 1; i <= (bias ? 2 : 1) && wt != DT_F32; i++) m->nodes[in[i]].type.dtype = wt;
-  dc_node n = dc_node_make(OP_CONV2D, nin, in);
-  dc_node_set_int(&n, "stride", s->stride);
-  dc_node_set_int(&n, "pad_t", s->pt);
-  dc_node_set_int(&n, "pad_b", s->pb);
-  dc_node_set_int(&n, "pad_l", s->pl);
-  dc_node_set_int(&n, "pad_r", s->pr);
-  dc_node_set_int(&n, "bias", bias);
-  dc_node_set_int(&n, "act", act);
-  dc_node_set_int(&n, "residual", res != RES_NONE);
-  n.layout = LAYOUT_NHWC;
-  int32_t y = kh_node(m, n);
-  if (y >= 0) m->nodes[y].layout = LAYOUT_NHWC;
-  return y;
-}
-
-static void check_wino_nhwc(conv_shape s, int bias, int act, int res, dc_dtype wt, int inplace) {
-  dc_module *m = dc_module_create();
-  int32_t y = add_conv_nhwc(m, &s, bias, act, res, wt);
-  char what[160];
-  snprintf(what, sizeof what, "nhwc conv %lldx%lldx%lldx%lld->%lld p(%lld,%lld,%lld,%lld) b%d %s r%d %s",
-           (long long)s.n, (long long)s.h, (long long)s.w, (long long)s.c, (long long)s.o, (long long)s.pt,
-           (long long)s.pb, (long long)s.pl, (long long)s.pr, bias, act_name(act), res, dc_dtype_name(wt));
-  for (int w = 16; w >= 8; w /= 2) check_wino_node(m, y, what, w, inplace);
-  dc_module_destroy(m);
-}
-
-/* Awkward shapes on the Winograd path: odd and even sizes, images smaller
- * than a tile or than a vector of tiles, tile rows of several vectors with a
- * partial last one, padding 0, 1, 2 and asymmetric, batch, C and O no
- * multiples of the vector width, C > 256 (two k blocks), O > 96 (several
- * output-channel blocks, a short last tile), every epilogue, the residual
- * in place, weights stored in bf16, f16 and fp8; then the choice itself:
- * where it pays the default picks it, elsewhere the direct conv. */
-static void winograd_cases(void) {
-  const conv_shape odd = {1, 19, 9, 7, 21, 3, 3, 1, 1, 1, 1, 1}, even = {2, 16, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
-  check_wino(odd, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino(even, 0, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){3, 9, 2, 3, 5, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){1, 20, 5, 70, 13, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){1, 17, 10, 11, 9, 3, 3, 1, 0, 0, 0, 0}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){1, 12, 9, 8, 10, 3, 3, 1, 0, 1, 0, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2}, 0, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){1, 300, 6, 10, 14, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino((conv_shape){2, 24, 6, 9, 200, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_SILU, RES_NONE, DT_F32, 0);
-  for (int act = ACT_NONE; act <= ACT_GELU; act++)
-    for (int res = RES_NONE; res <= RES_CHANNEL; res++) /* the epilogue's code is the same at any width */
-      check_wino_at(odd, res != RES_CHANNEL, act, res, DT_F32, 0, 16);
-  check_wino(even, 1, ACT_SILU, RES_FULL, DT_F32, 1);
-  check_wino((conv_shape){1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_FULL, DT_F32, 1);
-  check_wino(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
-  check_wino(even, 1, ACT_NONE, RES_FULL, DT_F16, 0);
-  check_wino(odd, 1, ACT_NONE, RES_NONE, DT_F8_E4M3, 0);
-  /* channels last: the same kinds of shapes (vectors run along channels) */
-  check_wino_nhwc(odd, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino_nhwc(even, 0, ACT_GELU, RES_NONE, DT_F32, 0);
-  check_wino_nhwc((conv_shape){1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino_nhwc((conv_shape){2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2}, 1, ACT_NONE, RES_NONE, DT_F32, 0);
-  check_wino_nhwc((conv_shape){1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_NONE, RES_FULL, DT_F32, 1);
-  check_wino_nhwc((conv_shape){1, 24, 13, 11, 200, 3, 3, 1, 1, 1, 1, 1}, 1, ACT_SILU, RES_CHANNEL, DT_F32, 0);
-  check_wino_nhwc((conv_shape){2, 17, 9, 8, 21, 3, 3, 1, 0, 0, 0, 0}, 1, ACT_SILU, RES_FULL, DT_F32, 0);
-  check_wino_nhwc(odd, 1, ACT_SILU, RES_NONE, DT_BF16, 0);
-  check_wino_nhwc(even, 1, ACT_NONE, RES_FULL, DT_F8_E4M3, 0);
-  printf("winograd: worst rel L2 %.2g (direct conv on the same inputs: %.2g)\n", wino_worst, direct_worst);
-}
-
+/* ---- Winograd F(2×2, 3×3) (k_winograd.c): forced on awkward shapes, its
+ * rows are in the op case table (op_cases_gemm.c, .winograd); here the
+ * default's choice ---- */
 /* The default (dc_llvm_set_winograd 1) takes the path only where it pays:
  * VAE-sized convs yes; small images, few channels, 1×1, stride 2, and C so
  * large that the weight block would not fit its scratch bound, no. */
@@ -698,7 +486,6 @@ int main(int argc, char **argv) {
   check_gelu_grid();
   width_cases();
   check_kloop_registers();
-  winograd_cases();
   winograd_choice();
 benches:;
   const char *b = getenv("DIFFC_BENCH");

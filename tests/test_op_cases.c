@@ -120,7 +120,19 @@ static void run_reference(const op_case *c, const dc_module *m, int32_t y, void 
 }
 
 /* ---- llvm ------------------------------------------------------------------------ */
+static void run_llvm_as(const op_case *c, const dc_module *m, int32_t y, void **given, const char *what);
+
 static void run_llvm(const op_case *c, const dc_module *m, int32_t y, void **given, const char *what) {
+  static const int wino[3] = {1, 2, 0}; /* OC_WINO_* as dc_llvm_set_winograd takes them */
+  const char *env = getenv("DIFFC_TEST_CPU");
+  if (c->cpu && env && *env) return; /* a row with a target of its own runs once */
+  kh_options o = {wino[c->winograd], c->cpu};
+  kh_set_options(&o);
+  run_llvm_as(c, m, y, given, what);
+  kh_set_options(NULL);
+}
+
+static void run_llvm_as(const op_case *c, const dc_module *m, int32_t y, void **given, const char *what) {
   oc_tol tol = tol_of(c, OC_LLVM);
   double scale = c->scale ? c->scale : 1.0;
   int maxt = c->max_threads ? c->max_threads : 3;
@@ -134,10 +146,14 @@ static void run_llvm(const op_case *c, const dc_module *m, int32_t y, void **giv
                             : kh_compare(m, y, threads, seed, scale, &r);
       CHECK_OK(st);
       if (st) return;
-      int ok = tol_ok(&tol, &r) && same;
+      const char *sym = kh_last_symbol();
+      size_t ls = strlen(sym);
+      int wino = ls >= 9 && strcmp(sym + ls - 9, "_winograd") == 0; /* the kernel compiled was Winograd's */
+      int ok = tol_ok(&tol, &r) && same && (c->winograd != OC_WINO_FORCE || wino);
       CHECK(ok);
-      char how[24];
-      snprintf(how, sizeof how, "%dt%s", threads, ip ? "/ip" : "");
+      char how[32];
+      snprintf(how, sizeof how, "%dt%s%s%s%s", threads, ip ? "/ip" : "", wino ? "/wino" : "", c->cpu ? "/" : "",
+               c->cpu ? c->cpu : "");
       report("llvm", what, how, &r, ok);
     }
 }
