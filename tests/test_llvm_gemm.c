@@ -6,13 +6,7 @@
  * spills), and the fused gelu against double erf on a dense grid; the
  * default's choice of the Winograd F(2×2, 3×3) conv (k_winograd.c) on
  * VAE/UNet shapes (the forced Winograd rows are in the case table).
- *
- * With DIFFC_BENCH=1 it also times SD1.5-sized shapes on 2 threads and
- * prints GFLOP/s; DIFFC_BENCH=winograd times 3×3 convs both ways on one
- * thread, where the Winograd path's thresholds come from (or the shapes in
- * DIFFC_BENCH_SHAPES, "C,O,HW;..."; printed, not
- * asserted; off by default so ctest stays fast; DIFFC_BENCH_ONLY=1 skips
- * the checks). */
+ * Timings of these kernels: bench/bench_kernels (gemm, winograd). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,161 +14,11 @@
 
 #include "codegen/llvm/llvm_codegen.h"
 #include "kernel_harness.h"
+#include "kernel_runner.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/kernels.h"
 #include "support/threadpool.h"
 #include "testutil.h"
-
-enum { RES_NONE, RES_FULL, RES_CHANNEL }; /* residual: none, output-shaped, [N,O,1,1] / [N] */
-
-static const char *act_name(int act) { return dc_act_name((dc_act)act); }
-
-typedef struct {
-  int64_t n, c, h, w, o, kh, kw, stride, pt, pb, pl, pr;
-} conv_shape;
-
-static int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->c, s->h, s->w});
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->c, s->kh, s->kw});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
-  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
-  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, ho, wo});
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, 1, 1});
-  dc_node n = dc_node_make(OP_CONV2D, nin, in);
-  dc_node_set_int(&n, "stride", s->stride);
-  dc_node_set_int(&n, "pad_t", s->pt);
-  dc_node_set_int(&n, "pad_b", s->pb);
-  dc_node_set_int(&n, "pad_l", s->pl);
-  dc_node_set_int(&n, "pad_r", s->pr);
-  dc_node_set_int(&n, "bias", bias);
-  dc_node_set_int(&n, "act", act);
-  dc_node_set_int(&n, "residual", res != RES_NONE);
-  return kh_node(m, n);
-}
-
-/* x [lead..., k] · w[n, k]ᵀ; res: RES_FULL (output-shaped) or RES_CHANNEL ([nout]). */
-static int32_t add_linear(dc_module *m, int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  int64_t k = xdims[rank - 1], odims[DC_MAX_DIMS];
-  in[nin++] = kh_input(m, rank, xdims);
-  in[nin++] = kh_input(m, 2, (int64_t[]){n, k});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){n});
-  memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
-  odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
-  if (res == RES_FULL) in[nin++] = kh_input(m, rank, odims);
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 1, &odims[rank - 1]);
-  dc_node nd = dc_node_make(OP_LINEAR, nin, in);
-  dc_node_set_int(&nd, "bias", bias);
-  dc_node_set_int(&nd, "act", act);
-  dc_node_set_int(&nd, "residual", res != RES_NONE);
-  return kh_node(m, nd);
-}
-
-/* ---- running a kernel on chosen inputs (gelu grid, timing) ---- */
-typedef struct {
-  dc_plan_kernels k;
-  dc_cpu_code *code;
-  dc_cpu_kernel_fn *fns;
-  dc_pool *pool;
-  void *bufs[8];
-  int nbufs;
-  uint8_t *scratch;
-  dc_cpu_kernel_fn fn;
-  double cpu[64]; /* per thread: CPU seconds in the last run_all */
-} runner;
-
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void run_part(void *ctx, int64_t part, int64_t nparts, int thread) {
-  runner *r = ctx;
-  void *bufs[8];
-  memcpy(bufs, r->bufs, sizeof bufs);
-  bufs[r->nbufs] = r->scratch + (size_t)thread * r->k.entries[0].scratch_bytes;
-  double t0 = cpu_now();
-  r->fn(bufs, part, nparts);
-  if (thread < 64) r->cpu[thread] += cpu_now() - t0;
-}
-
-/* The kernel split into one part per pool thread; r->cpu[t] is thread t's
- * CPU time in it. */
-static void run_all(runner *r) {
-  memset(r->cpu, 0, sizeof r->cpu);
-  int nt = dc_pool_size(r->pool);
-  dc_pool_run(r->pool, nt, nt, run_part, r);
-}
-
-/* A target with W-lane vectors: 16 the host (AVX-512 here), 8 AVX2
- * (diffc --cpu x86-64-v3), 4 SSE2 (diffc --cpu generic), so the
- * generator's narrower paths run too. */
-static dc_status *target_of_width(int width, dc_cpu_target *t) {
-  if (width == 4) return dc_cpu_target_generic(t);
-  if (width == 8) return dc_cpu_target_named("x86-64-v3", t);
-  return dc_cpu_target_host(t);
-}
-
-/* Compiles node id for a W-lane target and loads it; bufs[1..] are the
- * caller's. */
-static dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threads, int width, int winograd);
-
-static dc_status *runner_init(runner *r, const dc_module *m, int32_t id, int threads, int width) {
-  return runner_init_algo(r, m, id, threads, width, 1);
-}
-
-/* winograd = 0: 3×3 convs take the direct path whatever their shape. */
-static dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threads, int width, int winograd) {
-  memset(r, 0, sizeof *r);
-  dc_cpu_target t;
-  DC_TRY(target_of_width(width, &t));
-  dc_llvm *g = NULL;
-  dc_cpu_kernel ck;
-  int has = 0;
-  dc_buf obj;
-  dc_buf_init(&obj);
-  dc_status *st = dc_llvm_create(&t, &g);
-  if (!st) dc_llvm_set_winograd(g, winograd);
-  if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
-  if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "no LLVM kernel");
-  if (!st) st = kh_finish_cached(g, &ck, &obj);
-  dc_llvm_destroy(g);
-  r->k.triple = t.triple;
-  r->k.cpu = t.cpu;
-  r->k.features = t.features;
-  dc_free(t.tune);
-  if (st) {
-    dc_buf_deinit(&obj);
-    return st;
-  }
-  r->k.objects = dc_calloc(1, sizeof *r->k.objects);
-  if (!r->k.objects) return dc_nomem("kernel object");
-  r->k.objects[0] = (dc_plan_object){obj.data, obj.len};
-  r->k.nobjects = 1;
-  r->k.entries = dc_calloc(1, sizeof *r->k.entries);
-  r->k.entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
-  r->k.nentries = 1;
-  r->fns = calloc((size_t)m->nnodes, sizeof *r->fns);
-  r->nbufs = m->nodes[id].ninputs + 1;
-  DC_TRY(dc_cpu_code_load("gemm test", &r->k, m->nnodes, &r->code, r->fns));
-  r->fn = r->fns[id];
-  DC_TRY(dc_pool_create(threads, &r->pool));
-  if (posix_memalign((void **)&r->scratch, 64, ck.scratch_bytes * (size_t)threads + 64))
-    return dc_nomem("kernel scratch");
-  return NULL;
-}
-
-static void runner_deinit(runner *r) {
-  dc_pool_destroy(r->pool);
-  dc_cpu_code_destroy(r->code);
-  dc_plan_kernels_deinit(&r->k);
-  free(r->fns);
-  free(r->scratch);
-}
 
 /* gelu through linear{x = 1, K = 1, act=gelu}: y[j] = gelu(w[j]) at every
  * point of a dense grid, against the double formula the reference uses.
@@ -394,121 +238,11 @@ static void check_kloop_registers(void) {
   dc_module_destroy(m);
 }
 
-/* ---- timing (DIFFC_BENCH=1) ---- */
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* DIFFC_BENCH_WIDTH=8 times the AVX2 kernels (16, the host's, by default). */
-static int bench_width(void) {
-  const char *w = getenv("DIFFC_BENCH_WIDTH");
-  return w && atoi(w) == 8 ? 8 : 16;
-}
-
-static void bench_algo(const char *what, dc_module *m, int32_t y, double flops, int winograd, int threads) {
-  runner r;
-  dc_status *st = runner_init_algo(&r, m, y, threads, bench_width(), winograd);
-  if (st) {
-    printf("%s: %s\n", what, dc_status_message(st));
-    dc_status_free(st);
-    runner_deinit(&r);
-    return;
-  }
-  const dc_node *n = &m->nodes[y];
-  for (int i = 0; i <= n->ninputs; i++) {
-    const dc_type *t = i ? &m->nodes[n->inputs[i - 1]].type : &n->type;
-    size_t cnt = dc_type_numel(t);
-    float *d = malloc(cnt * sizeof *d + 64);
-    for (size_t j = 0; j < cnt; j++) d[j] = (float)((j * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    r.bufs[i] = d;
-  }
-  run_all(&r);
-  /* Wall time, and the slower thread's CPU time: what the wall time would
-   * be with a core per thread (the box is shared; other jobs steal cores). */
-  double best = 1e30, best_cpu = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    double t0 = now();
-    run_all(&r);
-    double dt = now() - t0, cpu = 0;
-    for (int t = 0; t < threads; t++) cpu = r.cpu[t] > cpu ? r.cpu[t] : cpu;
-    if (dt < best) best = dt;
-    if (cpu < best_cpu) best_cpu = cpu;
-  }
-  printf("bench %-40s %-8s %7.2f ms %6.1f GFLOP/s wall, %6.1f GFLOP/s by thread CPU time (%d threads, %d lanes)\n",
-         what, winograd ? "" : "direct", best * 1e3, flops / best * 1e-9, flops / best_cpu * 1e-9, threads,
-         bench_width());
-  for (int i = 0; i <= n->ninputs; i++) free(r.bufs[i]);
-  runner_deinit(&r);
-}
-
-static void bench(const char *what, dc_module *m, int32_t y, double flops) { bench_algo(what, m, y, flops, 1, 2); }
-
-/* A 3×3 conv both ways (Winograd where it applies, and direct), on one
- * thread: where the Winograd path starts to pay.  GFLOP/s count the direct
- * conv's multiply-adds for both. */
-static void bench_conv_algos(int64_t c, int64_t o, int64_t hw) {
-  dc_module *m = dc_module_create();
-  conv_shape s = {1, c, hw, hw, o, 3, 3, 1, 1, 1, 1, 1};
-  int32_t y = add_conv(m, &s, 1, ACT_NONE, RES_NONE);
-  char what[96];
-  snprintf(what, sizeof what, "conv 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)hw, (long long)hw);
-  for (int w = 1; w >= 0; w--) bench_algo(what, m, y, 2.0 * (double)(c * 9) * (double)o * (double)(hw * hw), w, 1);
-  dc_module_destroy(m);
-}
-
-static void bench_conv(int64_t c, int64_t o, int64_t hw, int64_t k) {
-  dc_module *m = dc_module_create();
-  int64_t p = k / 2;
-  conv_shape s = {1, c, hw, hw, o, k, k, 1, p, p, p, p};
-  int32_t y = add_conv(m, &s, 1, ACT_NONE, RES_NONE);
-  char what[96];
-  snprintf(what, sizeof what, "conv %lldx%lld %lld->%lld @%lldx%lld", (long long)k, (long long)k, (long long)c,
-           (long long)o, (long long)hw, (long long)hw);
-  bench(what, m, y, 2.0 * (double)(c * k * k) * (double)o * (double)(hw * hw));
-  dc_module_destroy(m);
-}
-
-static void bench_linear(int64_t mrows, int64_t k, int64_t n, int act) {
-  dc_module *m = dc_module_create();
-  int32_t y = add_linear(m, 2, (int64_t[]){mrows, k}, n, 1, act, RES_NONE);
-  char what[96];
-  snprintf(what, sizeof what, "linear M=%lld K=%lld N=%lld %s", (long long)mrows, (long long)k, (long long)n,
-           act_name(act));
-  bench(what, m, y, 2.0 * (double)mrows * (double)k * (double)n);
-  dc_module_destroy(m);
-}
-
 int main(int argc, char **argv) {
   tu_init(argc, argv);
-  if (getenv("DIFFC_BENCH_ONLY")) goto benches;
   check_gelu_grid();
   width_cases();
   check_kloop_registers();
   winograd_choice();
-benches:;
-  const char *b = getenv("DIFFC_BENCH");
-  const char *shapes_env = getenv("DIFFC_BENCH_SHAPES"); /* "C,O,HW;C,O,HW..." instead of the list below */
-  if (b && !strcmp(b, "winograd") && shapes_env) {
-    long long c, o, hw;
-    for (const char *p = shapes_env; p && sscanf(p, "%lld,%lld,%lld", &c, &o, &hw) == 3; p = strchr(p, ';'), p = p ? p + 1 : p)
-      bench_conv_algos(c, o, hw);
-  } else if (b && !strcmp(b, "winograd")) {
-    static const int64_t shapes[][3] = {{512, 512, 32}, {512, 512, 64}, {256, 256, 128}, {128, 128, 128},
-                                        {128, 3, 128},  {640, 640, 32}, {1280, 1280, 16}, {320, 320, 64},
-                                        {512, 512, 24}, {512, 512, 16}, {512, 512, 12},   {512, 512, 8},
-                                        {64, 64, 64},   {16, 16, 64},   {8, 8, 64},       {4, 512, 32}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-      bench_conv_algos(shapes[i][0], shapes[i][1], shapes[i][2]);
-  } else if (b) {
-    bench_conv(320, 320, 64, 3);
-    bench_conv(640, 640, 32, 3);
-    bench_conv(1280, 1280, 16, 3);
-    bench_conv(320, 320, 64, 1);
-    bench_linear(4096, 320, 320, ACT_NONE);
-    bench_linear(4096, 320, 2560, ACT_GEGLU);
-    bench_linear(8192, 1280, 320, ACT_NONE);
-  }
   return tu_finish();
 }
