@@ -7,8 +7,9 @@
  * threads) and the CUDA generators in the emulator (tests/cuda_harness.h),
  * each against the reference kernel.
  *
- * Adding an op: rows here (op_cases.c), and its default tolerance in
- * oc_default_tol; test_op_cases fails for an op that some backend lowers
+ * Adding an op (docs/ARCHITECTURE.md, "Adding an op"): rows in op_cases.c
+ * (or op_cases_gemm.c / op_cases_attention.c), and its default tolerance
+ * in oc_default_tol; test_op_cases fails for an op that some backend lowers
  * with a kernel but that no row covers on that backend. */
 #ifndef DC_OP_CASES_H
 #define DC_OP_CASES_H
