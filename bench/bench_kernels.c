@@ -4,18 +4,25 @@
  * Built by CMake, never run by CTest: the unit tests only check.  Printed,
  * not asserted.
  *
- *   bench_kernels [norm|elementwise|layout|all]   (default all)
+ *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]   (default all)
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, the UNet's
  * [B,C,HW] -> [B,HW,C] permute and a bf16 -> f32 cast (GB/s read +
  * written); elementwise: silu and gelu 2x4096x1280, a broadcast add;
- * layout: SD1.5 convs, group_norm+silu and upsample, NCHW against NHWC.
- * (The GEMM, conv and Winograd timings are still test_llvm_gemm's
- * DIFFC_BENCH mode.) */
+ * layout: SD1.5 convs, group_norm+silu and upsample, NCHW against NHWC;
+ * gemm: SD1.5 convs and linears on 2 threads, GFLOP/s by wall and by the
+ * slower thread's CPU time ($DIFFC_BENCH_WIDTH=8: the AVX2 kernels);
+ * winograd: 3×3 convs on one thread, Winograd and direct, where its
+ * thresholds come from (or the shapes in $DIFFC_BENCH_SHAPES, "C,O,HW;...");
+ * attention: SD1.5- and VAE-shaped attention on 1 and 2 threads
+ * (4·B·H·Sq·Sk·D flops) with the load average. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernel_harness.h"
+#include "kernel_runner.h"
 
 static void report_status(dc_status *st) {
   if (!st) return;
@@ -154,14 +161,163 @@ static void bench_layout(void) {
   bench_layout_data(OP_UPSAMPLE, 1, 256, 128);
 }
 
+/* ---- gemm and winograd: conv2d and linear (the old test_llvm_gemm DIFFC_BENCH modes) ---- */
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* DIFFC_BENCH_WIDTH=8 times the AVX2 kernels (16, the host's, by default). */
+static int bench_width(void) {
+  const char *w = getenv("DIFFC_BENCH_WIDTH");
+  return w && atoi(w) == 8 ? 8 : 16;
+}
+
+static void bench_algo(const char *what, dc_module *m, int32_t y, double flops, int winograd, int threads) {
+  runner r;
+  dc_status *st = runner_init_algo(&r, m, y, threads, bench_width(), winograd);
+  if (st) {
+    printf("%s: %s\n", what, dc_status_message(st));
+    dc_status_free(st);
+    runner_deinit(&r);
+    return;
+  }
+  const dc_node *n = &m->nodes[y];
+  for (int i = 0; i <= n->ninputs; i++) {
+    const dc_type *t = i ? &m->nodes[n->inputs[i - 1]].type : &n->type;
+    size_t cnt = dc_type_numel(t);
+    float *d = malloc(cnt * sizeof *d + 64);
+    for (size_t j = 0; j < cnt; j++) d[j] = (float)((j * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    r.bufs[i] = d;
+  }
+  run_all(&r);
+  /* Wall time, and the slower thread's CPU time: what the wall time would
+   * be with a core per thread (the box is shared; other jobs steal cores). */
+  double best = 1e30, best_cpu = 1e30;
+  for (int rep = 0; rep < 5; rep++) {
+    double t0 = now();
+    run_all(&r);
+    double dt = now() - t0, cpu = 0;
+    for (int t = 0; t < threads; t++) cpu = r.cpu[t] > cpu ? r.cpu[t] : cpu;
+    if (dt < best) best = dt;
+    if (cpu < best_cpu) best_cpu = cpu;
+  }
+  printf("bench %-40s %-8s %7.2f ms %6.1f GFLOP/s wall, %6.1f GFLOP/s by thread CPU time (%d threads, %d lanes)\n",
+         what, winograd ? "" : "direct", best * 1e3, flops / best * 1e-9, flops / best_cpu * 1e-9, threads,
+         bench_width());
+  for (int i = 0; i <= n->ninputs; i++) free(r.bufs[i]);
+  runner_deinit(&r);
+}
+
+static void bench(const char *what, dc_module *m, int32_t y, double flops) { bench_algo(what, m, y, flops, 1, 2); }
+
+/* A 3×3 conv both ways (Winograd where it applies, and direct), on one
+ * thread: where the Winograd path starts to pay.  GFLOP/s count the direct
+ * conv's multiply-adds for both. */
+static void bench_conv_algos(int64_t c, int64_t o, int64_t hw) {
+  dc_module *m = dc_module_create();
+  conv_shape s = {1, c, hw, hw, o, 3, 3, 1, 1, 1, 1, 1};
+  int32_t y = add_conv(m, &s, 1, ACT_NONE, RES_NONE);
+  char what[96];
+  snprintf(what, sizeof what, "conv 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)hw, (long long)hw);
+  for (int w = 1; w >= 0; w--) bench_algo(what, m, y, 2.0 * (double)(c * 9) * (double)o * (double)(hw * hw), w, 1);
+  dc_module_destroy(m);
+}
+
+static void bench_conv(int64_t c, int64_t o, int64_t hw, int64_t k) {
+  dc_module *m = dc_module_create();
+  int64_t p = k / 2;
+  conv_shape s = {1, c, hw, hw, o, k, k, 1, p, p, p, p};
+  int32_t y = add_conv(m, &s, 1, ACT_NONE, RES_NONE);
+  char what[96];
+  snprintf(what, sizeof what, "conv %lldx%lld %lld->%lld @%lldx%lld", (long long)k, (long long)k, (long long)c,
+           (long long)o, (long long)hw, (long long)hw);
+  bench(what, m, y, 2.0 * (double)(c * k * k) * (double)o * (double)(hw * hw));
+  dc_module_destroy(m);
+}
+
+static void bench_linear(int64_t mrows, int64_t k, int64_t n, int act) {
+  dc_module *m = dc_module_create();
+  int32_t y = add_linear(m, 2, (int64_t[]){mrows, k}, n, 1, act, RES_NONE);
+  char what[96];
+  snprintf(what, sizeof what, "linear M=%lld K=%lld N=%lld %s", (long long)mrows, (long long)k, (long long)n,
+           dc_act_name((dc_act)act));
+  bench(what, m, y, 2.0 * (double)mrows * (double)k * (double)n);
+  dc_module_destroy(m);
+}
+
+static void bench_gemm(void) {
+  bench_conv(320, 320, 64, 3);
+  bench_conv(640, 640, 32, 3);
+  bench_conv(1280, 1280, 16, 3);
+  bench_conv(320, 320, 64, 1);
+  bench_linear(4096, 320, 320, ACT_NONE);
+  bench_linear(4096, 320, 2560, ACT_GEGLU);
+  bench_linear(8192, 1280, 320, ACT_NONE);
+}
+
+static void bench_winograd(void) {
+  const char *env = getenv("DIFFC_BENCH_SHAPES"); /* "C,O,HW;C,O,HW..." instead of the list below */
+  long long c, o, hw;
+  if (env) {
+    for (const char *p = env; p && sscanf(p, "%lld,%lld,%lld", &c, &o, &hw) == 3; p = strchr(p, ';'), p = p ? p + 1 : p)
+      bench_conv_algos(c, o, hw);
+    return;
+  }
+  static const int64_t shapes[][3] = {{512, 512, 32}, {512, 512, 64}, {256, 256, 128}, {128, 128, 128},
+                                      {128, 3, 128},  {640, 640, 32}, {1280, 1280, 16}, {320, 320, 64},
+                                      {512, 512, 24}, {512, 512, 16}, {512, 512, 12},   {512, 512, 8},
+                                      {64, 64, 64},   {16, 16, 64},   {8, 8, 64},       {4, 512, 32}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) bench_conv_algos(shapes[i][0], shapes[i][1], shapes[i][2]);
+}
+
+/* ---- attention (the old test_llvm_attention DIFFC_BENCH mode) ---- */
+/* The 1-minute load average: other work on the machine skews wall time. */
+static double load_average(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f && fscanf(f, "%lf", &l) != 1) l = -1;
+  if (f) fclose(f);
+  return l;
+}
+
+/* q [B,Sq,H·D], k and v [B,Sk,H·D], scale 1/sqrt(D). */
+static void bench_attention_at(const char *what, int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, int threads) {
+  dc_module *m = dc_module_create();
+  int32_t in[3] = {kh_input(m, 3, (int64_t[]){b, sq, h * d}), kh_input(m, 3, (int64_t[]){b, sk, h * d}),
+                   kh_input(m, 3, (int64_t[]){b, sk, h * d})};
+  dc_node n = dc_node_make(OP_ATTENTION, 3, in);
+  dc_node_set_int(&n, "heads", h);
+  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)d));
+  double s = 0;
+  report_status(kh_time(m, kh_node(m, n), threads, 5, &s));
+  printf("bench %-28s B=%lld H=%lld Sq=%-4lld Sk=%-4lld D=%-3lld %d thread(s): %8.2f ms, %6.1f GFLOP/s "
+         "(load average %.1f)\n",
+         what, (long long)b, (long long)h, (long long)sq, (long long)sk, (long long)d, threads, s * 1e3,
+         4.0 * (double)(b * h * sq * sk * d) / s * 1e-9, load_average());
+  dc_module_destroy(m);
+}
+
+static void bench_attention(void) {
+  for (int threads = 1; threads <= 2; threads++) {
+    bench_attention_at("SD1.5 64x64 self-attention", 2, 8, 40, 4096, 4096, threads);
+    bench_attention_at("SD1.5 64x64 cross-attention", 2, 8, 40, 4096, 77, threads);
+    bench_attention_at("VAE mid-block attention", 1, 1, 512, 4096, 4096, threads);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   int all = strcmp(which, "all") == 0, any = 0;
   if (all || strcmp(which, "norm") == 0) bench_norm(), any = 1;
   if (all || strcmp(which, "elementwise") == 0) bench_elementwise(), any = 1;
   if (all || strcmp(which, "layout") == 0) bench_layout(), any = 1;
+  if (all || strcmp(which, "gemm") == 0) bench_gemm(), any = 1;
+  if (all || strcmp(which, "winograd") == 0) bench_winograd(), any = 1;
+  if (all || strcmp(which, "attention") == 0) bench_attention(), any = 1;
   if (!any) {
-    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|all]\n");
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]\n");
     return 2;
   }
   return 0;

@@ -13,7 +13,7 @@
  * terms in the very same order as the NCHW ones (conv: (c, ky, kx) per
  * output element; group norm: channel-major double sums), deliberately, so
  * a layout change is bit-exact on the reference backend and a test can
- * compare the two layouts bit for bit (tests/test_layout_kernels.c).
+ * compare the two layouts bit for bit (the NHWC rows of tests/op_cases*.c).
  *
  * Epilogues (ops.def): conv2d and linear finish each output plane or row
  * with the bias, then apply act and add the residual with the very functions

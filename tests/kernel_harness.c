@@ -95,16 +95,26 @@ dc_status *kh_finish_cached(dc_llvm *g, dc_cpu_kernel *ck, dc_buf *obj) {
   return NULL;
 }
 
+static kh_options options = {1, NULL};
+static char last_symbol[160];
+
+void kh_set_options(const kh_options *o) { options = o ? *o : (kh_options){1, NULL}; }
+
+const char *kh_last_symbol(void) { return last_symbol; }
+
 static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *k) {
   dc_cpu_target t;
-  DC_TRY(kh_target(&t));
+  if (options.cpu) DC_TRY(dc_cpu_target_named(options.cpu, &t));
+  else DC_TRY(kh_target(&t));
   dc_llvm *g = NULL;
   dc_cpu_kernel ck;
   int has = 0;
   dc_buf obj;
   dc_buf_init(&obj);
   dc_status *st = dc_llvm_create(&t, &g);
+  if (!st) dc_llvm_set_winograd(g, options.winograd);
   if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
+  if (!st && has) snprintf(last_symbol, sizeof last_symbol, "%s", ck.symbol);
   if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "op %s has no LLVM kernel", dc_op_get(m->nodes[id].op)->name);
   if (!st) st = kh_finish_cached(g, &ck, &obj);
   dc_llvm_destroy(g);

@@ -56,6 +56,18 @@ dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, doub
 /* got against want, both of type t, by kh_compare_with's rules. */
 void kh_compare_out(const dc_type *t, const void *got, const void *want, kh_result *out);
 
+/* How the kernels compare/time compile from now on: winograd as
+ * dc_llvm_set_winograd (1 the default: where it pays; 0 never; 2 wherever
+ * correct), cpu a diffc --cpu name instead of kh_target's ("generic": 4
+ * lanes; NULL: kh_target).  NULL resets both. */
+typedef struct {
+  int winograd;
+  const char *cpu;
+} kh_options;
+void kh_set_options(const kh_options *o);
+/* The symbol of the kernel compiled last ("..._winograd" for the Winograd conv). */
+const char *kh_last_symbol(void);
+
 /* Adds an f32 input node of the given dims to m; returns its id. */
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims);
 /* Adds node n (type inferred) to m; returns its id or -1 on a type error (printed). */

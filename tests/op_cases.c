@@ -135,6 +135,12 @@ static const op_case data_rows[] = {
   UPSAMPLE(8, 0, 1, 2, 4, 20), UPSAMPLE(16, 0, 1, 2, 3, 5),
   UPSAMPLE(17, 0, 1, 2, 3, 5), /* above the LLVM vector width: the scalar path */
   UPSAMPLE(2, 0, 2, 32, 16, 16), UPSAMPLE(2, OC_CPU, 2, 320, 32, 32),
+  /* NHWC (shapes channels first): a pixel of 28 bytes (4-byte copies), 32
+   * (16-byte), 24 (8-byte, factor 3), and factor 1 */
+#define UP_NHWC(f, ...) \
+  {.op = OP_UPSAMPLE, .nin = 1, .in = {F32(__VA_ARGS__)}, .attrs = {I("factor", f)}, .data = OC_BYTES, .layout = LAYOUT_NHWC}
+  UP_NHWC(2, 2, 40, 8, 8), UP_NHWC(2, 1, 17, 5, 7), UP_NHWC(3, 1, 3, 4, 5), UP_NHWC(1, 2, 5, 3, 3),
+  UP_NHWC(2, 2, 7, 5, 3), UP_NHWC(2, 1, 8, 4, 3), UP_NHWC(3, 1, 6, 3, 2),
   CONCAT(0, F32(2, 3, 5, 7), F32(4, 3, 5, 7), 0), CONCAT(1, F32(2, 3, 5, 7), F32(2, 4, 5, 7), 0),
   CONCAT(2, F32(2, 3, 5, 7), F32(2, 3, 4, 7), 0), CONCAT(3, F32(2, 3, 5, 7), F32(2, 3, 5, 4), 0),
   CONCAT(0, TY(DT_F16, 3, 2, 9, 5), TY(DT_F16, 1, 2, 9, 5), 0), CONCAT(1, TY(DT_F16, 3, 2, 9, 5), TY(DT_F16, 3, 1, 9, 5), 0),
@@ -157,6 +163,17 @@ static const op_case data_rows[] = {
    * libm calls give with another sign than the reference's */
   {.op = OP_TIME_EMBED, .nin = 1, .in = {F32(5)}, .attrs = {I("dim", 3), I("flip_sin_to_cos", 1), F("freq_shift", 1.0)},
    .data = OC_TIMESTEPS, .where = OC_REF | OC_CUDA, .why = "NaN bits differ on LLVM"},
+  /* copies and placements: kernels on the reference backend only; LLVM and
+   * CUDA mark upload and transfer as the runtime's copies, and constant as
+   * placed by its reference kernel (LLVM) or refused (CUDA) (ir/lowering.h) */
+#define COPY(op_, where_, x, ...) \
+  {.op = op_, .nin = 1, .in = {x}, .out = x, .attrs = {__VA_ARGS__}, .data = OC_BYTES, .where = where_, .why = RUNTIME_COPY}
+#define RUNTIME_COPY "a copy the runtime does itself on llvm and cuda"
+  COPY(OP_UPLOAD, OC_REF, F32(2, 3, 5, 7), I("group", 1), I("hold", 0)),
+  COPY(OP_UPLOAD, OC_REF, TY(DT_BF16, 3, 1001), I("group", 0), I("hold", 1)),
+  COPY(OP_TRANSFER, OC_REF, F32(2, 320, 16, 16)), COPY(OP_TRANSFER, OC_REF, TY(DT_F8_E4M3, 13)),
+#define CONSTANT(x) {.op = OP_CONSTANT, .out = x, .data = OC_BYTES, .where = OC_REF, .why = "placed by its reference kernel on llvm; refused on cuda"}
+  CONSTANT(F32(1)), CONSTANT(F32(2, 77, 77)), CONSTANT(TY(DT_I32, 5, 3)), CONSTANT(TY(DT_I64, 1, 77)),
 };
 
 /* ---- cast (bit for bit) ----------------------------------------------------------- */
@@ -207,6 +224,28 @@ static const op_case norm_rows[] = {
   LN(1e-6, OC_NORMAL, 1.0, 0, 1, 5, 2100), /* streamed from memory */
   LN(1e-5, OC_OFFSET, 500.0, 0, 2, 64, 320), LN(1e-5, OC_OFFSET, -20.0, 0, 3, 1280),
   LN(1e-5, OC_BIG_MEAN, 100.0, 0, 2, 9, 1280), LN(1e-5, OC_BIG_MEAN, 1e4, 0, 3, 4100),
+  /* NHWC (--layout nhwc; shapes channels first): the old test_layout_kernels
+   * (LLVM) and test_cuda_layout (CUDA) cases, at the NCHW kernels' bounds */
+#define GN_NHWC(g, act, data_, scale_, ...)                                                                   \
+  {.op = OP_GROUP_NORM, .nin = 1, .in = {F32(__VA_ARGS__)}, .attrs = {I("groups", g), I("act", act), F("eps", 1e-6)}, \
+   .data = data_, .scale = scale_, .layout = LAYOUT_NHWC}
+  GN_NHWC(32, ACT_SILU, OC_NORMAL, 2.0, 2, 320, 16, 16), /* 10 channels a group: blocks of 2 groups */
+  GN_NHWC(32, ACT_NONE, OC_NORMAL, 2.0, 1, 128, 24, 20), /* VAE: 4 channels a group, 4 groups a vector */
+  GN_NHWC(32, ACT_SILU, OC_NORMAL, 2.0, 1, 640, 8, 8),   /* 20 a group: a masked tail vector */
+  GN_NHWC(32, ACT_NONE, OC_NORMAL, 2.0, 2, 1280, 4, 4),  /* 40 a group */
+  GN_NHWC(32, ACT_SILU, OC_NORMAL, 2.0, 1, 2560, 3, 3),  /* 80 a group: two passes of vectors */
+  GN_NHWC(7, ACT_SILU, OC_NORMAL, 2.0, 3, 21, 5, 7),     /* odd groups, one 21-channel block */
+  GN_NHWC(5, ACT_GELU, OC_NORMAL, 2.0, 2, 15, 9, 4), GN_NHWC(6, ACT_NONE, OC_NORMAL, 2.0, 2, 6, 5, 7), /* 1-channel groups */
+  GN_NHWC(1, ACT_NONE, OC_NORMAL, 2.0, 1, 64, 12, 12),   /* one group of every channel */
+  GN_NHWC(32, ACT_SILU, OC_OFFSET, 300.0, 2, 96, 7, 9),  /* mean far from 0 */
+  GN_NHWC(8, ACT_GELU, OC_NORMAL, 2.0, 2, 32, 50),       /* [N, C, L] vs [N, L, C] */
+  GN_NHWC(4, ACT_NONE, OC_NORMAL, 2.0, 5, 12),           /* no spatial dims */
+  GN_NHWC(32, ACT_SILU, OC_NORMAL, 1.7, 2, 64, 9, 7),    /* 32 groups of 2 channels */
+  GN_NHWC(3, ACT_SILU, OC_BIG_MEAN, 0.0, 1, 96, 5, 6),   /* odd groups, 32 channels each */
+  GN_NHWC(7, ACT_NONE, OC_BIG_MEAN, 0.0, 2, 21, 3, 5),   /* odd C, 3 channels a group */
+  GN_NHWC(4, ACT_GELU, OC_NORMAL, 2.0, 2, 12, 13),
+  GN_NHWC(4, ACT_SILU, OC_BIG_MEAN, 0.0, 1, 64, 48, 48), /* 36864 a group: 1024 CUDA threads */
+  GN_NHWC(2, ACT_NONE, OC_BIG_MEAN, 100.0, 2, 32, 12, 12), /* a large mean keeps its spread */
 };
 
 /* ---- generated rows: random permutes ---------------------------------------------------- */
@@ -248,7 +287,7 @@ const op_case *oc_table(int *n) {
   if (!table) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows)};
-    int total = 64 + 256 + 64; /* random permutes, conv2d and linear, attention and blend */
+    int total = 64 + 384 + 64; /* random permutes, conv2d and linear, attention and blend */
     for (int p = 0; p < 4; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
     for (int p = 0; p < 4; p++) {
@@ -266,13 +305,43 @@ const op_case *oc_table(int *n) {
 /* ---- building the node ---------------------------------------------------------------- */
 static int64_t data_len(const op_case *c); /* generated inputs' length (OC_SPECIALS...) */
 
-static int32_t add_input(dc_module *m, const oc_shape *s) {
+/* The channels-last order of a channels-first shape of rank r: perm[i] is
+ * the source dim of dim i (0, 2, 3, ..., 1); back: (0, r-1, 1, 2, ...). */
+static void channel_perm(int rank, int to_last, int *perm) {
+  perm[0] = 0;
+  for (int d = 1; d < rank; d++) perm[d] = to_last ? (d == rank - 1 ? 1 : d + 1) : (d == 1 ? rank - 1 : d - 1);
+}
+
+void *oc_channels(const void *src, int es, int rank, const int64_t *dims, int to_last) {
+  int perm[DC_MAX_DIMS];
+  int64_t n = 1, sstr[DC_MAX_DIMS], idx[DC_MAX_DIMS] = {0}, out[DC_MAX_DIMS];
+  channel_perm(rank, to_last, perm);
+  for (int d = rank - 1; d >= 0; d--) sstr[d] = n, n *= dims[d];
+  for (int d = 0; d < rank; d++) out[d] = dims[perm[d]];
+  uint8_t *dst = malloc((size_t)n * (size_t)es + 64);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; d++) off += idx[d] * sstr[perm[d]];
+    memcpy(dst + i * es, (const uint8_t *)src + off * es, (size_t)es);
+    for (int d = rank - 1; d >= 0 && ++idx[d] == out[d]; d--) idx[d] = 0;
+  }
+  return dst;
+}
+
+/* An input of shape s; in an NHWC row, one of rank >= 2 channels last. */
+static int32_t add_input_in(dc_module *m, const oc_shape *s, dc_layout layout) {
   dc_type t = {s->dtype ? s->dtype : DT_F32, s->rank, {0}};
-  memcpy(t.dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
+  int last = layout == LAYOUT_NHWC && s->rank >= 2, perm[DC_MAX_DIMS];
+  channel_perm(s->rank, 1, perm);
+  for (int d = 0; d < s->rank; d++) t.dims[d] = s->dims[last ? perm[d] : d];
   char name[32];
   snprintf(name, sizeof name, "in%d", m->ninputs);
-  return dc_module_add_input(m, name, &t, INIT_NORMAL);
+  int32_t id = dc_module_add_input(m, name, &t, INIT_NORMAL);
+  if (id >= 0 && last) m->nodes[id].layout = LAYOUT_NHWC;
+  return id;
 }
+
+static int32_t add_input(dc_module *m, const oc_shape *s) { return add_input_in(m, s, 0); }
 
 /* A row whose input 0 is 1-D of length 0 takes its length from its data. */
 static oc_shape sized(const oc_shape *s, int64_t len) {
@@ -283,18 +352,40 @@ static oc_shape sized(const oc_shape *s, int64_t len) {
 
 static int is_norm(dc_op op) { return op == OP_GROUP_NORM || op == OP_LAYER_NORM; }
 
+/* A constant's value: random bytes of its type (the values a constant holds
+ * are any bits; the placement copies them). */
+static int32_t build_constant(const op_case *c, dc_module *m) {
+  dc_type t = {c->out.dtype, c->out.rank, {0}};
+  memcpy(t.dims, c->out.dims, sizeof(int64_t) * (size_t)c->out.rank);
+  size_t bytes = (size_t)dc_type_bytes(&t);
+  uint8_t *v = malloc(bytes + 1);
+  uint64_t s = 11;
+  for (size_t i = 0; i < bytes; i++) v[i] = (uint8_t)next_u32(&s);
+  int32_t id = dc_module_add_constant(m, "oc.constant", &t, v);
+  free(v);
+  return id;
+}
+
+int32_t oc_build_nchw(const op_case *c, dc_module *m) {
+  op_case twin = *c;
+  twin.layout = 0;
+  return oc_build(&twin, m);
+}
+
 int32_t oc_build(const op_case *c, dc_module *m) {
+  if (c->op == OP_CONSTANT) return build_constant(c, m);
   int64_t len = data_len(c);
   oc_shape x = sized(&c->in[0], len);
-  int32_t ins[4] = {add_input(m, &x), 0, 0, 0};
+  int32_t ins[4] = {add_input_in(m, &x, c->layout), 0, 0, 0};
   int nin = c->nin;
   if (is_norm(c->op)) {
     int64_t ch = c->op == OP_GROUP_NORM ? x.dims[1] : x.dims[x.rank - 1];
     oc_shape v = {DT_F32, 1, {ch}};
     ins[1] = add_input(m, &v), ins[2] = add_input(m, &v), nin = 3;
   } else
-    for (int i = 1; i < nin; i++) ins[i] = add_input(m, &c->in[i]);
+    for (int i = 1; i < nin; i++) ins[i] = add_input_in(m, &c->in[i], c->layout);
   dc_node n = dc_node_make(c->op, nin, ins);
+  n.layout = c->layout; /* the type rules read it */
   for (int a = 0; a < 8 && c->attrs[a].name; a++) {
     if (c->attrs[a].is_float) dc_node_set_float(&n, c->attrs[a].name, c->attrs[a].f);
     else dc_node_set_int(&n, c->attrs[a].name, c->attrs[a].i);
@@ -332,9 +423,10 @@ int32_t oc_build(const op_case *c, dc_module *m) {
     }
   }
   n.type = t;
-  n.layout = t.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  n.layout = c->layout ? c->layout : t.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
   /* the IR's type rule takes an f32 weight; the kernels read any storage dtype */
   if (c->wdtype) m->nodes[ins[1]].type.dtype = c->wdtype;
+  if (c->wdtype && c->wbias) m->nodes[ins[2]].type.dtype = c->wdtype;
   return dc_module_add_node(m, &n);
 }
 
@@ -496,6 +588,16 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
       float *ts = fill(numel, &s, 500, 500, 0);
       for (size_t j = 0; j < numel && j < 8; j++) ts[j] = some[j];
       in[i] = ts;
+    } else if (c->data == OC_INTEGERS) {
+      float *v = fill(numel, &s, 0.0, 2.0, 1);
+      uint8_t *b = malloc(numel * 4 + 64);
+      for (size_t j = 0; j < numel; j++) {
+        float r = rintf(v[j]);
+        if (t->dtype == DT_BF16) ((uint16_t *)b)[j] = dc_f32_to_bf16(r);
+        else ((float *)b)[j] = r;
+      }
+      free(v);
+      in[i] = b;
     } else if (c->data == OC_STORED) {
       in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
     } else if (c->data == OC_OFFSET) {
@@ -523,7 +625,7 @@ void oc_free_inputs(void **in) {
 
 static const char *data_name(oc_data d) {
   static const char *names[] = {"", "bytes", "specials", "sweep", "all codes", "rounding", "rounding/half-ulp",
-                                "timesteps", "offset", "big mean", "stored"};
+                                "timesteps", "offset", "big mean", "stored", "integers"};
   return names[d];
 }
 
@@ -536,11 +638,13 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
     char e[80];
     snprintf(b, sizeof b, " by %s", dc_dims_str(c->in[1].dims, c->in[1].rank, e, sizeof e));
   }
+  if (c->op == OP_CONSTANT) x = &c->out, dc_dims_str(x->dims, x->rank, d, sizeof d);
   int k = snprintf(buf, cap, "%s%s %s%s%s", dc_op_get(c->op)->name, l, dc_dtype_name(x->dtype ? x->dtype : DT_F32), d, b);
   for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
     k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
                               : snprintf(buf + k, cap - (size_t)k, " %s=%lld", c->attrs[a].name, (long long)c->attrs[a].i);
   if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
-  if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w:%s", dc_dtype_name(c->wdtype));
+  if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
+  if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));
 }

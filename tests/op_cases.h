@@ -7,8 +7,9 @@
  * threads) and the CUDA generators in the emulator (tests/cuda_harness.h),
  * each against the reference kernel.
  *
- * Adding an op: rows here (op_cases.c), and its default tolerance in
- * oc_default_tol; test_op_cases fails for an op that some backend lowers
+ * Adding an op (docs/ARCHITECTURE.md, "Adding an op"): rows in op_cases.c
+ * (or op_cases_gemm.c / op_cases_attention.c), and its default tolerance
+ * in oc_default_tol; test_op_cases fails for an op that some backend lowers
  * with a kernel but that no row covers on that backend. */
 #ifndef DC_OP_CASES_H
 #define DC_OP_CASES_H
@@ -20,6 +21,9 @@ enum { OC_REF = 1, OC_LLVM = 2, OC_CUDA = 4, OC_CPU = OC_REF | OC_LLVM, OC_ALL =
  * (and f16) tensor-core compute. */
 enum { OC_CUDA_TC = 8 };
 enum { OC_CC_F32 = 1, OC_CC_BF16 = 2, OC_CC_F16 = 4, OC_CC_GEMM = OC_CC_F32 | OC_CC_BF16 };
+
+/* llvm: which 3×3 stride-1 conv kernel (dc_llvm_set_winograd's 1, 2, 0). */
+enum { OC_WINO_AUTO = 0, OC_WINO_FORCE, OC_WINO_NEVER };
 
 /* What the inputs hold. */
 typedef enum {
@@ -34,6 +38,7 @@ typedef enum {
   OC_OFFSET,        /* norms: x = scale + normal, gamma and beta normal */
   OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
   OC_STORED,        /* conv2d, linear: normal(0,1) f32, the weight random finite codes of wdtype */
+  OC_INTEGERS,      /* small integers rint(2·normal), in each input's dtype: every partial sum exact */
 } oc_data;
 
 typedef struct {
@@ -68,7 +73,15 @@ typedef struct {
   int inplace;         /* also run with the output written over input `alias` */
   int alias;           /* 0, or a residual's input index (conv2d, linear) */
   dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
+  int wbias;           /* and the bias (input 2) too */
+  dc_layout layout;    /* 0: NCHW at rank 4, else row-major.  LAYOUT_NHWC (conv2d, group_norm,
+                        * upsample): shapes are given channels first; the node and its inputs of
+                        * rank >= 2 are built channels last, and the reference run also checks
+                        * that the NHWC reference gives the NCHW one's bits on permuted data */
   int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
+  int winograd;        /* llvm: OC_WINO_* (dc_llvm_set_winograd); FORCE also checks the kernel compiled was it */
+  const char *cpu;     /* llvm: a diffc --cpu target of the row's own ("generic": 4 lanes); not rerun
+                        * under $DIFFC_TEST_CPU */
   int where;           /* OC_* backends; 0 = all */
   int max_threads;     /* llvm: 1..max_threads (0 = 3) */
   const char *why;     /* why a row skips a backend, or what it is */
@@ -92,5 +105,11 @@ void oc_describe(const op_case *c, char *buf, size_t cap);
 int oc_gemm_rows(op_case *out);
 /* The attention and blend rows (op_cases_attention.c); returns how many. */
 int oc_attention_rows(op_case *out);
+/* The rows' NHWC twin: with c->layout LAYOUT_NHWC, the NCHW node of the same
+ * row (c->layout 0) into m; returns its id, or -1. */
+int32_t oc_build_nchw(const op_case *c, dc_module *m);
+/* src (elements of es bytes, dims) permuted channels last (to_last) or
+ * back; malloc'd. */
+void *oc_channels(const void *src, int es, int rank, const int64_t *dims, int to_last);
 
 #endif

@@ -10,6 +10,7 @@
  * too big for the CUDA emulator (every CUDA thread a fiber), marked OC_CPU.
  * Tolerances (oc_default_tol): rel L2 1e-5 on LLVM and CUDA f32, 1e-2 on
  * the CUDA tensor cores, as the old files had. */
+#include <math.h>
 #include <string.h>
 
 #include "op_cases.h"
@@ -195,7 +196,153 @@ static int cuda_rows(op_case *out) {
   return k;
 }
 
+/* NHWC (--layout nhwc), shapes channels first.  LLVM at rel L2 6e-8·sqrt(K)
+ * (it sums the K products in (ky, kx, c) order, the reference in (c, ky,
+ * kx): two float sums differ by about eps·sqrt(K), measured under
+ * 3e-8·sqrt(K)), bit for bit on small integers; CUDA at the table's 1e-5 and
+ * 1e-2. */
+static op_case nhwc(op_case c) {
+  c.layout = LAYOUT_NHWC;
+  c.tol[0] = (oc_tol){0, 6e-8 * sqrt((double)(c.in[1].dims[1] * c.in[1].dims[2] * c.in[1].dims[3])), 0};
+  return c;
+}
+
+static op_case integers(op_case c) {
+  c.data = OC_INTEGERS;
+  c.tol[0] = (oc_tol){1, 0, 0};
+  return cpu_only(c, "every partial sum exact: the LLVM kernel gives the reference's bits");
+}
+
+static op_case stored_with_bias(op_case c, dc_dtype wt) {
+  c = stored(c, wt);
+  c.wbias = 1;
+  return c;
+}
+
+static int nhwc_rows(op_case *out) {
+  int k = 0;
+  /* the old test_layout_kernels.c: 1x1 (a linear over [N·H·W, C]), C no multiple of 16 */
+  out[k++] = nhwc(CONV(2, 40, 6, 7, 24, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 17, 5, 9, 33, 1, 1, 1, 0, 0, 0, 0), 0, ACT_NONE, RES_FULL));
+  /* 3x3 pad 1: resnet convs; C > 256 gives two k blocks per tap */
+  out[k++] = nhwc(CONV(2, 32, 9, 10, 40, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE));
+  out[k++] = nhwc(CONV(1, 300, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL));
+  out[k++] = nhwc(CONV(1, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  /* VAE conv_in / conv_out: 3 channels in or out */
+  out[k++] = nhwc(CONV(1, 3, 12, 11, 8, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(3, 5, 7, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE));
+  /* the VAE encoder's downsample: stride 2, pad (0,1,0,1); odd sizes; the UNet's: pad 1 */
+  out[k++] = nhwc(CONV(1, 24, 16, 15, 20, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(2, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 33, 9, 8, 17, 3, 3, 2, 1, 1, 1, 1), 0, ACT_NONE, RES_NONE));
+  /* a 1x1 that is no linear: stride 2 (one k segment, rows addressed per pixel) */
+  out[k++] = nhwc(CONV(1, 20, 9, 8, 12, 1, 1, 2, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE));
+  /* other kernels and uneven padding */
+  out[k++] = nhwc(CONV(1, 4, 9, 10, 9, 4, 2, 1, 2, 1, 0, 1), 0, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 3, 8, 9, 16, 7, 7, 1, 3, 3, 3, 3), 1, ACT_NONE, RES_NONE));
+  /* epilogues: silu then residual, per-channel residual, residual in place */
+  out[k++] = nhwc(CONV(2, 17, 7, 9, 33, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_FULL));
+  out[k++] = nhwc(CONV(2, 17, 7, 9, 33, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_CHANNEL));
+  out[k++] = nhwc(aliased(CONV(2, 320, 6, 7, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = nhwc(aliased(CONV(1, 40, 6, 5, 24, 1, 1, 1, 0, 0, 0, 0), 0, ACT_SILU, RES_FULL)));
+  /* stored weights (layerwise casting): bf16 and fp8 e4m3 weight and bias */
+  out[k++] = nhwc(stored_with_bias(CONV(1, 20, 7, 9, 18, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = nhwc(stored_with_bias(CONV(2, 19, 6, 6, 21, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_FULL), DT_BF16));
+  out[k++] = nhwc(stored_with_bias(CONV(1, 20, 7, 9, 18, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE), DT_F8_E4M3));
+  out[k++] = nhwc(stored_with_bias(CONV(1, 12, 9, 8, 10, 3, 3, 2, 0, 1, 0, 1), 1, ACT_SILU, RES_NONE), DT_F8_E4M3));
+  /* small integers: every partial sum exact, so any summation order gives the reference's bits */
+  out[k++] = integers(nhwc(CONV(2, 300, 6, 7, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = integers(nhwc(CONV(1, 24, 16, 15, 20, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE)));
+  out[k] = integers(nhwc(CONV(2, 19, 6, 6, 21, 1, 1, 1, 0, 0, 0, 0), 0, ACT_NONE, RES_CHANNEL)));
+  out[k++].wdtype = DT_BF16;
+  /* the old test_cuda_layout.c: C = 24, 4, 20 (16-byte loads), 3, 5, 6 (scalar loads);
+   * several M, N and K tiles; epilogues; stored weights decoded in the kernel */
+  out[k++] = nhwc(CONV(2, 24, 5, 7, 12, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 4, 9, 7, 32, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(2, 3, 10, 9, 70, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 20, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1), 0, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_NONE));
+  out[k++] = nhwc(CONV(2, 8, 12, 11, 16, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE));
+  conv_shape e = {2, 6, 7, 5, 10, 3, 3, 1, 1, 1, 1, 1};
+  out[k++] = nhwc(conv_row(e, 1, ACT_SILU, RES_FULL));
+  out[k++] = nhwc(aliased(conv_row(e, 1, ACT_SILU, RES_FULL)));
+  out[k++] = nhwc(CONV(1, 8, 6, 7, 12, 3, 3, 1, 1, 1, 1, 1), 0, ACT_SILU, RES_CHANNEL));
+  out[k++] = nhwc(aliased(CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_FULL)));
+  out[k++] = nhwc(stored_with_bias(CONV(1, 8, 9, 7, 10, 3, 3, 2, 0, 1, 0, 1), 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = nhwc(stored_with_bias(CONV(1, 6, 9, 7, 10, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE), DT_F8_E4M3));
+  /* the 128x128 tensor-core tile (8 warps, dynamic shared memory), which
+   * g_gemm.c takes when its grid has >= 132 blocks: 1536 pixels x 1408
+   * channels is the smallest; K = 8 keeps the emulator to seconds
+   * (test_cuda_layout.c checks that this shape takes it) */
+  out[k] = nhwc(CONV(2, 8, 24, 32, 1408, 1, 1, 1, 0, 0, 0, 0), 1, ACT_SILU, RES_NONE));
+  out[k].cuda_computes = OC_CC_BF16, out[k].where = OC_CUDA, out[k++].why = "the CUDA 128x128 tensor-core tile";
+  return k;
+}
+
+/* Winograd F(2×2, 3×3) (k_winograd.c), forced on the old test_llvm_gemm.c's
+ * awkward shapes (LLVM only): odd and even sizes, images smaller than a tile
+ * or than a vector of tiles, tile rows of several vectors with a partial
+ * last one, padding 0, 1, 2 and asymmetric, batch, C and O no multiples of
+ * the vector width, C > 256 (two k blocks), O > 96 (several output-channel
+ * blocks, a short last tile), every epilogue, the residual in place,
+ * weights stored in bf16, f16 and fp8, NHWC.  At the host's width (16
+ * lanes on AVX-512), 8 in the x86-64-v3 repeat, and the NCHW shapes again
+ * at 4 (--cpu generic, SSE2); rel L2 1e-5 as every conv. */
+static op_case wino(op_case c) {
+  c.winograd = OC_WINO_FORCE;
+  c.where = OC_LLVM;
+  c.why = "forces the LLVM Winograd conv";
+  return c;
+}
+
+/* NHWC Winograd: the conv tolerance (1e-5), not the direct NHWC kernel's sqrt(K) bound. */
+static op_case nhwc_wino(op_case c) {
+  c.layout = LAYOUT_NHWC;
+  return wino(c);
+}
+
+static int wino_rows(op_case *out) {
+  int k = 0, first = 0;
+  const conv_shape odd = {1, 19, 9, 7, 21, 3, 3, 1, 1, 1, 1, 1}, even = {2, 16, 8, 16, 24, 3, 3, 1, 1, 1, 1, 1};
+  out[k++] = wino(conv_row(odd, 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(conv_row(even, 0, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(3, 9, 2, 3, 5, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 20, 5, 70, 13, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 17, 10, 11, 9, 3, 3, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 12, 9, 8, 10, 3, 3, 1, 0, 1, 0, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2), 0, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(1, 300, 6, 10, 14, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = wino(CONV(2, 24, 6, 9, 200, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE));
+  out[k++] = wino(aliased(conv_row(even, 1, ACT_SILU, RES_FULL)));
+  out[k++] = wino(aliased(CONV(1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = wino(stored_with_bias(conv_row(odd, 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = wino(stored_with_bias(conv_row(even, 1, ACT_NONE, RES_FULL), DT_F16));
+  out[k++] = wino(stored_with_bias(conv_row(odd, 1, ACT_NONE, RES_NONE), DT_F8_E4M3));
+  int at4 = k - first; /* the rows above again at 4 lanes */
+  for (int i = 0; i < at4; i++) {
+    out[k] = out[first + i];
+    out[k++].cpu = "generic";
+  }
+  /* every epilogue (its code is the same at any width) */
+  for (int act = ACT_NONE; act <= ACT_GELU; act++)
+    for (int res = RES_NONE; res <= RES_CHANNEL; res++) out[k++] = wino(conv_row(odd, res != RES_CHANNEL, act, res));
+  /* channels last: the same kinds of shapes (vectors run along channels) */
+  out[k++] = nhwc_wino(conv_row(odd, 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(conv_row(even, 0, ACT_GELU, RES_NONE));
+  out[k++] = nhwc_wino(CONV(1, 8, 1, 1, 7, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(CONV(2, 12, 7, 9, 10, 3, 3, 1, 2, 0, 1, 2), 1, ACT_NONE, RES_NONE));
+  out[k++] = nhwc_wino(aliased(CONV(1, 300, 7, 9, 37, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_FULL)));
+  out[k++] = nhwc_wino(CONV(1, 24, 13, 11, 200, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_CHANNEL));
+  out[k++] = nhwc_wino(CONV(2, 17, 9, 8, 21, 3, 3, 1, 0, 0, 0, 0), 1, ACT_SILU, RES_FULL));
+  out[k++] = nhwc_wino(stored_with_bias(conv_row(odd, 1, ACT_SILU, RES_NONE), DT_BF16));
+  out[k++] = nhwc_wino(stored_with_bias(conv_row(even, 1, ACT_NONE, RES_FULL), DT_F8_E4M3));
+  return k;
+}
+
 int oc_gemm_rows(op_case *out) {
   int k = llvm_rows(out);
-  return k + cuda_rows(out + k);
+  k += cuda_rows(out + k);
+  k += nhwc_rows(out + k);
+  return k + wino_rows(out + k);
 }

@@ -2,11 +2,7 @@
  * no analogue on another backend; its shapes (head sizes, partial query and
  * key blocks, peaky softmax) are rows of the op case table
  * (tests/op_cases_attention.c).  Here: the kernel's vector exp against
- * libm's exp over its whole range.
- * With DIFFC_BENCH=1 (or =only, skipping the checks) it also times SD1.5- and
- * VAE-shaped attention on 1 and 2 threads and prints GFLOP/s
- * (4·B·H·Sq·Sk·D flops) and the load average, since other work on the
- * machine skews wall time; nothing is asserted. */
+ * libm's exp over its whole range.  Its timings: bench/bench_kernels attention. */
 #include <float.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/Target.h>
@@ -150,42 +146,8 @@ static void test_exp(void) {
   free(y);
 }
 
-/* ---- timing (DIFFC_BENCH=1) --------------------------------------------- */
-/* The 1-minute load average: other work on the machine skews wall time. */
-static double load_average(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f && fscanf(f, "%lf", &l) != 1) l = -1;
-  if (f) fclose(f);
-  return l;
-}
-
-static void bench(const char *what, int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, int threads) {
-  attn_case c = {b, h, d, sq, sk, 1.0 / sqrt((double)d), 1.0};
-  dc_module *m = dc_module_create();
-  int32_t id = build(m, &c);
-  double s = 0;
-  dc_status *st = kh_time(m, id, threads, 5, &s);
-  CHECK_OK(st);
-  if (!st)
-    printf("bench %-28s B=%lld H=%lld Sq=%-4lld Sk=%-4lld D=%-3lld %d thread(s): %8.2f ms, %6.1f GFLOP/s "
-           "(load average %.1f)\n",
-           what, (long long)b, (long long)h, (long long)sq, (long long)sk, (long long)d, threads, s * 1e3,
-           4.0 * (double)(b * h * sq * sk * d) / s * 1e-9, load_average());
-  dc_module_destroy(m);
-}
-
 int main(int argc, char **argv) {
   tu_init(argc, argv);
-  const char *b = getenv("DIFFC_BENCH");
-  if (b && strcmp(b, "only") == 0) goto timing;
   test_exp();
-  if (!b || strcmp(b, "1") != 0) return tu_finish();
-timing:
-  for (int threads = 1; threads <= 2; threads++) {
-    bench("SD1.5 64x64 self-attention", 2, 8, 40, 4096, 4096, threads);
-    bench("SD1.5 64x64 cross-attention", 2, 8, 40, 4096, 77, threads);
-    bench("VAE mid-block attention", 1, 1, 512, 4096, 4096, threads);
-  }
   return tu_finish();
 }

@@ -562,7 +562,7 @@ static void emit_nhwc(dc_kgen *g, wino *wn) {
 
 /* ---- when ---- */
 /* Where the path pays, measured on one thread of a Xeon at 8 and 16 lanes
- * (test_llvm_gemm, DIFFC_BENCH=winograd; thread CPU time, the machine was
+ * (bench/bench_kernels winograd; thread CPU time, the machine was
  * shared): 1.6-2× the direct conv's speed from C = 8 up to 1280 once a tile
  * row fills a vector (512→512 at 32², 640→640 at 32², 320→320 at 64², and
  * 128→3 at 128²); no gain with C = 4 (even) or below 64 tiles per image

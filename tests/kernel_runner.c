@@ -1,0 +1,138 @@
+/* kernel_runner.c — see kernel_runner.h. */
+#include "kernel_runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res) {
+  int32_t in[4];
+  int nin = 0;
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->c, s->h, s->w});
+  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->c, s->kh, s->kw});
+  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
+  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
+  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, ho, wo});
+  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, 1, 1});
+  dc_node n = dc_node_make(OP_CONV2D, nin, in);
+  dc_node_set_int(&n, "stride", s->stride);
+  dc_node_set_int(&n, "pad_t", s->pt);
+  dc_node_set_int(&n, "pad_b", s->pb);
+  dc_node_set_int(&n, "pad_l", s->pl);
+  dc_node_set_int(&n, "pad_r", s->pr);
+  dc_node_set_int(&n, "bias", bias);
+  dc_node_set_int(&n, "act", act);
+  dc_node_set_int(&n, "residual", res != RES_NONE);
+  return kh_node(m, n);
+}
+
+/* x [lead..., k] · w[n, k]ᵀ; res: RES_FULL (output-shaped) or RES_CHANNEL ([nout]). */
+int32_t add_linear(dc_module *m, int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
+  int32_t in[4];
+  int nin = 0;
+  int64_t k = xdims[rank - 1], odims[DC_MAX_DIMS];
+  in[nin++] = kh_input(m, rank, xdims);
+  in[nin++] = kh_input(m, 2, (int64_t[]){n, k});
+  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){n});
+  memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
+  odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
+  if (res == RES_FULL) in[nin++] = kh_input(m, rank, odims);
+  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 1, &odims[rank - 1]);
+  dc_node nd = dc_node_make(OP_LINEAR, nin, in);
+  dc_node_set_int(&nd, "bias", bias);
+  dc_node_set_int(&nd, "act", act);
+  dc_node_set_int(&nd, "residual", res != RES_NONE);
+  return kh_node(m, nd);
+}
+
+/* ---- running a kernel on chosen inputs (gelu grid, timing) ---- */
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_part(void *ctx, int64_t part, int64_t nparts, int thread) {
+  runner *r = ctx;
+  void *bufs[8];
+  memcpy(bufs, r->bufs, sizeof bufs);
+  bufs[r->nbufs] = r->scratch + (size_t)thread * r->k.entries[0].scratch_bytes;
+  double t0 = cpu_now();
+  r->fn(bufs, part, nparts);
+  if (thread < 64) r->cpu[thread] += cpu_now() - t0;
+}
+
+/* The kernel split into one part per pool thread; r->cpu[t] is thread t's
+ * CPU time in it. */
+void run_all(runner *r) {
+  memset(r->cpu, 0, sizeof r->cpu);
+  int nt = dc_pool_size(r->pool);
+  dc_pool_run(r->pool, nt, nt, run_part, r);
+}
+
+/* A target with W-lane vectors: 16 the host (AVX-512 here), 8 AVX2
+ * (diffc --cpu x86-64-v3), 4 SSE2 (diffc --cpu generic), so the
+ * generator's narrower paths run too. */
+dc_status *target_of_width(int width, dc_cpu_target *t) {
+  if (width == 4) return dc_cpu_target_generic(t);
+  if (width == 8) return dc_cpu_target_named("x86-64-v3", t);
+  return dc_cpu_target_host(t);
+}
+
+/* Compiles node id for a W-lane target and loads it; bufs[1..] are the
+ * caller's. */
+dc_status *runner_init(runner *r, const dc_module *m, int32_t id, int threads, int width) {
+  return runner_init_algo(r, m, id, threads, width, 1);
+}
+
+/* winograd = 0: 3×3 convs take the direct path whatever their shape. */
+dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threads, int width, int winograd) {
+  memset(r, 0, sizeof *r);
+  dc_cpu_target t;
+  DC_TRY(target_of_width(width, &t));
+  dc_llvm *g = NULL;
+  dc_cpu_kernel ck;
+  int has = 0;
+  dc_buf obj;
+  dc_buf_init(&obj);
+  dc_status *st = dc_llvm_create(&t, &g);
+  if (!st) dc_llvm_set_winograd(g, winograd);
+  if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
+  if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "no LLVM kernel");
+  if (!st) st = kh_finish_cached(g, &ck, &obj);
+  dc_llvm_destroy(g);
+  r->k.triple = t.triple;
+  r->k.cpu = t.cpu;
+  r->k.features = t.features;
+  dc_free(t.tune);
+  if (st) {
+    dc_buf_deinit(&obj);
+    return st;
+  }
+  r->k.objects = dc_calloc(1, sizeof *r->k.objects);
+  if (!r->k.objects) return dc_nomem("kernel object");
+  r->k.objects[0] = (dc_plan_object){obj.data, obj.len};
+  r->k.nobjects = 1;
+  r->k.entries = dc_calloc(1, sizeof *r->k.entries);
+  r->k.entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
+  r->k.nentries = 1;
+  r->fns = calloc((size_t)m->nnodes, sizeof *r->fns);
+  r->nbufs = m->nodes[id].ninputs + 1;
+  DC_TRY(dc_cpu_code_load("gemm test", &r->k, m->nnodes, &r->code, r->fns));
+  r->fn = r->fns[id];
+  DC_TRY(dc_pool_create(threads, &r->pool));
+  if (posix_memalign((void **)&r->scratch, 64, ck.scratch_bytes * (size_t)threads + 64))
+    return dc_nomem("kernel scratch");
+  return NULL;
+}
+
+void runner_deinit(runner *r) {
+  dc_pool_destroy(r->pool);
+  dc_cpu_code_destroy(r->code);
+  dc_plan_kernels_deinit(&r->k);
+  free(r->fns);
+  free(r->scratch);
+}
+
