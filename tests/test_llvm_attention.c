@@ -19,23 +19,6 @@
 /* defined in codegen/llvm/k_attention.c */
 LLVMValueRef dc_k_attention_exp(dc_kgen *g, LLVMValueRef x);
 
-/* ---- kernel vs reference ------------------------------------------------ */
-typedef struct {
-  int64_t b, h, d, sq, sk;
-  double scale;      /* the op's softmax scale */
-  double data_scale; /* inputs are normal(0, data_scale) */
-} attn_case;
-
-/* A module holding q, k, v inputs and the attention node; returns its id. */
-static int32_t build(dc_module *m, const attn_case *c) {
-  int64_t dq[3] = {c->b, c->sq, c->h * c->d}, dk[3] = {c->b, c->sk, c->h * c->d};
-  int32_t ins[3] = {kh_input(m, 3, dq), kh_input(m, 3, dk), kh_input(m, 3, dk)};
-  dc_node n = dc_node_make(OP_ATTENTION, 3, ins);
-  dc_node_set_int(&n, "heads", c->h);
-  dc_node_set_float(&n, "scale", c->scale);
-  return kh_node(m, n);
-}
-
 /* ---- the vector exp ----------------------------------------------------- */
 /* Builds `void vexp(void **bufs, i64, i64)`: bufs[0][i] = exp(bufs[1][i])
  * for n floats (n a multiple of the vector width), through the kernel's exp,
