@@ -163,7 +163,8 @@ static dc_status *load_kernels(void *be) {
   if (!c->fn) return dc_nomem("loading kernels");
   DC_TRY(dc_cpu_code_load(c->s.path, k, m->nnodes, &c->code, c->fn));
   DC_TRY(dc_pool_create(c->s.opt->threads, &c->pool));
-  dc_pool_set_adaptive(c->pool, 1); /* beside other work, fall back to the caller alone (threadpool.c) */
+  /* beside other work, fall back to the caller alone (support/threadpool.c) */
+  dc_pool_set_adaptive(c->pool, DC_POOL_ADAPT_STRAGGLE | DC_POOL_ADAPT_LOAD);
   for (int i = 0; i < k->nentries; i++)
     if (k->entries[i].scratch_bytes > c->scratch_stride) c->scratch_stride = k->entries[i].scratch_bytes;
   c->scratch_stride = (c->scratch_stride + 63) & ~(uint64_t)63;
@@ -242,7 +243,6 @@ static void run_part(void *ctx, int64_t part, int64_t nparts, int thread) {
  * split, a reshape cost more in waking and joining than in copying). */
 #define SPLIT_BYTES (64u << 10)
 #define FLOPS_PER_BYTE 4u
-#define PARTS_PER_THREAD 4u
 
 static uint64_t step_work(const dc_module *m, const dc_node *n) {
   uint64_t bytes = dc_type_bytes(&n->type), flops = 0;
@@ -264,15 +264,16 @@ static int threads_for(const cpu_backend *c, const dc_node *n) {
   return shares >= (uint64_t)pool ? pool : shares < 1 ? 1 : (int)shares;
 }
 
-/* Parts a step is cut into: PARTS_PER_THREAD per thread where the work
- * allows (each part at least SPLIT_BYTES' worth), so that a thread the
- * scheduler delays holds up at most a small part while the others take the
- * rest (threadpool.h). */
+/* Parts a step is cut into: one per thread.  Threads claim parts as they
+ * get to them, so the caller takes a part a late worker never started; but
+ * more parts than threads cost each kernel's per-part setup again (a GEMM
+ * packs its B panel, the Winograd conv transforms its weights, once per
+ * part): 4 parts per thread made the 2-thread VAE decode 37% slower and the
+ * UNet 10% slower on an idle machine (bench/threads.md).  A thread preempted
+ * inside its part is what the pool's adaptive modes handle. */
 static int64_t parts_for(const cpu_backend *c, const dc_node *n, int threads) {
-  if (threads <= 1) return 1;
-  uint64_t shares = step_work(c->m, n) / SPLIT_BYTES;
-  uint64_t most = (uint64_t)threads * PARTS_PER_THREAD;
-  return (int64_t)(shares < (uint64_t)threads ? (uint64_t)threads : shares > most ? most : shares);
+  (void)c, (void)n;
+  return threads;
 }
 
 static dc_status *run_node(cpu_backend *c, int32_t s) {

@@ -25,17 +25,19 @@
  * simply takes part in that run, which is as correct as any other thread.
  *
  * Adaptive pools (dc_pool_set_adaptive; diffrun's) also notice when the
- * machine is oversubscribed.  A worker the scheduler preempts while it holds
- * a part makes the caller wait for it for a time slice (milliseconds), far
- * longer than a part takes: on a machine whose other cores are busy, 2
- * threads then ran 1.1-1.4x slower than 1.  So the caller measures, per
- * run, how long it waited beyond two of its own parts' time after it ran out
- * of parts to claim; when over a window of runs that excess is more than
- * STRAGGLE of the runs' time, the pool runs everything on the caller for a
- * spell (SPELL_NS at first, doubling while the next window says the same, up
- * to SPELL_MAX_NS), then measures again.  An ordinary imbalance (the last
- * part) stays under two parts' time and never counts; neither does a worker
- * that never got a part, since the caller then did its share.
+ * machine is oversubscribed.  With more runnable threads than cores, the
+ * scheduler preempts someone for a time slice (milliseconds, far longer than
+ * a part): a worker holding a part, and the caller waits for it; or the
+ * caller itself, and the run stalls.  On a machine whose other cores are
+ * busy, 2 threads then ran 1.1-1.6x slower than 1.  So the caller measures,
+ * per run, its time off the CPU (wall time less its thread CPU time: asleep
+ * waiting, or preempted) beyond two of its own parts' time; when over a
+ * window of runs that excess is more than STRAGGLE of the runs' time, the
+ * pool runs everything on the caller for a spell (SPELL_NS at first,
+ * doubling while the next window says the same, up to SPELL_MAX_NS), then
+ * measures again.  An ordinary imbalance (the last part) stays under two
+ * parts' time and never counts; neither does a run where a worker took
+ * every part, since the caller was then not needed.
  *
  * Sleeping without a lost wake-up: a waiter sets its `sleeping` flag and then
  * re-reads the word; a waker changes the word and then reads the flag (both
@@ -43,9 +45,12 @@
  * FUTEX_WAIT itself refuses to sleep once the word has changed. */
 #include "threadpool.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +60,7 @@
 #define STRAGGLE 0.25             /* share of a window's time lost to preempted workers that goes solo */
 #define SPELL_NS 50000000ull      /* the first solo spell: 50 ms */
 #define SPELL_MAX_NS 1000000000ull /* the longest: 1 s, so a machine that frees up is noticed soon */
+#define LOOK_NS 20000000ull        /* how often the system's runnable count is read: 20 ms */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -90,6 +96,9 @@ struct dc_pool {
   uint64_t window_ns, window_excess_ns;
   uint64_t solo_until_ns, spell_ns;
   long spells;
+  uint64_t looked_ns; /* when /proc/stat was last read */
+  int crowded;        /* it said other threads hold the cores we would use */
+  int cpus;           /* online CPUs */
 };
 
 typedef struct {
@@ -99,6 +108,13 @@ typedef struct {
 
 static void futex_wait(atomic_uint *w, unsigned v) { syscall(SYS_futex, (void *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0); }
 static void futex_wake(atomic_uint *w, int n) { syscall(SYS_futex, (void *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0); }
+
+/* CPU time of the calling thread (its time off the CPU shows contention). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -199,17 +215,52 @@ void dc_pool_destroy(dc_pool *p) {
 
 int dc_pool_size(const dc_pool *p) { return p->n; }
 
-void dc_pool_set_adaptive(dc_pool *p, int on) { p->adaptive = on; }
+void dc_pool_set_adaptive(dc_pool *p, int modes) {
+  p->adaptive = modes;
+  p->cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* The kernel's count of runnable threads on the whole machine (procs_running
+ * in /proc/stat), or -1 when it cannot be read. */
+static int runnable_threads(void) {
+  char buf[4096];
+  int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *at = strstr(buf, "procs_running ");
+  return at ? atoi(at + 14) : -1;
+}
+
+/* Whether threads outside this pool already hold the cores a split run
+ * would need: runnable threads that are not ours (the caller and the workers
+ * awake now) plus the nthreads we would run exceed the CPUs.  Read every
+ * LOOK_NS (a read costs some microseconds); the answer holds until then.
+ * This catches a machine busy before a single straggler shows (a small model
+ * whose steps are shorter than a scheduler slice). */
+static int crowded(dc_pool *p, int nthreads, uint64_t now) {
+  if (now - p->looked_ns < LOOK_NS) return p->crowded;
+  p->looked_ns = now;
+  int running = runnable_threads(), ours = 1;
+  for (int t = 1; t < p->n; t++) ours += !atomic_load(&p->slots[t].sleeping);
+  p->crowded = running >= 0 && running - ours + nthreads > p->cpus;
+  return p->crowded;
+}
 
 long dc_pool_solo_spells(const dc_pool *p) { return p->spells; }
 
 /* Adaptive mode: after a split run, counts how long the caller waited
  * beyond two of its own parts' time, and decides at the end of a window. */
-static void account(dc_pool *p, uint64_t start, uint64_t claimed, uint64_t end, int taken) {
+static void account(dc_pool *p, uint64_t start, uint64_t claimed, uint64_t end, uint64_t cpu_ns, int taken) {
   if (taken == 0) return; /* a worker took every part: it was running, not preempted */
-  uint64_t part_ns = (claimed - start) / (uint64_t)taken, wait = end - claimed;
-  p->window_ns += end - start;
-  p->window_excess_ns += wait > 2 * part_ns ? wait - 2 * part_ns : 0;
+  uint64_t part_ns = (claimed - start) / (uint64_t)taken, wall = end - start;
+  /* the caller's time off the CPU in this run: preempted itself, or asleep
+   * waiting for a preempted worker; beyond two parts' time, contention */
+  uint64_t off = wall > cpu_ns ? wall - cpu_ns : 0;
+  p->window_ns += wall;
+  p->window_excess_ns += off > 2 * part_ns ? off - 2 * part_ns : 0;
   if (++p->window_runs < WINDOW) return;
   if ((double)p->window_excess_ns > STRAGGLE * (double)p->window_ns) {
     p->spell_ns = p->spell_ns ? p->spell_ns * 2 : SPELL_NS;
@@ -228,8 +279,14 @@ void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *
   if (nparts > DC_POOL_MAX_PARTS) nparts = DC_POOL_MAX_PARTS;
   if (nthreads > p->n) nthreads = p->n;
   if (nthreads > nparts) nthreads = (int)nparts;
-  uint64_t start = nthreads > 1 && p->adaptive ? now_ns() : 0;
-  if (start && start < p->solo_until_ns) nthreads = 1; /* a solo spell: the machine is busy */
+  uint64_t start = nthreads > 1 && p->adaptive ? now_ns() : 0, cpu0 = start ? thread_cpu_ns() : 0;
+  if (start && (start < p->solo_until_ns || ((p->adaptive & DC_POOL_ADAPT_LOAD) && crowded(p, nthreads, start)))) {
+    /* a solo spell, or other work holds the cores: the machine is busy.  The
+     * work runs as one part: cut into parts for threads that will not help,
+     * a kernel would pay its per-part setup (packing a panel) for nothing */
+    fn(ctx, 0, 1, 0);
+    return;
+  }
   if (nthreads <= 1) {
     for (int64_t part = 0; part < nparts; part++) fn(ctx, part, nparts, 0);
     return;
@@ -242,5 +299,5 @@ void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *
   int taken = take_parts(p, 0);
   uint64_t claimed = start ? now_ns() : 0;
   for (unsigned d; (d = atomic_load(&p->done)) != (unsigned)nparts;) wait_change(&p->done, d, &p->caller_sleeping);
-  if (start) account(p, start, claimed, now_ns(), taken);
+  if (start && (p->adaptive & DC_POOL_ADAPT_STRAGGLE)) account(p, start, claimed, now_ns(), thread_cpu_ns() - cpu0, taken);
 }

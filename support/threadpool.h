@@ -30,11 +30,20 @@ int dc_pool_size(const dc_pool *p);
  * nthreads threads (clamped to [1, dc_pool_size(p)] and to nparts);
  * nthreads == 1 runs every part on the caller, in order. */
 void dc_pool_run(dc_pool *p, int nthreads, int64_t nparts, dc_pool_fn fn, void *ctx);
-/* Adaptive mode (off by default; diffrun's pool has it on): when workers
- * preempted by other work on the machine keep the caller waiting, runs go
- * to the caller alone for a while, then are measured again (threadpool.c).
- * For short parts only: a pool of long jobs (compiles) should not use it. */
-void dc_pool_set_adaptive(dc_pool *p, int on);
+/* Adaptive modes (none by default; diffrun's pool has both), for pools of
+ * short parts only (a pool of long jobs, compiles, should not use them):
+ *   DC_POOL_ADAPT_STRAGGLE  when the caller keeps losing time off the CPU
+ *                           (waiting for a preempted worker, or preempted
+ *                           itself), runs go to the caller alone for a
+ *                           spell, then are measured again;
+ *   DC_POOL_ADAPT_LOAD      a run is not split while the machine's other
+ *                           runnable threads already hold the cores it would
+ *                           need (/proc/stat's procs_running, read every 20 ms).
+ * threadpool.c says why.  An adaptive pool that goes solo runs a run as one
+ * part, fn(ctx, 0, 1, 0): its fn must do the whole run's work when asked for
+ * part 0 of 1, as a kernel's even split does. */
+enum { DC_POOL_ADAPT_STRAGGLE = 1, DC_POOL_ADAPT_LOAD = 2 };
+void dc_pool_set_adaptive(dc_pool *p, int modes);
 /* How many solo spells an adaptive pool has begun (tests, diagnostics). */
 long dc_pool_solo_spells(const dc_pool *p);
 

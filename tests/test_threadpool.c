@@ -19,6 +19,8 @@
  *    right after a run.
  * Timing is not checked here (bench/threads.sh measures it). */
 #include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -199,7 +201,7 @@ static void adaptive(void) {
   CHECK_OK(dc_pool_create(2, &p));
   CHECK_OK(dc_pool_create(2, &plain));
   if (!p || !plain) return;
-  dc_pool_set_adaptive(p, 1);
+  dc_pool_set_adaptive(p, DC_POOL_ADAPT_STRAGGLE); /* the load mode would see this machine's other work */
   straggle_job j = {0};
   int runs = runs_until_spell(p, &j, 1);
   CHECK(dc_pool_solo_spells(p) == 1);
@@ -218,12 +220,50 @@ static void adaptive(void) {
   dc_pool_destroy(plain);
 }
 
+/* DC_POOL_ADAPT_LOAD: with every CPU held by a busy thread of this test,
+ * runs are not split (the worker takes no part); once they stop and the
+ * next look at the machine comes (20 ms), runs split again, unless other
+ * work on this machine holds the cores (then that is only reported). */
+static atomic_int spinning;
+static void *busy(void *arg) {
+  (void)arg;
+  while (atomic_load(&spinning)) continue;
+  return NULL;
+}
+
+static void load_mode(void) {
+  dc_pool *p = NULL;
+  CHECK_OK(dc_pool_create(2, &p));
+  if (!p) return;
+  dc_pool_set_adaptive(p, DC_POOL_ADAPT_LOAD);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  pthread_t th[64];
+  int n = cpus < 64 ? (int)cpus : 64;
+  atomic_store(&spinning, 1);
+  for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, busy, NULL);
+  sleep_ms(30); /* the next look sees them */
+  straggle_job j = {0};
+  for (int r = 0; r < 20; r++) dc_pool_run(p, 2, 8, straggle, &j);
+  int crowded_by_worker = atomic_load(&j.by_worker);
+  atomic_store(&spinning, 0);
+  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+  CHECK(crowded_by_worker == 0);
+  sleep_ms(30);
+  atomic_store(&j.by_worker, 0);
+  for (int r = 0; r < 20; r++) dc_pool_run(p, 2, 8, straggle, &j);
+  printf("load mode: with %d busy threads on %ld CPUs no run was split; without them the worker took %d of 160 "
+         "parts%s\n", n, cpus, atomic_load(&j.by_worker),
+         atomic_load(&j.by_worker) ? "" : " (other work on this machine holds the cores)");
+  dc_pool_destroy(p);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   for (int t = 1; t <= MAX_THREADS; t++) back_to_back(t);
   for (int t = 1; t <= MAX_THREADS; t++) sleepers(t);
   caller_takes_the_rest();
   adaptive();
+  load_mode();
   for (int t = 1; t <= MAX_THREADS; t++) { /* destroy before the workers ever waited, or while they spin */
     dc_pool *p = NULL;
     CHECK_OK(dc_pool_create(t, &p));
