@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "cuda_harness.h"
+#include "kernel_runner.h"
 #include "runtime/kernels.h"
 #include "testutil.h"
 
-enum { RES_NONE, RES_FULL, RES_CHANNEL }; /* residual: none, output-shaped, one value per channel */
 
 static double tolerance(dc_cuda_compute c) { return c == DC_CUDA_COMPUTE_F32 ? 1e-5 : 1e-2; }
 
@@ -43,49 +43,8 @@ static void check_node(const dc_module *m, int32_t y, dc_cuda_compute c, int res
 }
 
 /* ---- conv2d ------------------------------------------------------------- */
-typedef struct {
-  int64_t n, c, h, w, o, kh, kw, stride, pt, pb, pl, pr;
-} conv_shape;
+/* conv_shape, add_conv and add_linear: kernel_runner.h */
 
-static int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->c, s->h, s->w});
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->c, s->kh, s->kw});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
-  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
-  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, ho, wo});
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, 1, 1});
-  dc_node n = dc_node_make(OP_CONV2D, nin, in);
-  dc_node_set_int(&n, "stride", s->stride);
-  dc_node_set_int(&n, "pad_t", s->pt);
-  dc_node_set_int(&n, "pad_b", s->pb);
-  dc_node_set_int(&n, "pad_l", s->pl);
-  dc_node_set_int(&n, "pad_r", s->pr);
-  dc_node_set_int(&n, "bias", bias);
-  dc_node_set_int(&n, "act", act);
-  dc_node_set_int(&n, "residual", res != RES_NONE);
-  return kh_node(m, n);
-}
-
-/* ---- linear ------------------------------------------------------------- */
-static int32_t add_linear(dc_module *m, int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  int64_t k = xdims[rank - 1], odims[DC_MAX_DIMS];
-  in[nin++] = kh_input(m, rank, xdims);
-  in[nin++] = kh_input(m, 2, (int64_t[]){n, k});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){n});
-  memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
-  odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
-  if (res == RES_FULL) in[nin++] = kh_input(m, rank, odims);
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 1, &odims[rank - 1]);
-  dc_node nd = dc_node_make(OP_LINEAR, nin, in);
-  dc_node_set_int(&nd, "bias", bias);
-  dc_node_set_int(&nd, "act", act);
-  dc_node_set_int(&nd, "residual", res != RES_NONE);
-  return kh_node(m, nd);
-}
 
 /* ---- the 128x128 tensor-core tile ------------------------------------------ */
 /* g_gemm.c takes the 128x128 tile (8 warps, dynamic shared memory) when its
