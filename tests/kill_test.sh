@@ -25,9 +25,21 @@ args=(--input sample=2x4x16x24 --input encoder_hidden_states=2x77x32 --input tim
 mkfifo "$tmp/never"
 exec 9<>"$tmp/never"
 nap() { read -r -t "$1" -u 9 || true; }
+# running PID: whether PID is still a running child of this script.  Bash
+# reaps a finished job at once, and on a busy machine (pid_max 32768, the
+# suite starting thousands of processes) the kernel can give its number to
+# another process soon after: a bare `kill -9 $pid` may then hit a process of
+# another test (a diffrun of the cli test beside this one failed so, once).
+# /proc/PID/stat is read with builtins, so polling it forks nothing.
+running() {
+  local pid comm state ppid
+  read -r pid comm state ppid _ 2>/dev/null <"/proc/$1/stat" || return 1
+  [ "$ppid" = "$$" ] && [ "$state" != Z ]
+}
+kill_job() { if running "$1"; then kill -9 "$1" 2>/dev/null; fi; }
 # await_file PID GLOB: returns once a file matches GLOB (0) or PID has exited (1).
 await_file() {
-  while kill -0 "$1" 2>/dev/null; do
+  while running "$1"; do
     compgen -G "$2" >/dev/null && return 0
     nap 0.0005
   done
@@ -53,7 +65,7 @@ rm -f "$tmp/k.dplan"
 "$build/diffc" "$model" -o "$tmp/k.dplan" "${args[@]}" 2>/dev/null &
 pid=$!
 nap "$(awk -v t="$total_ms" 'BEGIN { printf "%.3f", t / 2000 }')"
-kill -9 "$pid" 2>/dev/null
+kill_job "$pid"
 wait "$pid" 2>/dev/null
 check_plan "half way through"
 # While the plan is written (a few milliseconds): the temporary file exists,
@@ -68,7 +80,7 @@ for delay in 0 0.0005 0.002; do
   else
     when="after it finished (its write was too quick to catch)"
   fi
-  kill -9 "$pid" 2>/dev/null
+  kill_job "$pid"
   wait "$pid" 2>/dev/null
   check_plan "$when"
 done
@@ -79,7 +91,7 @@ for delay in 0.01 0.03 0.06 0.1 0.2; do
   "$build/diffrun" "$tmp/ref.dplan" --inputs "$io" --outputs "$tmp/o.safetensors" --repeat 3 -q &
   pid=$!
   sleep "$delay"
-  kill -9 "$pid" 2>/dev/null
+  kill_job "$pid"
   wait "$pid" 2>/dev/null
   if [ ! -e "$tmp/o.safetensors" ] || cmp -s "$tmp/o.safetensors" "$tmp/ref.safetensors"; then
     passed=$((passed + 1)); echo "  ok: diffrun killed after ${delay} s: outputs absent or complete"
@@ -103,7 +115,7 @@ for delay in 0 0.01 0.05 0.15 0.4; do
   "$build/diffc" "$tm" -o "$tmp/od.dplan" "${targs[@]}" --offload group --group-level leaf --offload-dir "$d" 2>/dev/null &
   pid=$!
   await_file "$pid" "$d/*" && nap "$delay"
-  kill -9 "$pid" 2>/dev/null
+  kill_job "$pid"
   wait "$pid" 2>/dev/null
   n=$(find "$d" -name 'group_*' ! -name '*.tmp.*' 2>/dev/null | wc -l)
   stray=$(find "$d" -regextype posix-extended -name 'group_*' ! -regex '.*/group_[0-9a-f]{16}\.safetensors' \
@@ -135,7 +147,7 @@ for delay in 0 0.02 0.2; do
   "$build/diffc" "$model" -o "$tmp/kc.dplan" "${args[@]}" --kernel-cache "$kc" 2>/dev/null &
   pid=$!
   await_file "$pid" "$kc/cpu-*.bin" && nap "$delay"
-  kill -9 "$pid" 2>/dev/null
+  kill_job "$pid"
   wait "$pid" 2>/dev/null
   n=$(find "$kc" -name 'cpu-*.bin' 2>/dev/null | wc -l)
   if "$build/diffc" "$model" -o "$tmp/kc.dplan" "${args[@]}" --kernel-cache "$kc" 2>/dev/null &&
