@@ -102,37 +102,42 @@ void kh_set_options(const kh_options *o) { options = o ? *o : (kh_options){1, NU
 
 const char *kh_last_symbol(void) { return last_symbol; }
 
+dc_status *kh_compile_kernel(const dc_module *m, int32_t id, dc_cpu_target *t, int winograd, dc_plan_kernels *k) {
+  memset(k, 0, sizeof *k);
+  dc_llvm *g = NULL;
+  dc_cpu_kernel ck = {0};
+  int has = 0;
+  dc_buf obj;
+  dc_buf_init(&obj);
+  dc_status *st = dc_llvm_create(t, &g);
+  if (!st) dc_llvm_set_winograd(g, winograd);
+  if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
+  if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "op %s has no LLVM kernel", dc_op_get(m->nodes[id].op)->name);
+  if (!st) st = kh_finish_cached(g, &ck, &obj);
+  dc_llvm_destroy(g);
+  k->triple = t->triple, k->cpu = t->cpu, k->features = t->features; /* now k's */
+  dc_free(t->tune);
+  k->objects = st ? NULL : dc_calloc(1, sizeof *k->objects);
+  k->entries = st ? NULL : dc_calloc(1, sizeof *k->entries);
+  if (!st && (!k->objects || !k->entries)) st = dc_nomem("kernel object");
+  if (st) {
+    dc_buf_deinit(&obj);
+    dc_free(ck.symbol);
+    return st;
+  }
+  k->objects[0] = (dc_plan_object){obj.data, obj.len};
+  k->nobjects = 1;
+  k->entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
+  k->nentries = 1;
+  return NULL;
+}
+
 static dc_status *compile_node(const dc_module *m, int32_t id, dc_plan_kernels *k) {
   dc_cpu_target t;
   if (options.cpu) DC_TRY(dc_cpu_target_named(options.cpu, &t));
   else DC_TRY(kh_target(&t));
-  dc_llvm *g = NULL;
-  dc_cpu_kernel ck;
-  int has = 0;
-  dc_buf obj;
-  dc_buf_init(&obj);
-  dc_status *st = dc_llvm_create(&t, &g);
-  if (!st) dc_llvm_set_winograd(g, options.winograd);
-  if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
-  if (!st && has) snprintf(last_symbol, sizeof last_symbol, "%s", ck.symbol);
-  if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "op %s has no LLVM kernel", dc_op_get(m->nodes[id].op)->name);
-  if (!st) st = kh_finish_cached(g, &ck, &obj);
-  dc_llvm_destroy(g);
-  if (st) {
-    dc_buf_deinit(&obj);
-    dc_cpu_target_deinit(&t);
-    return st;
-  }
-  k->triple = t.triple;
-  k->cpu = t.cpu;
-  k->features = t.features;
-  dc_free(t.tune);
-  k->objects = dc_calloc(1, sizeof *k->objects);
-  k->objects[0] = (dc_plan_object){obj.data, obj.len};
-  k->nobjects = 1;
-  k->entries = dc_calloc(1, sizeof *k->entries);
-  k->entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
-  k->nentries = 1;
+  DC_TRY(kh_compile_kernel(m, id, &t, options.winograd, k));
+  snprintf(last_symbol, sizeof last_symbol, "%s", k->entries[0].symbol);
   return NULL;
 }
 

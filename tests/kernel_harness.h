@@ -8,6 +8,7 @@
 #define DC_KERNEL_HARNESS_H
 
 #include "codegen/llvm/llvm_codegen.h"
+#include "plan/plan_format.h"
 #include "ir/ir.h"
 
 typedef struct {
@@ -25,6 +26,11 @@ dc_status *kh_target(dc_cpu_target *t);
  * directory, as diffc's), else by LLVM, storing the result: the kernel
  * tests and their x86-64-v3 repeats stop recompiling the same kernels. */
 dc_status *kh_finish_cached(dc_llvm *g, dc_cpu_kernel *ck, dc_buf *obj);
+/* Node id compiled for target t (whose strings k takes over, success or
+ * not) with conv2d's Winograd mode (dc_llvm_set_winograd), through the
+ * kernel cache: k holds its one object and one entry (on failure, only the
+ * target, for dc_plan_kernels_deinit). */
+dc_status *kh_compile_kernel(const dc_module *m, int32_t id, dc_cpu_target *t, int winograd, dc_plan_kernels *k);
 
 /* Node id of m (whose inputs are any earlier nodes: their data is random,
  * normal(0,1) scaled by `scale`) with the LLVM kernel on nthreads threads.

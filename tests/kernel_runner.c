@@ -92,38 +92,13 @@ dc_status *runner_init_algo(runner *r, const dc_module *m, int32_t id, int threa
   memset(r, 0, sizeof *r);
   dc_cpu_target t;
   DC_TRY(target_of_width(width, &t));
-  dc_llvm *g = NULL;
-  dc_cpu_kernel ck;
-  int has = 0;
-  dc_buf obj;
-  dc_buf_init(&obj);
-  dc_status *st = dc_llvm_create(&t, &g);
-  if (!st) dc_llvm_set_winograd(g, winograd);
-  if (!st) st = dc_llvm_emit_node(g, m, id, &ck, &has);
-  if (!st && !has) st = dc_error(DC_ERR_UNSUPPORTED, "no LLVM kernel");
-  if (!st) st = kh_finish_cached(g, &ck, &obj);
-  dc_llvm_destroy(g);
-  r->k.triple = t.triple;
-  r->k.cpu = t.cpu;
-  r->k.features = t.features;
-  dc_free(t.tune);
-  if (st) {
-    dc_buf_deinit(&obj);
-    return st;
-  }
-  r->k.objects = dc_calloc(1, sizeof *r->k.objects);
-  if (!r->k.objects) return dc_nomem("kernel object");
-  r->k.objects[0] = (dc_plan_object){obj.data, obj.len};
-  r->k.nobjects = 1;
-  r->k.entries = dc_calloc(1, sizeof *r->k.entries);
-  r->k.entries[0] = (dc_plan_kernel){id, ck.symbol, ck.scratch_bytes};
-  r->k.nentries = 1;
+  DC_TRY(kh_compile_kernel(m, id, &t, winograd, &r->k));
   r->fns = calloc((size_t)m->nnodes, sizeof *r->fns);
   r->nbufs = m->nodes[id].ninputs + 1;
   DC_TRY(dc_cpu_code_load("gemm test", &r->k, m->nnodes, &r->code, r->fns));
   r->fn = r->fns[id];
   DC_TRY(dc_pool_create(threads, &r->pool));
-  if (posix_memalign((void **)&r->scratch, 64, ck.scratch_bytes * (size_t)threads + 64))
+  if (posix_memalign((void **)&r->scratch, 64, r->k.entries[0].scratch_bytes * (size_t)threads + 64))
     return dc_nomem("kernel scratch");
   return NULL;
 }
