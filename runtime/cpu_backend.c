@@ -264,18 +264,6 @@ static int threads_for(const cpu_backend *c, const dc_node *n) {
   return shares >= (uint64_t)pool ? pool : shares < 1 ? 1 : (int)shares;
 }
 
-/* Parts a step is cut into: one per thread.  Threads claim parts as they
- * get to them, so the caller takes a part a late worker never started; but
- * more parts than threads cost each kernel's per-part setup again (a GEMM
- * packs its B panel, the Winograd conv transforms its weights, once per
- * part): 4 parts per thread made the 2-thread VAE decode 37% slower and the
- * UNet 10% slower on an idle machine (bench/threads.md).  A thread preempted
- * inside its part is what the pool's adaptive modes handle. */
-static int64_t parts_for(const cpu_backend *c, const dc_node *n, int threads) {
-  (void)c, (void)n;
-  return threads;
-}
-
 static dc_status *run_node(cpu_backend *c, int32_t s) {
   const dc_module *m = c->m;
   const dc_node *n = &m->nodes[s];
@@ -284,7 +272,14 @@ static dc_status *run_node(cpu_backend *c, int32_t s) {
     launch l = {c->fn[s], {out}, n->ninputs + 1, c->scratch, c->scratch_stride};
     for (int k = 0; k < n->ninputs; k++) l.bufs[k + 1] = c->value[n->inputs[k]];
     int threads = threads_for(c, n);
-    dc_pool_run(c->pool, threads, parts_for(c, n, threads), run_part, &l);
+    /* one part per thread: threads claim parts as they get to them, so the
+     * caller takes a part a late worker never started; more parts would
+     * cost each kernel's per-part setup again (a GEMM packs its B panel,
+     * the Winograd conv transforms its weights, once per part): 4 per
+     * thread made the 2-thread VAE decode 37% slower on an idle machine
+     * (bench/threads.md).  A thread preempted inside its part is what the
+     * pool's adaptive modes handle. */
+    dc_pool_run(c->pool, threads, threads, run_part, &l);
     return NULL;
   }
   const void *in[DC_MAX_INPUTS];

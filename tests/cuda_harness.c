@@ -155,13 +155,22 @@ static char *disk_cache_path(uint64_t hash) {
   return dc_asprintf("%s/kernel-%016llx.so", emu_cache, (unsigned long long)dc_hash64(both, sizeof both));
 }
 
-/* Copies the built object into the cache (temporary name, then rename); a
- * failure only means the next process builds it again. */
+/* Copies the built object into the cache, atomically (support's writer:
+ * a temporary name, then a rename); a failure only means the next process
+ * builds it again. */
 static void disk_cache_put(const char *built_so, const char *entry) {
-  char *cmd = dc_asprintf("cp '%s' '%s.tmp.%d' && mv -f '%s.tmp.%d' '%s'", built_so, entry, (int)getpid(), entry,
-                          (int)getpid(), entry);
-  if (cmd && system(cmd) != 0) fprintf(stderr, "cuda_harness: could not store %s in the cache\n", built_so);
-  dc_free(cmd);
+  char *data = NULL;
+  size_t size = 0;
+  dc_atomic_file f;
+  dc_status *st = dc_file_read_all(built_so, &data, &size);
+  if (!st) st = dc_atomic_open(entry, &f);
+  if (!st) {
+    dc_atomic_write(&f, data, size);
+    st = dc_atomic_commit(&f);
+  }
+  if (st) fprintf(stderr, "cuda_harness: could not store %s in the cache: %s\n", built_so, dc_status_message(st));
+  dc_status_free(st);
+  dc_free(data);
 }
 
 static dc_status *emu_setup(void) {
