@@ -1,0 +1,52 @@
+/* scheduler.h — diffusers' noise schedulers, read from a pipeline's
+ * scheduler/scheduler_config.json and computed as diffusers computes them:
+ * timesteps and sigmas in float64 where diffusers uses numpy, then cast to
+ * float32 where it does; each step on float32 tensors in the order of
+ * torch's operations, so a run matches diffusers' latents to ~1e-6.
+ *
+ * Classes: PNDMScheduler (skip_prk_steps), EulerDiscreteScheduler,
+ * EulerAncestralDiscreteScheduler, DDIMScheduler,
+ * DPMSolverMultistepScheduler (dpmsolver++, order 2, midpoint; Karras
+ * sigmas; lower_order_final; final_sigmas_type), LMSDiscreteScheduler.
+ * Every config key diffusers reads is read; a value diffc does not
+ * implement is refused naming the key, the value and what is supported;
+ * an unknown key is refused naming the nearest known one. */
+#ifndef DC_SCHEDULER_H
+#define DC_SCHEDULER_H
+
+#include "text_files.h"
+#include "torch_rng.h"
+
+typedef struct dc_scheduler dc_scheduler;
+
+/* The classes diffc implements, ", "-separated (for --help and messages). */
+const char *dc_scheduler_class_names(void);
+
+/* Parses scheduler_config.json (file "scheduler_config.json" of files).
+ * class_override (diffrun --scheduler NAME; NULL = the config's
+ * _class_name) builds another class from the same config, as diffusers'
+ * SomeScheduler.from_config(pipe.scheduler.config) does: keys the other
+ * class does not take are ignored then, as from_config ignores them. */
+dc_status *dc_scheduler_parse(const dc_text_files *files, const char *class_override, dc_scheduler **out);
+void dc_scheduler_free(dc_scheduler *s);
+const char *dc_scheduler_class(const dc_scheduler *s);
+
+/* set_timesteps(steps); steps < 1 is an error. Resets the multistep
+ * history, so one scheduler serves several images. */
+dc_status *dc_scheduler_set_timesteps(dc_scheduler *s, int steps);
+/* The denoising loop's timesteps (len(scheduler.timesteps): PNDM has
+ * steps + 1), each as the UNet receives it (float32 of diffusers' value). */
+int dc_scheduler_loop_length(const dc_scheduler *s);
+float dc_scheduler_timestep(const dc_scheduler *s, int i);
+/* init_noise_sigma, after set_timesteps. */
+float dc_scheduler_init_noise_sigma(const dc_scheduler *s);
+/* scale_model_input(x, t_i) in place on n floats. */
+void dc_scheduler_scale_model_input(const dc_scheduler *s, int i, float *x, size_t n);
+/* step(model_output, t_i, sample): sample updated in place (n floats;
+ * model_output is the guided prediction).  gen: the pipeline's generator,
+ * which ancestral/stochastic schedulers draw their noise from
+ * (torch.randn of sample's shape); others ignore it. */
+dc_status *dc_scheduler_step(dc_scheduler *s, int i, const float *model_output, float *sample, size_t n,
+                             dc_torch_gen *gen);
+
+#endif
