@@ -1,0 +1,32 @@
+/* pipeline_source.h — a whole text-to-image pipeline as diffc reads it:
+ * its class, its model components opened as folders, and its tokenizer and
+ * scheduler files in memory.  Two sources fill it: a diffusers pipeline
+ * folder (model_index.json; pipeline/pipeline_folder.c) and a single-file
+ * checkpoint in the original CompVis/Stability layout
+ * (frontend/single_file.c), which presents its tensors under diffusers'
+ * names without copying them.  The pipeline compiler (driver/) reads only
+ * this struct, so it never knows which source it came from. */
+#ifndef DC_PIPELINE_SOURCE_H
+#define DC_PIPELINE_SOURCE_H
+
+#include "frontend.h"
+#include "pipeline/text_files.h"
+
+typedef struct {
+  char *origin;       /* the pipeline folder or checkpoint file, as the user named it */
+  char *class_name;   /* "StableDiffusionPipeline", "StableDiffusionXLPipeline" */
+  /* model_index.json's force_zeros_for_empty_prompt (SDXL; true when absent
+   * there, as StableDiffusionXLPipeline's default); 0 for SD. */
+  int force_zeros_for_empty_prompt;
+  /* A non-null safety_checker entry: diffc does not run it (reported). */
+  int has_safety_checker;
+  dc_folder unet, vae, text_encoder, text_encoder_2;
+  int has_text_encoder_2; /* SDXL */
+  dc_text_files tokenizer, tokenizer_2, scheduler; /* tokenizer_2 empty without text_encoder_2 */
+  void *owned;        /* the source's own storage (single file: the mapped checkpoint, renamed entries) */
+  void (*close_owned)(void *owned);
+} dc_pipeline_source;
+
+void dc_pipeline_source_close(dc_pipeline_source *s);
+
+#endif
