@@ -27,6 +27,16 @@ typedef struct {
   void (*close_owned)(void *owned);
 } dc_pipeline_source;
 
+/* Opens a pipeline folder (model_index.json): every model component with
+ * dc_folder_open (variant as there), the tokenizer(s) and scheduler files.
+ * An unsupported pipeline class, a missing component or file is an error
+ * naming it; on error *out is closed. */
+dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, dc_pipeline_source *out);
+/* Closes what either opener opened (a zeroed struct is fine). */
 void dc_pipeline_source_close(dc_pipeline_source *s);
+/* "StableDiffusionPipeline, StableDiffusionXLPipeline" */
+const char *dc_pipeline_class_names(void);
+/* Whether the class is an SDXL pipeline (two text encoders, added conditions). */
+int dc_pipeline_class_is_sdxl(const char *class_name);
 
 #endif

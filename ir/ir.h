@@ -380,6 +380,7 @@ dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l);
 /* ---- arithmetic (ir/flops.c) ------------------------------------------ */
 /* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */
 uint64_t dc_module_flops(const dc_module *m);
+uint64_t dc_node_flops(const dc_module *m, int32_t id); /* one node's */
 
 /* ---- text dump (ir/print.c) ------------------------------------------- */
 dc_status *dc_print(const dc_module *m, dc_buf *out);

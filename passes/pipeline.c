@@ -41,6 +41,10 @@ static const dc_pass passes[] = {
      * arena space like any value). */
     {"offload", "keep weights in host memory and upload each group into the arena before use (--offload)",
      dc_pass_offload},
+    /* After offload (its held uploads move too); before memplan, which
+     * sees the hoisted values live through the loop. */
+    {"hoist", "compute once, before a loop, what every iteration would compute alike (and upload held weights once)",
+     dc_pass_hoist},
     /* memplan stays last: the offsets it assigns hold for this node order only. */
     {"memplan", "assign every activation an offset in one arena (best fit, in place where allowed)",
      memplan},
