@@ -180,6 +180,11 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats);
  * copied out (the others keep their last values).  The host runs them in
  * the order the plan's pipeline says, a loop phase as often as it needs. */
 int drt_phase_count(const drt_plan *p);
+/* A pipeline plan's description (JSON: class, sizes, scaling factor) and
+ * files (tokenizer/..., scheduler/...): pipeline/generate.c runs it.  NULL
+ * for a plan of one model / past the last file. */
+const char *drt_pipeline_json(const drt_plan *p);
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size);
 const char *drt_phase_name(const drt_plan *p, int i); /* NULL out of range */
 int drt_phase_find(const drt_plan *p, const char *name); /* -1 when absent */
 dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats);

@@ -470,6 +470,13 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
 }
 
 int drt_phase_count(const drt_plan *p) { return p->plan.module->nphases; }
+const char *drt_pipeline_json(const drt_plan *p) { return p->plan.pipeline_json; }
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size) {
+  const dc_text_files *fs = &p->plan.pipeline_files;
+  if (i < 0 || i >= fs->nfiles) return NULL;
+  *data = fs->files[i].data, *size = fs->files[i].size;
+  return fs->files[i].name;
+}
 const char *drt_phase_name(const drt_plan *p, int i) {
   return i >= 0 && i < p->plan.module->nphases ? p->plan.module->phases[i].name : NULL;
 }
