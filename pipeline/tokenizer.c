@@ -365,7 +365,7 @@ static dc_status *encode_raw_part(const dc_clip_tokenizer *t, const char *s, siz
   dc_buf_init(&b);
   dc_status *st = dc_tok_normalize(s, n, &b);
   if (!st) st = dc_buf_status(&b, "normalizing a prompt");
-  if (!st) st = encode_normalized(t, (const char *)b.data, b.len, w, out);
+  if (!st && b.len) st = encode_normalized(t, (const char *)b.data, b.len, w, out); /* empty: data is NULL */
   dc_buf_deinit(&b);
   return st;
 }

@@ -101,7 +101,9 @@ static dc_status *vocab_init(dc_tok_vocab *v, int n) {
   v->e = dc_malloc(sizeof *v->e * (size_t)(n ? n : 1));
   v->by_str = dc_calloc(cap, sizeof *v->by_str);
   v->by_id = dc_calloc(cap, sizeof *v->by_id);
-  if (!v->e || !v->by_str || !v->by_id) return dc_nomem("building the tokenizer's vocabulary");
+  v->pool_cap = 1 << 16;
+  v->pool = dc_malloc(v->pool_cap); /* never NULL once built: "" may be a token, and pool + 0 must be valid */
+  if (!v->e || !v->by_str || !v->by_id || !v->pool) return dc_nomem("building the tokenizer's vocabulary");
   return NULL;
 }
 
@@ -147,7 +149,7 @@ const dc_tok_entry *dc_tok_vocab_by_id(const dc_tok_vocab *v, int32_t id) {
 
 static int pool_append(dc_tok_vocab *v, const char *s, size_t n) {
   if (v->pool_len + n > v->pool_cap) {
-    size_t cap = v->pool_cap ? v->pool_cap * 2 : 1 << 16;
+    size_t cap = v->pool_cap * 2;
     while (cap < v->pool_len + n) cap *= 2;
     char *p = dc_realloc(v->pool, cap);
     if (!p) return 0;
@@ -408,6 +410,7 @@ typedef struct {
   const char *content; /* belongs to a cJSON tree */
   int normalized, lstrip, rstrip, single_word;
   int32_t id;        /* added_tokens_decoder / added_tokens: the id they state; else -1 */
+  int order;         /* position in the list: ties in id keep file order (qsort is not stable) */
   char where[200];   /* "tokenizer_config.json: \"pad_token\"" */
 } tok_spec;
 
@@ -428,6 +431,7 @@ static dc_status *spec_push(spec_list *l, tok_spec s) {
     if (!v) return dc_nomem("reading the tokenizer's special tokens");
     l->v = v, l->cap = cap;
   }
+  s.order = l->n;
   l->v[l->n++] = s;
   return NULL;
 }
@@ -471,8 +475,9 @@ static int parse_id_key(const char *s, int32_t *id) {
 }
 
 static int spec_cmp_id(const void *a, const void *b) {
-  int32_t x = ((const tok_spec *)a)->id, y = ((const tok_spec *)b)->id;
-  return (x > y) - (x < y);
+  const tok_spec *x = a, *y = b;
+  if (x->id != y->id) return (x->id > y->id) - (x->id < y->id);
+  return (x->order > y->order) - (x->order < y->order);
 }
 
 /* tokenizer_config.json's added_tokens_decoder: {"49407": {"content": ...}, ...}. */
@@ -684,7 +689,7 @@ static dc_status *load_specials(dc_clip_tokenizer *t, spec_list *l, const dc_tex
   int legacy = dec == NULL;
   if (!legacy) DC_TRY(specs_from_decoder(l, dec));
   else if (l->tjson) DC_TRY(specs_from_tokenizer_json(l, cJSON_GetObjectItemCaseSensitive(l->tjson, "added_tokens")));
-  qsort(l->v, (size_t)l->n, sizeof *l->v, spec_cmp_id);
+  if (l->n > 1) qsort(l->v, (size_t)l->n, sizeof *l->v, spec_cmp_id); /* qsort(NULL, 0) is undefined */
   const char *content[7];
   DC_TRY(specs_named(l, legacy, content));
   DC_TRY(specs_extra(l, legacy));
