@@ -74,7 +74,7 @@ static uint32_t table_size(int n) { /* a power of two with at most half the slot
 
 /* "origin/name": the path messages give. */
 static char *file_path(const dc_text_files *files, const char *name) {
-  return dc_path_join(files->origin ? files->origin : ".", name);
+  return dc_path_join(files->origin ? files->origin : "tokenizer", name);
 }
 
 /* Parses the file as JSON; syntax errors give "path:line:col". */
@@ -181,23 +181,25 @@ static dc_status *vocab_add(dc_tok_vocab *v, const char *s, size_t n, int32_t id
   return NULL;
 }
 
-/* A JSON object of token -> id (vocab.json, or tokenizer.json's model.vocab;
- * `key` prefixes the key in messages: "" or "model.vocab."). */
-static dc_status *load_vocab_object(dc_tok_vocab *v, const cJSON *obj, const char *path, const char *key) {
+/* A JSON object of token -> id: vocab.json, or tokenizer.json's model.vocab
+ * (in_model: messages then say model.vocab["token"]). */
+static dc_status *load_vocab_object(dc_tok_vocab *v, const cJSON *obj, const char *path, int in_model) {
   if (!cJSON_IsObject(obj))
     return dc_error(DC_ERR_FORMAT, "%s: %s must be an object of token -> id, found %s", path,
-                    key[0] ? "\"model.vocab\"" : "the top level", FOUND(obj));
+                    in_model ? "\"model.vocab\"" : "the top level", FOUND(obj));
   DC_TRY(vocab_init(v, cJSON_GetArraySize(obj)));
+  const char *pre = in_model ? "model.vocab[" : "", *post = in_model ? "]" : "";
   char b[QBUF];
   for (const cJSON *c = obj->child; c; c = c->next) {
     size_t n = strlen(c->string);
     long bad = dc_tok_utf8_invalid_at(c->string, n);
     if (bad >= 0)
-      return dc_error(DC_ERR_FORMAT, "%s: key %s%s is not valid UTF-8 (byte %ld)", path, key, Q(c->string, n, b), bad);
+      return dc_error(DC_ERR_FORMAT, "%s: key %s%s%s is not valid UTF-8 (byte %ld)", path, pre, Q(c->string, n, b),
+                      post, bad);
     double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
     if (!(d >= 0 && d <= INT32_MAX && d == (double)(int32_t)d))
-      return dc_error(DC_ERR_FORMAT, "%s: %s%s: expected an integer id from 0 to %d, found %s", path, key,
-                      Q(c->string, n, b), INT32_MAX, FOUND(c));
+      return dc_error(DC_ERR_FORMAT, "%s: %s%s%s: expected an integer id from 0 to %d, found %s", path, pre,
+                      Q(c->string, n, b), post, INT32_MAX, FOUND(c));
     DC_TRY(vocab_add(v, c->string, n, (int32_t)d, path));
   }
   return NULL;
@@ -356,7 +358,7 @@ static dc_status *load_split_files(dc_clip_tokenizer *t, const dc_text_files *fi
   char *vpath = file_path(files, "vocab.json"), *mpath = file_path(files, "merges.txt");
   cJSON *root = NULL;
   dc_status *st = !vpath || !mpath ? dc_nomem("reading a tokenizer") : parse_json(vf, vpath, &root);
-  if (!st) st = load_vocab_object(&t->vocab, root, vpath, "");
+  if (!st) st = load_vocab_object(&t->vocab, root, vpath, 0);
   cJSON_Delete(root);
   if (!st) st = load_merges_txt(t, mf, mpath);
   dc_free(vpath);
@@ -371,7 +373,7 @@ static dc_status *load_tokenizer_json_model(dc_clip_tokenizer *t, const cJSON *r
   if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "BPE") == 0))
     return dc_error(DC_ERR_UNSUPPORTED, "%s: \"model.type\" is %s, not \"BPE\"",
                     path, cJSON_IsString(type) ? type->valuestring : FOUND(type));
-  DC_TRY(load_vocab_object(&t->vocab, cJSON_GetObjectItemCaseSensitive(model, "vocab"), path, "model.vocab."));
+  DC_TRY(load_vocab_object(&t->vocab, cJSON_GetObjectItemCaseSensitive(model, "vocab"), path, 1));
   return load_merges_list(t, cJSON_GetObjectItemCaseSensitive(model, "merges"), path);
 }
 

@@ -390,6 +390,10 @@ static void test_value_errors(void) {
   files_add(&fs, "tokenizer.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}");
   CHECK_ERR(parse_files(&fs, &t), "tjson/tokenizer.json: \"model.type\" is WordPiece, not \"BPE\"");
   dc_text_files_free(&fs);
+  files_init(&fs, "tjson");
+  files_add(&fs, "tokenizer.json", "{\"model\": {\"vocab\": {\"a\": 0, \"b\": -1}, \"merges\": []}}");
+  CHECK_ERR(parse_files(&fs, &t), "tjson/tokenizer.json: model.vocab[\"b\"]: expected an integer id from 0 to 2147483647, found -1");
+  dc_text_files_free(&fs);
 }
 
 static dc_clip_tokenizer *tiny(void) {
