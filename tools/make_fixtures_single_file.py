@@ -3,6 +3,7 @@ diffc reads them with.
 
     python tools/make_fixtures_single_file.py            # data/ tokenizer files, then the fixtures
     python tools/make_fixtures_single_file.py --data-only
+    python tools/make_fixtures_single_file.py --data-only --full-size /tmp/sf   # + sparse full-size files
 
 1. data/: the real CLIP tokenizer files once (data/clip_tokenizer/vocab.json, merges.txt, from
    make_fixtures_clip_vocab.write_clip_tokenizer), each family's tokenizer_config.json (pad
@@ -468,12 +469,88 @@ def make_fixture(family, seed):
     prove(family, path, folder)
 
 
+# --------------------------------------------------------------------------------------
+# Full-size key sets (--full-size DIR): the released models' layout, as sparse files
+# --------------------------------------------------------------------------------------
+
+
+def meta_model(family, component):
+    """The bundled config's model on the meta device (shapes, no memory); SD2's text encoder with
+    the one block more its checkpoints hold."""
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+
+    with open(os.path.join(DATA, "single_file", family, component, "config.json")) as f:
+        cfg = json.load(f)
+    with torch.device("meta"):
+        if component == "unet":
+            return UNet2DConditionModel.from_config(cfg)
+        if component == "vae":
+            return AutoencoderKL.from_config(cfg)
+        c = CLIPTextConfig.from_dict(cfg)
+        c.num_hidden_layers += family == "sd2"
+        cls = CLIPTextModelWithProjection if cfg["architectures"] == ["CLIPTextModelWithProjection"] else CLIPTextModel
+        return cls(c)
+
+
+def full_size_shapes(family):
+    """name -> (shape, safetensors dtype) of a released checkpoint of the family, float16."""
+    unet, vae = meta_model(family, "unet"), meta_model(family, "vae")
+    sd = unet_to_ldm(unet.state_dict(), unet.config)
+    sd.update(vae_to_ldm(vae.state_dict(), vae.config))
+    te = meta_model(family, "text_encoder")
+    te_sd = {k if k.startswith("text_model.") else "text_model." + k: v for k, v in te.state_dict().items()}
+    if family == "sd1":
+        sd.update(clip_to_ldm(te_sd, "cond_stage_model.transformer."))
+    elif family == "sd2":
+        sd.update(openclip_to_ldm(te_sd, "cond_stage_model.model.", te.config.num_hidden_layers))
+        d = te.config.hidden_size
+        sd["cond_stage_model.model.text_projection"] = torch.empty(d, d, device="meta")
+    else:
+        sd.update(clip_to_ldm(te_sd, "conditioner.embedders.0.transformer."))
+        te2 = meta_model(family, "text_encoder_2")
+        sd.update(openclip_to_ldm(te2.state_dict(), "conditioner.embedders.1.model.", te2.config.num_hidden_layers))
+    return {k: (tuple(v.shape), "I64" if v.dtype == torch.int64 else "F16") for k, v in sd.items()}
+
+
+def write_sparse(path, shapes):
+    """A valid safetensors file of zeros that takes no disk space: header, then a hole."""
+    import struct
+
+    header, off = {}, 0
+    for k in sorted(shapes):
+        shape, dtype = shapes[k]
+        n = math.prod(shape) * {"F16": 2, "I64": 8}[dtype]
+        header[k] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        f.truncate(8 + len(text) + off)
+
+
+def write_full_size(out):
+    """Checkpoints with the released models' key sets and shapes (zeros, sparse: ~7 GB apparent
+    for SDXL, nothing on disk), to open with the bundled defaults: `diffc <out>/sdxl.safetensors`."""
+    os.makedirs(out, exist_ok=True)
+    for family in sorted(FAMILIES):
+        shapes = full_size_shapes(family)
+        write_sparse(os.path.join(out, family + ".safetensors"), shapes)
+        print(f"{out}/{family}.safetensors: {len(shapes)} tensors, {sum(math.prod(s) for s, _ in shapes.values()):,} elements")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-only", action="store_true", help="write data/ only")
+    ap.add_argument("--full-size", metavar="DIR",
+                    help="also write sparse full-size checkpoints of each family (zeros) into DIR")
     args = ap.parse_args()
     torch.set_num_threads(2)
     write_data()
+    if args.full_size:
+        write_full_size(args.full_size)
     if args.data_only:
         return
     os.makedirs(FIXTURES, exist_ok=True)
