@@ -220,7 +220,8 @@ static dc_status *sf_check_model_index(const sf_configs *c, const sf_family *fam
   const char *cls = NULL;
   DC_TRY(dc_json_str(&c->model_index, "_class_name", NULL, &cls));
   if (cls && !strcmp(cls, fam->pipeline)) return NULL;
-  return dc_error(DC_ERR_MISMATCH, "%s: \"_class_name\" is %s%s%s, but %s is an %s checkpoint (%s)", c->model_index.path,
+  return dc_error(DC_ERR_MISMATCH, "%s: \"_class_name\" is %s%s%s, but %s is an %s checkpoint (%s)",
+                  c->model_index.path,
                   cls ? "\"" : "", cls ? cls : "absent", cls ? "\"" : "", file, fam->label, fam->pipeline);
 }
 
@@ -257,7 +258,8 @@ static dc_status *sf_config_file(const sf_configs *c, const char *component, con
   dc_free(dir);
   if (!*out) return dc_nomem("finding a checkpoint's configs");
   if (dc_file_exists(*out)) return NULL;
-  dc_status *st = dc_error(DC_ERR_IO, "%s: no such file (a diffusers pipeline folder has %s/%s)", *out, component, name);
+  dc_status *st =
+      dc_error(DC_ERR_IO, "%s: no such file (a diffusers pipeline folder has %s/%s)", *out, component, name);
   dc_free(*out);
   *out = NULL;
   return st;

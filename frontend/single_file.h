@@ -27,7 +27,7 @@ typedef struct {
   const char *pipeline;   /* the diffusers pipeline class */
   const char *te_prefix;  /* the text encoder's tensors */
   int te_openclip;        /* 1: OpenCLIP's own names (SD2); 0: transformers' CLIP names */
-  int te_drop_last;       /* SD2 runs the penultimate OpenCLIP block's output: the checkpoint's last block is not used */
+  int te_drop_last;       /* SD2 encodes with the penultimate OpenCLIP block: the file's last block is unused */
   const char *te2_prefix; /* SDXL's OpenCLIP bigG, NULL when there is no second encoder */
 } sf_family;
 

@@ -291,7 +291,8 @@ static const char *const sf_openclip_block[][2] = {
  * so each is a third of the bytes. */
 static dc_status *sf_openclip_qkv(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, int64_t layer, const char *leaf) {
   int rank = !strcmp(leaf, "weight") ? 2 : 1;
-  if (t->rank != rank || t->dims[0] % 3 != 0) return sf_unknown(c, t, "in_proj is not q, k and v stacked: [3D,D] / [3D]");
+  if (t->rank != rank || t->dims[0] % 3 != 0)
+    return sf_unknown(c, t, "in_proj is not q, k and v stacked: [3D,D] / [3D]");
   static const char qkv[3] = {'q', 'k', 'v'};
   for (int k = 0; k < 3; k++) {
     sf_view *v;

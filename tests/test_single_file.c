@@ -358,7 +358,8 @@ static void test_other_layouts(void) {
   char *sd1 = fx("sd1.safetensors"), *inpaint = tu_path("inpaint.safetensors");
   dc_st_out in9[] = {zero_tensor("model.diffusion_model.input_blocks.0.0.weight", 4, (int64_t[]){8, 9, 3, 3})};
   write_variant(sd1, inpaint, "model.diffusion_model.input_blocks.0.0.weight", in9, 1);
-  check_open_err(inpaint, NULL, "recognised as SD1.x inpainting (it has \"model.diffusion_model.input_blocks.0.0.weight\")");
+  check_open_err(inpaint, NULL,
+                 "recognised as SD1.x inpainting (it has \"model.diffusion_model.input_blocks.0.0.weight\")");
   free(p), free(inpaint), dc_free(sd1);
 }
 
