@@ -214,6 +214,13 @@ typedef struct {
   int vae_tiling;      /* tiled encode/decode above the tile size */
   int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
   double tile_overlap; /* overlap factor; 0 = 0.25 */
+  /* CLIP text encoders in a pipeline: one more output, "hidden_state" =
+   * transformers' hidden_states[clip_hidden_index] (0 = the embeddings, k =
+   * after layer k), through final_layer_norm when clip_hidden_final_norm;
+   * read only when clip_hidden_set is 1 (a zeroed struct asks for none). */
+  int clip_hidden_set;
+  int clip_hidden_index;
+  int clip_hidden_final_norm;
 } dc_build_options;
 
 /* Builds the IR for the folder's model class.  Unknown classes, block

@@ -30,10 +30,19 @@ typedef struct {
   void (*close_owned)(void *owned);
 } dc_pipeline_source;
 
-/* Closes the folders, frees the text files, then the source's own storage
- * (close_owned), so that folders borrowing it go first.  Safe on a zeroed or
- * partly filled source. */
+/* Opens a pipeline folder (model_index.json): every model component with
+ * dc_folder_open (variant as there), the tokenizer(s) and scheduler files.
+ * An unsupported pipeline class, a missing component or file is an error
+ * naming it; on error *out is closed. */
+dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, dc_pipeline_source *out);
+/* Closes what either opener opened (a zeroed struct is fine): the folders,
+ * the text files, then the source's own storage (close_owned), which folders
+ * of a single-file checkpoint borrow. */
 void dc_pipeline_source_close(dc_pipeline_source *s);
+/* "StableDiffusionPipeline, StableDiffusionXLPipeline" */
+const char *dc_pipeline_class_names(void);
+/* Whether the class is an SDXL pipeline (two text encoders, added conditions). */
+int dc_pipeline_class_is_sdxl(const char *class_name);
 
 /* A single-file checkpoint in the original CompVis / Stability layout
  * (frontend/single_file.c): SD1.x (cond_stage_model.transformer.*), SD2.x

@@ -14,6 +14,7 @@
  * 3. Map every tensor (single_file_map.c) and check the names against each
  *    component's config (single_file_check.c).
  * 4. Present each component as a dc_folder over the one mapped file. */
+#include "pipeline/tokenizer.h"
 #include "pipeline_source.h"
 #include "single_file.h"
 
@@ -349,8 +350,6 @@ static dc_status *sf_component(dc_pipeline_source *s, sf_owned *o, sf_comp comp,
   return st;
 }
 
-static const char *const sf_tokenizer_files[] = {"vocab.json", "merges.txt", "tokenizer_config.json",
-                                                 "special_tokens_map.json", "added_tokens.json", NULL};
 static const char *const sf_clip_vocab[] = {"vocab.json", "merges.txt"};
 
 /* The bundled tokenizers hold only tokenizer_config.json: the CLIP BPE files
@@ -374,7 +373,7 @@ static dc_status *sf_add_clip_vocab(const sf_configs *c, dc_text_files *fs) {
 static dc_status *sf_tokenizer(const sf_configs *c, const char *name, dc_text_files *out) {
   char *dir = dc_path_join(c->root, name);
   if (!dir) return dc_nomem("reading a tokenizer");
-  dc_status *st = dc_dir_exists(dir) ? dc_text_files_read_dir(dir, sf_tokenizer_files, out)
+  dc_status *st = dc_dir_exists(dir) ? dc_text_files_read_dir(dir, dc_clip_tokenizer_file_names, out)
                                      : dc_error(DC_ERR_IO, "%s: no such directory (the pipeline's %s)", dir, name);
   if (!st && c->data) st = sf_add_clip_vocab(c, out);
   for (int i = 0; i < 2 && !st; i++)

@@ -405,9 +405,9 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 /* Every step in schedule order, through the table.  Inputs and weights
  * need no call: inputs were copied in by begin_run, weights bound at load.
  * A constant is a step like a kernel's: it places its bytes in the arena. */
-static dc_status *walk_schedule(drt_plan *p) {
+static dc_status *walk_schedule(drt_plan *p, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
-  for (int32_t s = 0; s < m->nnodes; s++) {
+  for (int32_t s = first; s < end; s++) {
     dc_op op = m->nodes[s].op;
     if (op == OP_INPUT || op == OP_WEIGHT) continue;
     dc_status *st = op == OP_UPLOAD     ? p->be->copy(p->backend, s)
@@ -443,17 +443,47 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   p->be->stats(p->backend, stats);
 }
 
-dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+/* Steps [first, end): their inputs in, the steps, their outputs out. */
+static dc_status *run_span(drt_plan *p, int32_t first, int32_t end) {
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
                     "to run it", p->path);
+  dc_status *st = p->be->begin_run(p->backend, p->step_seconds, first, end);
+  if (!st) st = walk_schedule(p, first, end);
+  return p->be->synchronise(p->backend, st);
+}
+
+/* Every phase once, in order (the whole schedule when there are none):
+ * each phase's inputs are copied in just before it runs. */
+dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
-  dc_status *st = p->be->begin_run(p->backend, p->step_seconds);
-  if (!st) st = walk_schedule(p);
-  st = p->be->synchronise(p->backend, st);
+  dc_status *st = NULL;
+  for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++)
+    if (first[ph] < end[ph] || m->nphases == 0) st = run_span(p, first[ph], end[ph]);
   double t1 = dc_now_seconds();
   if (st) return st;
   if (stats) fill_stats(p, t1 - t0, stats);
+  return NULL;
+}
+
+int drt_phase_count(const drt_plan *p) { return p->plan.module->nphases; }
+const char *drt_phase_name(const drt_plan *p, int i) {
+  return i >= 0 && i < p->plan.module->nphases ? p->plan.module->phases[i].name : NULL;
+}
+int drt_phase_find(const drt_plan *p, const char *name) { return dc_phase_find(p->plan.module, name); }
+
+dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  if (phase < 0 || phase >= m->nphases)
+    return dc_error(DC_ERR_ARGUMENT, "%s: no phase %d (the plan has %d)", p->path, phase, m->nphases);
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
+  double t0 = dc_now_seconds();
+  DC_TRY(run_span(p, first[phase], end[phase]));
+  if (stats) fill_stats(p, dc_now_seconds() - t0, stats);
   return NULL;
 }
 
