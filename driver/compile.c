@@ -257,9 +257,16 @@ static dc_status *check_class_options(const dc_compile_options *o, const dc_fold
                   "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
 }
 
+/* A single-file checkpoint (the original CompVis / Stability layout). */
+static int is_single_file(const char *path) {
+  size_t n = strlen(path);
+  return n > 12 && !strcmp(path + n - 12, ".safetensors") && dc_file_exists(path) && !dc_dir_exists(path);
+}
+
 /* Whether the options name a whole pipeline: a pipeline folder without
- * --component. */
+ * --component, or a single-file checkpoint. */
 int dc_compile_is_pipeline(const dc_compile_options *o) {
+  if (is_single_file(o->model)) return 1;
   if (o->component || !dc_dir_exists(o->model)) return 0;
   char *mi = dc_path_join(o->model, "model_index.json");
   int yes = mi && dc_file_exists(mi);
@@ -278,7 +285,16 @@ static dc_status *check_pipeline_options(const dc_compile_options *o) {
 
 static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipeline *pl, dc_module **m) {
   DC_TRY(check_pipeline_options(o));
-  DC_TRY(dc_pipeline_source_open_folder(o->model, o->variant, &pl->src));
+  if (is_single_file(o->model)) {
+    if (o->component || o->variant)
+      return dc_error(DC_ERR_ARGUMENT, "%s is a single-file checkpoint: --component and --variant apply to folders",
+                      o->model);
+    DC_TRY(dc_single_file_open(o->model, o->config_dir, &pl->src));
+    if (o->verbose) fprintf(stderr, "diffc: %s: a %s checkpoint\n", o->model, pl->src.family);
+  } else {
+    if (o->config_dir) return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
+    DC_TRY(dc_pipeline_source_open_folder(o->model, o->variant, &pl->src));
+  }
   pl->open = 1;
   if (pl->src.has_safety_checker)
     fprintf(stderr, "diffc: note: %s has a safety_checker; diffc does not run it\n", o->model);

@@ -44,6 +44,7 @@ typedef struct {
   int64_t batch;               /* --batch: images per prompt (0: 1) */
   int clip_skip;               /* --clip-skip */
   int no_hoist;                /* --no-hoist (passes/hoist.c) */
+  const char *config_dir;      /* --config DIR: a single-file checkpoint's configs, tokenizers, scheduler */
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */

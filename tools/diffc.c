@@ -17,6 +17,7 @@
 static const char usage[] =
     "usage: diffc MODEL_DIR -o PLAN [options]\n"
     "       diffc PIPELINE_DIR -o PLAN [--height H] [--width W] [--batch N] [options]\n"
+    "       diffc CHECKPOINT.safetensors -o PLAN [--config DIR] [pipeline options]\n"
     "       diffc keygen SECRETFILE PUBFILE\n"
     "\n"
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
@@ -24,6 +25,10 @@ static const char usage[] =
     "A pipeline folder (model_index.json: StableDiffusionPipeline, StableDiffusionXLPipeline)\n"
     "compiles whole: text encoders, the denoising loop and the VAE decoder in one plan that\n"
     "diffrun PLAN --prompt TEXT -o out.png runs; the memory options apply across components.\n"
+    "A single-file checkpoint in the original CompVis/Stability layout (SD1.x, SD2.x, SDXL base)\n"
+    "compiles the same way, its tensors read in place under diffusers' names; its configs,\n"
+    "tokenizers and scheduler come from diffc's bundled defaults for the family it is, or from\n"
+    "--config DIR (a diffusers pipeline folder of that family).\n"
     "\n"
     "options:\n"
     "  -o, --output PLAN        where to write the plan (written to a temporary name, then renamed)\n"
@@ -34,6 +39,8 @@ static const char usage[] =
     "  --batch N                pipeline: images per prompt (default 1)\n"
     "  --clip-skip N            pipeline: take the text encoder's hidden state N layers before the\n"
     "                           last, as diffusers' clip_skip (default 0)\n"
+    "  --config DIR             single-file checkpoint: take configs, tokenizers and scheduler from\n"
+    "                           this diffusers pipeline folder instead of the bundled defaults\n"
     "  --no-hoist               pipeline: compute nothing once before the denoising loop (by\n"
     "                           default the text embeddings' cross-attention keys and values and\n"
     "                           SDXL's added-condition embedding are computed once per image and\n"
@@ -163,7 +170,7 @@ static void print_usage(void) {
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu, *conv_algo;
-  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign;
+  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
@@ -368,6 +375,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--compute-dtype")) slot = &o->compute;
     else if (!strcmp(a, "--kernel-cache")) slot = &o->kernel_cache;
     else if (!strcmp(a, "--sign")) slot = &o->sign;
+    else if (!strcmp(a, "--config")) slot = &o->config_dir;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -453,6 +461,7 @@ int main(int argc, char **argv) {
                              .batch = o.batch,
                              .clip_skip = o.clip_skip,
                              .no_hoist = o.no_hoist,
+                             .config_dir = o.config_dir,
                              .sign_secret = o.sign ? sk : NULL};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
