@@ -51,6 +51,9 @@ int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id) 
   int32_t p = n->inputs[k];
   const dc_node *pn = &m->nodes[p];
   if (!dc_node_is_activation(pn) || pn->op == OP_INPUT || dc_node_is_output(m, p)) return -1;
+  /* a loop's next iteration reads the value again: a value from before the
+   * loop is never overwritten inside it, even by its last reader */
+  if (m->nphases && pn->phase != n->phase && m->phases[n->phase].loop) return -1;
   if (l->last_use[p] != id || !dc_type_equal(&pn->type, &n->type)) return -1;
   int reads = 0; /* add(a, a) reads a twice: the second read would see the first write */
   for (int i = 0; i < n->ninputs; i++) reads += n->inputs[i] == p;

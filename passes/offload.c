@@ -179,6 +179,7 @@ typedef struct {
   int32_t *first_use;  /* per instance: the first node that reads one of its weights */
   int32_t *rank;       /* per instance: position in order of first use */
   int32_t *anchor;     /* per instance: the node its uploads go right before */
+  int32_t *phase;      /* per instance: the phase its uploads belong to */
   int32_t ngroups;     /* keys */
 } grouping;
 
@@ -187,6 +188,7 @@ typedef struct {
 static void grouping_free(grouping *g) {
   dc_free(g->group_of), dc_free(g->slot_pair), dc_free(g->pair_w), dc_free(g->pair_inst);
   dc_free(g->inst_key), dc_free(g->inst_occ), dc_free(g->first_use), dc_free(g->rank), dc_free(g->anchor);
+  dc_free(g->phase);
 }
 
 static int has_reader(const dc_module *m, int32_t id) {
@@ -274,10 +276,25 @@ static int32_t anchor_in_phase(const dc_module *m, const int32_t *phase_first, i
   return m->nodes[anchor].phase == p ? anchor : phase_first[p];
 }
 
+/* --offload model: a component held for a loop is uploaded once, before
+ * it, in the phase before the loop (the prologue), not in the loop's first
+ * phase: the other phases of the loop read it too, and that first phase
+ * may be skipped. */
+static void held_before_loop(const dc_module *m, const int32_t *phase_first, int32_t *anchor, int32_t *phase) {
+  int32_t p = m->nodes[*anchor].phase;
+  if (m->nphases == 0 || !m->phases[p].loop) return;
+  while (p > 0 && m->phases[p - 1].loop) p--;
+  if (p == 0) return; /* no phase before the loop: the verifier will say so */
+  *anchor = phase_first[p];
+  *phase = p - 1;
+}
+
 /* rank and anchor of every group instance. */
 static dc_status *order_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
   int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
   dc_phase_spans(m, first, end);
+  g->phase = dc_calloc((size_t)g->ninst + 1, sizeof *g->phase);
+  if (!g->phase) return dc_nomem("ordering offload groups");
   int32_t *order = dc_calloc((size_t)g->ninst + 1, sizeof *order);
   g->rank = dc_calloc((size_t)g->ninst + 1, sizeof *g->rank);
   g->anchor = dc_calloc((size_t)g->ninst + 1, sizeof *g->anchor);
@@ -292,6 +309,8 @@ static dc_status *order_groups(const dc_module *m, const dc_memory_options *o, g
     g->rank[order[r]] = r;
     int32_t ahead = r - o->prefetch < 0 ? 0 : r - o->prefetch;
     g->anchor[order[r]] = anchor_in_phase(m, first, g->first_use[order[ahead]], g->first_use[order[r]]);
+    g->phase[order[r]] = m->nodes[g->anchor[order[r]]].phase;
+    if (o->offload == DC_OFFLOAD_MODEL) held_before_loop(m, first, &g->anchor[order[r]], &g->phase[order[r]]);
   }
   dc_free(order);
   return NULL;
@@ -313,11 +332,11 @@ static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, const gr
     if (g->anchor[inst] != at) continue;
     if (map[w] < 0) { /* the weight leaf joins its first upload's phase */
       dc_node wn = old[w];
-      wn.phase = old[at].phase;
+      wn.phase = g->phase[inst];
       DC_TRY(add(m, &wn, &map[w]));
     }
     dc_node u = dc_node_make(OP_UPLOAD, 1, &map[w]);
-    u.phase = old[at].phase;
+    u.phase = g->phase[inst];
     u.type = old[w].type;
     u.layout = old[w].layout;
     u.device = old[w].device;
@@ -342,8 +361,8 @@ static dc_status *rewrite(dc_module *m, const grouping *g, int hold) {
   m->nnodes = 0;
   dc_status *st = NULL;
   for (int32_t i = 0; i < n && !st; i++) {
-    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its first upload */
     st = emit_uploads_before(m, old, g, hold, i, map, upload);
+    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its first upload */
     dc_node node = old[i];
     for (int k = 0; k < node.ninputs; k++) {
       int32_t p = g->slot_pair[SLOT(i, k)];

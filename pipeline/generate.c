@@ -79,6 +79,7 @@ static dc_status *files_under(const drt_plan *p, const char *dir, dc_text_files 
 typedef struct {
   drt_plan *p;
   const dc_generate_options *o;
+  dc_generate_result *r;
   pipe_info pi;
   dc_clip_tokenizer *tok, *tok2;
   dc_scheduler *sched;
@@ -134,7 +135,14 @@ static void close_parts(gen_ctx *g) {
 static dc_status *run_phase(gen_ctx *g, const char *name) {
   int ph = drt_phase_find(g->p, name);
   if (ph < 0) return dc_error(DC_ERR_FORMAT, "the plan has no phase \"%s\" (not a pipeline plan of this diffc)", name);
-  return drt_run_phase(g->p, ph, NULL);
+  drt_stats s;
+  DC_TRY(drt_run_phase(g->p, ph, &s));
+  dc_generate_result *r = g->r;
+  if (s.device_peak_bytes > r->device_peak_bytes) r->device_peak_bytes = s.device_peak_bytes;
+  r->device_predicted_bytes = s.device_predicted_bytes;
+  r->backend = s.backend, r->threads = s.threads;
+  r->uploaded_bytes += s.uploaded_bytes;
+  return NULL;
 }
 
 static dc_status *set_f32(gen_ctx *g, const char *name, const float *v, size_t n) {
@@ -236,6 +244,7 @@ static void rescale_cfg(gen_ctx *g, float *cfg, const float *text) {
 
 /* One UNet half: the scaled latents and the timestep in, its prediction out. */
 static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
+  g->r->unet_runs++;
   char name[48];
   snprintf(name, sizeof name, "sample.%s", half);
   DC_TRY(set_f32(g, name, g->x, g->nlat));
@@ -309,9 +318,16 @@ static dc_status *run_all(gen_ctx *g, dc_generate_result *r) {
   return NULL;
 }
 
+dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]) {
+  pipe_info pi;
+  DC_TRY(read_info(p, &pi));
+  dims[0] = pi.batch, dims[1] = pi.channels, dims[2] = pi.lh, dims[3] = pi.lw;
+  return NULL;
+}
+
 dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_result *r) {
   memset(r, 0, sizeof *r);
-  gen_ctx g = {.p = p, .o = o};
+  gen_ctx g = {.p = p, .o = o, .r = r};
   DC_TRY(read_info(p, &g.pi));
   if (o->steps < 0) return dc_error(DC_ERR_ARGUMENT, "--steps %d: must be at least 1", o->steps);
   g.guidance = isnan(o->guidance) ? (g.pi.sdxl ? 5.0 : 7.5) : o->guidance;

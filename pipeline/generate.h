@@ -48,7 +48,16 @@ typedef struct {
   int steps;       /* the loop's length (PNDM: steps + 1) */
   double guidance; /* the guidance used */
   double text_seconds, denoise_seconds, decode_seconds;
+  int unet_runs;   /* UNet forwards (2 per step with guidance, 1 without) */
+  /* over every phase run: the arena's highest byte measured and planned,
+   * and the bytes uploaded (offloaded weights) */
+  uint64_t device_peak_bytes, device_predicted_bytes, uploaded_bytes;
+  const char *backend;
+  int threads;
 } dc_generate_result;
+
+/* The latents' shape [batch, C, h, w] (what --latents must hold). */
+dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]);
 
 /* Whether the plan is a pipeline (has a PIPE section). */
 int dc_plan_is_pipeline(const drt_plan *p);

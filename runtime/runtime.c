@@ -419,7 +419,7 @@ static dc_status *walk_schedule(drt_plan *p, int32_t first, int32_t end) {
 }
 
 /* The plan's own figures; then the backend adds what it measured. */
-static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
+static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
   memset(stats, 0, sizeof *stats);
   stats->seconds = seconds;
@@ -429,11 +429,11 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   stats->weight_bytes = p->live.weight_bytes;
   stats->host_weight_bytes = p->live.host_weight_bytes;
   stats->host_memory = p->host.on_demand ? "on-demand" : stats->host_weight_bytes ? "pinned" : "";
-  for (int32_t i = 0; i < m->nnodes; i++) {
+  for (int32_t i = first; i < end; i++) { /* the run's steps: all, or one phase's */
     if (m->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&m->nodes[i].type);
     if (m->nodes[i].op == OP_TRANSFER) stats->transferred_bytes += dc_type_bytes(&m->nodes[i].type);
   }
-  stats->steps = m->nnodes;
+  stats->steps = end - first;
   stats->ndevices = p->live.ndevices;
   for (int d = 0; d < p->live.ndevices; d++) {
     stats->dev_predicted_bytes[d] = p->live.dev_peak[d];
@@ -461,11 +461,22 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
   dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
   dc_status *st = NULL;
-  for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++)
-    if (first[ph] < end[ph] || m->nphases == 0) st = run_span(p, first[ph], end[ph]);
+  drt_stats most = {0}, one;
+  for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++) {
+    if (m->nphases && first[ph] == end[ph]) continue;
+    st = run_span(p, first[ph], end[ph]);
+    if (st || !stats) continue;
+    fill_stats(p, 0, &one, first[ph], end[ph]); /* each phase's measured arena: the run's is the most */
+    if (one.device_peak_bytes > most.device_peak_bytes) most.device_peak_bytes = one.device_peak_bytes;
+    for (int d = 0; d < one.ndevices && d < DC_MAX_DEVICES; d++)
+      if (one.dev_peak_bytes[d] > most.dev_peak_bytes[d]) most.dev_peak_bytes[d] = one.dev_peak_bytes[d];
+  }
   double t1 = dc_now_seconds();
   if (st) return st;
-  if (stats) fill_stats(p, t1 - t0, stats);
+  if (!stats) return NULL;
+  fill_stats(p, t1 - t0, stats, 0, m->nnodes);
+  stats->device_peak_bytes = most.device_peak_bytes;
+  memcpy(stats->dev_peak_bytes, most.dev_peak_bytes, sizeof most.dev_peak_bytes);
   return NULL;
 }
 
@@ -490,7 +501,7 @@ dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats) {
   dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
   DC_TRY(run_span(p, first[phase], end[phase]));
-  if (stats) fill_stats(p, dc_now_seconds() - t0, stats);
+  if (stats) fill_stats(p, dc_now_seconds() - t0, stats, first[phase], end[phase]);
   return NULL;
 }
 
