@@ -48,6 +48,7 @@ static dc_status *want_f32(const ctx *c) {
     int is_int = dc_dtype_is_int(c->in[i]->dtype);
     if (reads_ids(c->n, i) && !is_int) return fail(c, "input %d is %s; expected token ids (i32 or i64)", i, ts(c->in[i], b));
     if (reads_ids(c->n, i)) continue;
+    if (c->n->op == OP_EMBEDDING && i == 1 && !is_int) continue; /* the table: any float dtype */
     if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !is_int))
       return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
   }

@@ -415,19 +415,21 @@ static int64_t id_at(const void *ids, dc_dtype t, int64_t i) {
   return t == DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
 }
 
-/* Row ids[i] of the table, or zeros for an id outside it (ops.def): the
- * table is never read out of bounds, whatever the ids. */
+/* Row ids[i] of the table (in its stored dtype, decoded exactly), or zeros
+ * for an id outside it (ops.def): the table is never read out of bounds,
+ * whatever the ids. */
 static dc_status *ref_embedding(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const dc_type *ti = in_type(m, n, 0), *tt = in_type(m, n, 1);
-  const float *table = in[1];
+  const uint8_t *table = in[1];
   float *y = out;
   int64_t count = (int64_t)dc_type_numel(ti), rows = tt->dims[0], d = tt->dims[1];
-  if (!dc_dtype_is_int(ti->dtype) || tt->dtype != DT_F32)
-    return dc_error(DC_ERR_UNSUPPORTED, "embedding (%s): reference kernel takes integer ids and an f32 table",
+  int es = dc_dtype_size(tt->dtype);
+  if (!dc_dtype_is_int(ti->dtype) || dc_dtype_is_int(tt->dtype))
+    return dc_error(DC_ERR_UNSUPPORTED, "embedding (%s): reference kernel takes integer ids and a float table",
                     n->scope ? n->scope : "?");
   for (int64_t i = 0; i < count; i++) {
     int64_t id = id_at(in[0], ti->dtype, i);
-    if (id >= 0 && id < rows) memcpy(y + i * d, table + id * d, (size_t)d * sizeof *y);
+    if (id >= 0 && id < rows) decode_chunk(tt->dtype, table + id * d * es, d, y + i * d);
     else memset(y + i * d, 0, (size_t)d * sizeof *y);
   }
   return NULL;

@@ -199,6 +199,13 @@ static const op_case text_rows[] = {
   EMBED(5, OC_TOKENS_OUT, TY(DT_I64, 64), F32(5, 16)),
   EMBED(7, OC_TOKENS_OUT, TY(DT_I32, 2, 50), F32(7, 3)),
   EMBED(1, OC_TOKENS, TY(DT_I64, 1), F32(1, 1)),
+  /* the table as a 16-bit or fp8 checkpoint stores it, decoded as read */
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I64, 2, 77), F32(49408, 8)}, .data = OC_TOKENS, .scale = 49408,
+   .wdtype = DT_F16},
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I32, 3, 11), F32(50, 37)}, .data = OC_TOKENS_OUT, .scale = 50,
+   .wdtype = DT_BF16},
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I64, 9), F32(20, 5)}, .data = OC_TOKENS, .scale = 20,
+   .wdtype = DT_F8_E4M3},
   /* CLIP's pooler: the first eos (ids from a small range: several eos in a
    * row, or none, which pools position 0), or the first largest id */
   POOL(0, 7, 10, F32(4, 77, 16), TY(DT_I64, 4, 77)),
@@ -653,7 +660,8 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
     } else if (c->data == OC_TOKENS || c->data == OC_TOKENS_OUT) {
       in[i] = dc_dtype_is_int(t->dtype) ? token_ids(t, c->data == OC_TOKENS_OUT ? -4 : 0,
                                                     (int64_t)c->scale + (c->data == OC_TOKENS_OUT ? 4 : 0), &s)
-                                        : fill(numel, &s, 0.0, 1.0, 1);
+              : t->dtype == DT_F32      ? (void *)fill(numel, &s, 0.0, 1.0, 1)
+                                        : weight_codes(t->dtype, numel, &s); /* a stored table */
     } else if (c->data == OC_STORED) {
       in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
     } else if (c->data == OC_OFFSET) {

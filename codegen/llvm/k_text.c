@@ -1,9 +1,10 @@
 /* k_text.c — the kernels that read token ids: embedding (rows of a table
  * gathered by id) and eos_pool (one row per sequence, at its eos or largest
- * id).  Both move whole rows with memcpy, so they are bit-exact; the ids are
- * i32 or i64 and read as i64.  An id outside the table gives a row of zeros
+ * id).  Both move whole rows with memcpy (a 16-bit or fp8 table is decoded
+ * element by element, exactly), so they are bit-exact; the ids are i32 or
+ * i64 and read as i64.  An id outside the table gives a row of zeros
  * (ops.def): the table is never read out of bounds, whatever the ids. */
-#include "kgen.h"
+#include "k_gemm.h" /* kg_load_f32_from: a stored dtype read as f32 */
 
 /* Id i (an i64 value) of buffer buf, whose ids have dtype t, as i64. */
 static LLVMValueRef load_id(dc_kgen *g, int buf, dc_dtype t, LLVMValueRef i) {
@@ -22,13 +23,28 @@ static dc_status *need_ids(const dc_type *ids, const char *op) {
 }
 
 /* ---- embedding ------------------------------------------------------------ */
-/* Threads split the ids; each copies its id's row (d floats) or zeros. */
+/* Row id of a table stored in dtype t into dst (d floats): copied whole
+ * when f32, else each element decoded (kg_load_f32_from, exact). */
+static void copy_row(dc_kgen *g, dc_dtype t, LLVMValueRef id, int64_t d, LLVMValueRef dst) {
+  if (t == DT_F32) {
+    LLVMBuildMemCpy(g->b, dst, 4, row_ptr(g, 2, id, d), 4, kg_i64(g, d * 4));
+    return;
+  }
+  LLVMValueRef base = LLVMBuildNSWMul(g->b, id, kg_i64(g, d), ""), y = LLVMBuildBitCast(g->b, dst, g->pf32, "");
+  kg_loop c;
+  kg_for(g, &c, kg_i64(g, 0), kg_i64(g, d), 1, "col");
+  LLVMValueRef v = kg_load_f32_from(g, t, kg_buf_as(g, 2, kg_elem_type(g, t)), LLVMBuildNSWAdd(g->b, base, c.i, ""));
+  kg_store(g, v, kg_gep(g, y, c.i));
+  kg_end(g, &c);
+}
+
+/* Threads split the ids; each writes its id's row (d floats) or zeros. */
 dc_status *dc_k_embedding(dc_kgen *g) {
   const dc_type *ids = kg_type(g, 1), *table = kg_type(g, 2);
   int64_t count = (int64_t)dc_type_numel(ids), rows = table->dims[0], d = table->dims[1];
   DC_TRY(need_ids(ids, "embedding"));
-  if (table->dtype != DT_F32)
-    return dc_error(DC_ERR_UNSUPPORTED, "embedding: the LLVM kernel reads an f32 table, got %s", dc_dtype_name(table->dtype));
+  if (dc_dtype_is_int(table->dtype))
+    return dc_error(DC_ERR_UNSUPPORTED, "embedding: the LLVM kernel reads a float table, got %s", dc_dtype_name(table->dtype));
   if (count == 0 || d == 0) return NULL;
   LLVMValueRef lo, hi;
   kg_split(g, kg_i64(g, count), &lo, &hi);
@@ -39,7 +55,7 @@ dc_status *dc_k_embedding(dc_kgen *g) {
   LLVMValueRef in = LLVMBuildICmp(g->b, LLVMIntULT, id, kg_i64(g, rows), "in_table");
   kg_cond c;
   kg_if(g, &c, in);
-  LLVMBuildMemCpy(g->b, dst, 4, row_ptr(g, 2, id, d), 4, kg_i64(g, d * 4));
+  copy_row(g, table->dtype, id, d, dst);
   kg_endif(g, &c);
   kg_if(g, &c, LLVMBuildNot(g->b, in, ""));
   LLVMBuildMemSet(g->b, dst, LLVMConstInt(g->i8, 0, 0), kg_i64(g, d * 4), 4);
