@@ -38,6 +38,11 @@ typedef struct {
   const uint8_t *sign_secret;
   int64_t tile_size;           /* --tile-size PX (0: the config's sample_size) */
   double tile_overlap;         /* --tile-overlap F (0: 0.25) */
+  /* Text encoders: --clip-hidden-state K adds the output hidden_state =
+   * hidden_states[K] (dc_build_options.clip_hidden_index), --clip-final-norm
+   * puts it through final_layer_norm.  clip_hidden_state says K was given
+   * (0 is an index: the embeddings). */
+  int clip_hidden_state, clip_hidden_index, clip_final_norm;
 } dc_compile_options;
 
 typedef struct {

@@ -15,6 +15,7 @@
  *   frontend/config_check.c: the one config policy (known keys, bookkeeping, nulls)
  *   frontend/unet.c:        the UNet2DConditionModel class: config, forward, descriptor
  *   frontend/vae.c:         the AutoencoderKL class (encode, decode; slicing, tiling)
+ *   frontend/clip_text.c:   transformers' CLIPTextModel and CLIPTextModelWithProjection
  *   frontend/blocks/:       diffusers' building blocks the classes compose (blocks.h)
  *   frontend/build.c:       dc_frontend_build — build through the folder's class descriptor
  */
@@ -125,10 +126,16 @@ typedef struct {
 /* Opens a model folder: config.json, then the weights:
  *   diffusion_pytorch_model[.<variant>].safetensors, or
  *   diffusion_pytorch_model.safetensors[.index.<variant>].json with weight_map
- * (every shard it names must exist and hold exactly the tensors mapped to it).
+ * (every shard it names must exist and hold exactly the tensors mapped to it);
+ * for a transformers model (a config with "architectures") the stem is
+ * "model": model[.<variant>].safetensors, model.safetensors.index[.<variant>].json.
  * A folder with model_index.json is a pipeline: `component` selects a
  * subfolder (an error lists the components when it is missing). */
 dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_folder *out);
+/* The stem of the weight file names the config's library writes:
+ * "diffusion_pytorch_model" (diffusers: the config has "_class_name") or
+ * "model" (transformers). */
+const char *dc_weights_stem(const dc_json_doc *config);
 void dc_folder_close(dc_folder *f);
 const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name);
 
@@ -197,6 +204,14 @@ typedef struct {
   int vae_tiling;      /* tiled encode/decode above the tile size */
   int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
   double tile_overlap; /* overlap factor; 0 = 0.25 */
+  /* CLIPTextModel(WithProjection): one more output, "hidden_state", for the
+   * pipelines: transformers' hidden_states[clip_hidden_index] (0 = the
+   * embeddings, k = after encoder layer k), through final_layer_norm when
+   * clip_hidden_final_norm.  -1 = no such output.  NOTE: 0 is an index, so
+   * options made with {0} must set -1 themselves (build.c, weights.c and the
+   * driver do). */
+  int clip_hidden_index;
+  int clip_hidden_final_norm;
 } dc_build_options;
 
 /* Builds the IR for the folder's model class.  Unknown classes, block
