@@ -246,15 +246,20 @@ static void note_no_effect(const dc_module *m, const char *key, const char *opti
     fprintf(stderr, "diffc: note: %s has no effect: %s\n", option, v + sizeof no_effect - 1);
 }
 
-/* VAE slicing and tiling mean something only for the classes whose facts
- * say so (an unsupported class is left to the frontend's message). */
+/* VAE slicing and tiling, and a text encoder's hidden state, mean
+ * something only for the classes whose facts say so (an unsupported class
+ * is left to the frontend's message). */
 static dc_status *check_class_options(const dc_compile_options *o, const dc_folder *f) {
   unsigned asked = (o->vae_slicing ? DC_FACT_VAE_SLICING : 0) |
                    (o->vae_tiling || o->tile_size || o->tile_overlap ? DC_FACT_VAE_TILING : 0);
-  if (!asked || !f->desc || (f->desc->facts.options & asked) == asked) return NULL;
   char names[256];
-  return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
-                  "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
+  if (asked && f->desc && (f->desc->facts.options & asked) != asked)
+    return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
+                    "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
+  if ((o->clip_hidden_state || o->clip_final_norm) && f->desc && !(f->desc->facts.options & DC_FACT_CLIP_HIDDEN))
+    return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a %s; %s is a %s",
+                    dc_class_names_with(DC_FACT_CLIP_HIDDEN, names, sizeof names), f->dir, f->class_name);
+  return NULL;
 }
 
 /* A single-file checkpoint (the original CompVis / Stability layout). */
@@ -277,6 +282,9 @@ int dc_compile_is_pipeline(const dc_compile_options *o) {
 /* The options a pipeline does not take (they name one model's inputs). */
 static dc_status *check_pipeline_options(const dc_compile_options *o) {
   if (o->entry) return dc_error(DC_ERR_ARGUMENT, "--entry %s: a pipeline has no entries; compile a component with --component NAME", o->entry);
+  if (o->clip_hidden_state || o->clip_final_norm)
+    return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a text encoder compiled alone; "
+                    "a pipeline takes the hidden state its class uses (--clip-skip N moves it back)");
   if (o->nshapes)
     return dc_error(DC_ERR_ARGUMENT, "--input %s: a pipeline's inputs come from --height, --width and --batch; --input "
                     "applies to one component (--component NAME)", o->shapes[0].name);
@@ -321,7 +329,9 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
                          .vae_slicing = o->vae_slicing,
                          .vae_tiling = o->vae_tiling,
                          .tile_size = o->tile_size,
-                         .tile_overlap = o->tile_overlap};
+                         .tile_overlap = o->tile_overlap,
+                         .clip_hidden_index = o->clip_hidden_state ? o->clip_hidden_index : -1,
+                         .clip_hidden_final_norm = o->clip_final_norm};
   DC_TRY(check_class_options(o, f));
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);

@@ -45,6 +45,11 @@ typedef struct {
   int clip_skip;               /* --clip-skip */
   int no_hoist;                /* --no-hoist (passes/hoist.c) */
   const char *config_dir;      /* --config DIR: a single-file checkpoint's configs, tokenizers, scheduler */
+  /* Text encoders: --clip-hidden-state K adds the output hidden_state =
+   * hidden_states[K] (dc_build_options.clip_hidden_index), --clip-final-norm
+   * puts it through final_layer_norm.  clip_hidden_state says K was given
+   * (0 is an index: the embeddings). */
+  int clip_hidden_state, clip_hidden_index, clip_final_norm;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */

@@ -248,7 +248,6 @@ static dc_status *text_options(const dc_folder *f, int sdxl, int clip_skip, dc_b
   int64_t index = sdxl ? layers - 1 - clip_skip : layers - clip_skip;
   if (index < 0)
     return dc_error(DC_ERR_ARGUMENT, "--clip-skip %d: %s has %lld layers", clip_skip, f->dir, (long long)layers);
-  bo->clip_hidden_set = 1;
   bo->clip_hidden_index = (int)index;
   bo->clip_hidden_final_norm = !sdxl;
   return NULL;

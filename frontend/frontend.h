@@ -15,6 +15,7 @@
  *   frontend/config_check.c: the one config policy (known keys, bookkeeping, nulls)
  *   frontend/unet.c:        the UNet2DConditionModel class: config, forward, descriptor
  *   frontend/vae.c:         the AutoencoderKL class (encode, decode; slicing, tiling)
+ *   frontend/clip_text.c:   transformers' CLIPTextModel and CLIPTextModelWithProjection
  *   frontend/blocks/:       diffusers' building blocks the classes compose (blocks.h)
  *   frontend/build.c:       dc_frontend_build — build through the folder's class descriptor
  */
@@ -133,10 +134,16 @@ typedef struct {
 /* Opens a model folder: config.json, then the weights:
  *   diffusion_pytorch_model[.<variant>].safetensors, or
  *   diffusion_pytorch_model.safetensors[.index.<variant>].json with weight_map
- * (every shard it names must exist and hold exactly the tensors mapped to it).
+ * (every shard it names must exist and hold exactly the tensors mapped to it);
+ * for a transformers model (a config with "architectures") the stem is
+ * "model": model[.<variant>].safetensors, model.safetensors.index[.<variant>].json.
  * A folder with model_index.json is a pipeline: `component` selects a
  * subfolder (an error lists the components when it is missing). */
 dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_folder *out);
+/* The stem of the weight file names the config's library writes:
+ * "diffusion_pytorch_model" (diffusers: the config has "_class_name") or
+ * "model" (transformers). */
+const char *dc_weights_stem(const dc_json_doc *config);
 void dc_folder_close(dc_folder *f);
 /* A folder over tensors another owner holds: a single-file checkpoint
  * (frontend/single_file.c) presents each component's tensors under diffusers'
@@ -214,11 +221,12 @@ typedef struct {
   int vae_tiling;      /* tiled encode/decode above the tile size */
   int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
   double tile_overlap; /* overlap factor; 0 = 0.25 */
-  /* CLIP text encoders in a pipeline: one more output, "hidden_state" =
-   * transformers' hidden_states[clip_hidden_index] (0 = the embeddings, k =
-   * after layer k), through final_layer_norm when clip_hidden_final_norm;
-   * read only when clip_hidden_set is 1 (a zeroed struct asks for none). */
-  int clip_hidden_set;
+  /* CLIPTextModel(WithProjection): one more output, "hidden_state", for the
+   * pipelines: transformers' hidden_states[clip_hidden_index] (0 = the
+   * embeddings, k = after encoder layer k), through final_layer_norm when
+   * clip_hidden_final_norm.  -1 = no such output.  NOTE: 0 is an index, so
+   * options made with {0} must set -1 themselves (build.c, weights.c and the
+   * driver do). */
   int clip_hidden_index;
   int clip_hidden_final_norm;
 } dc_build_options;

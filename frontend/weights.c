@@ -314,7 +314,7 @@ dc_status *dc_frontend_weight_list(const char *config_path, const char *entry,
   memset(out, 0, sizeof *out);
   dc_folder f;
   dc_module *m = NULL;
-  dc_build_options opt = {.entry = entry};
+  dc_build_options opt = {.entry = entry, .clip_hidden_index = -1};
   dc_status *st = weights_config_folder(config_path, out, &f);
   if (!st) st = dc_frontend_build(&f, &opt, &m);
   dc_module_destroy(m);

@@ -39,8 +39,9 @@
 /* ---- dtypes ----------------------------------------------------------- */
 /* Stored by number in plans: append, never insert.  The float dtypes are
  * activations (f32) and stored weights (all five); the integer dtypes are
- * values only (token ids as inputs, index tables as constants): no op
- * computes on them yet, and no weight or cast holds one. */
+ * values only (token ids as inputs, index tables as constants): only the
+ * ops that read ids take them (embedding's ids, eos_pool's ids), and no
+ * weight or cast holds one. */
 typedef enum {
   DT_F32,
   DT_F16,
@@ -86,9 +87,11 @@ typedef enum {
 
 typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_LIST, ATTR_ACT } dc_attr_kind;
 
-/* Activation in an epilogue (the "act" attribute). */
-typedef enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GEGLU, ACT_COUNT } dc_act;
-const char *dc_act_name(dc_act a); /* "none", "silu", "gelu", "geglu" */
+/* Activation in an epilogue (the "act" attribute).  Stored by number in
+ * plans: append, never insert.  quick_gelu (linear only) is the quick_gelu
+ * op's x * sigmoid(1.702 x). */
+typedef enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GEGLU, ACT_QUICK_GELU, ACT_COUNT } dc_act;
+const char *dc_act_name(dc_act a); /* "none", "silu", "gelu", "geglu", "quick_gelu" */
 
 typedef struct {
   const char *name;
@@ -312,8 +315,9 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *out);
 /* ---- verifier (ir/verify.c) ------------------------------------------- */
 /* Checks: every op known, arity within the table, inputs refer to earlier
  * nodes, weights/inputs refs in range, constants hold data of an f32 or
- * integer type, stored types equal inferred types (integer values reach no
- * op that computes), outputs refer to valid nodes, names unique.  `after`
+ * integer type, stored types equal inferred types (integer values reach
+ * only the ops that read ids: embedding, eos_pool), outputs refer to valid
+ * nodes, names unique.  `after`
  * names the pass for the message. */
 dc_status *dc_verify(const dc_module *m, const char *after);
 

@@ -257,6 +257,10 @@ static uint64_t step_work(const dc_module *m, const dc_node *n) {
     flops = 2 * (dc_type_numel(a) / (uint64_t)b->dims[1]) * dc_type_numel(b);
   else if (n->op == OP_ATTENTION) /* q [B, Sq, H·D], k [B, Sk, H·D]: 4·B·Sq·Sk·H·D */
     flops = 4 * dc_type_numel(a) * (uint64_t)b->dims[1];
+  else if (n->op == OP_CAUSAL_ATTENTION) /* half of that: query i meets keys 0..i */
+    flops = 2 * dc_type_numel(a) * (uint64_t)(b->dims[1] + 1);
+  else if (n->op == OP_EMBEDDING) /* the rows gathered, not the whole table */
+    bytes = 2 * dc_type_bytes(&n->type) + dc_type_bytes(a);
   return bytes + flops / FLOPS_PER_BYTE;
 }
 

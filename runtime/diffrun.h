@@ -164,12 +164,15 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max);
  * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);
 /* Copies numel values of dtype ("f32", "i32", "i64": the input's own, as
- * drt_input_info says; another is refused, naming both) for input `name`. */
+ * drt_input_info says; another is refused, naming both) for input `name`.
+ * Token ids that index an embedding table must lie in [0, its rows): an id
+ * outside is refused, naming the input, its index and the bound. */
 dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel);
 /* Fills every input with seeded random values: f32 inputs normal,
  * timesteps uniform integers in [0, 1000), integer inputs (token ids)
  * uniform integers in [0, DRT_RANDOM_INT_END), ids every tokenizer of the
- * supported models knows. */
+ * supported models knows (below a smaller table's rows, when the ids index
+ * one). */
 #define DRT_RANDOM_INT_END 1000
 void drt_set_random_inputs(drt_plan *p, uint64_t seed);
 dc_status *drt_run(drt_plan *p, drt_stats *stats);

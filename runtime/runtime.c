@@ -333,6 +333,41 @@ static int find_io(const dc_io *io, int n, const char *name) {
   return -1;
 }
 
+/* The embedding that reads input node `input` as its ids (directly, or
+ * through reshapes and transfers, which move its bytes unchanged) with the
+ * fewest table rows; -1 when none does. */
+static int32_t ids_reader(const dc_module *m, int32_t input) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    if (n->op != OP_EMBEDDING) continue;
+    int32_t src = n->inputs[0];
+    while (m->nodes[src].op == OP_RESHAPE || m->nodes[src].op == OP_TRANSFER) src = m->nodes[src].inputs[0];
+    if (src == input && (best < 0 || m->nodes[n->inputs[1]].type.dims[0] < m->nodes[m->nodes[best].inputs[1]].type.dims[0]))
+      best = i;
+  }
+  return best;
+}
+
+/* Token ids for an embedding must index its table.  The kernels would give
+ * a zero row for any other (ops.def), which is no model's output: refused
+ * here, before a run, naming the input, the index and the bound. */
+static dc_status *check_ids(const drt_plan *p, int i, const void *data, size_t numel) {
+  const dc_module *m = p->plan.module;
+  int32_t e = ids_reader(m, m->inputs[i].node);
+  if (e < 0) return NULL;
+  dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
+  int64_t rows = m->nodes[m->nodes[e].inputs[1]].type.dims[0];
+  for (size_t k = 0; k < numel; k++) {
+    int64_t id = t == DT_I32 ? ((const int32_t *)data)[k] : ((const int64_t *)data)[k];
+    if (id < 0 || id >= rows)
+      return dc_error(DC_ERR_ARGUMENT, "%s: input \"%s\"[%zu] is %lld, outside [0, %lld): the ids index the %lld rows "
+                      "of %s", p->path, m->inputs[i].name, k, (long long)id, (long long)rows, (long long)rows,
+                      m->nodes[e].scope ? m->nodes[e].scope : "an embedding table");
+  }
+  return NULL;
+}
+
 dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel) {
   const dc_module *m = p->plan.module;
   int i = find_io(m->inputs, m->ninputs, name);
@@ -345,6 +380,7 @@ dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, 
     return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" needs %zu values, got %zu", p->path, name, p->in_info[i].numel, numel);
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only; it takes no inputs", p->path);
+  if (dc_dtype_is_int(t->dtype)) DC_TRY(check_ids(p, i, data, numel));
   memcpy(p->be->input(p->backend, i), data, (size_t)dc_type_bytes(t));
   return NULL;
 }
@@ -370,10 +406,10 @@ static uint64_t next_u64(uint64_t *s) {
 }
 static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-/* An integer input (token ids): uniform integers in [0, DRT_RANDOM_INT_END). */
-static void random_ints(void *d, dc_dtype t, size_t numel, uint64_t *s) {
+/* An integer input (token ids): uniform integers in [0, end). */
+static void random_ints(void *d, dc_dtype t, size_t numel, int64_t end, uint64_t *s) {
   for (size_t k = 0; k < numel; k++) {
-    int64_t v = (int64_t)(next_unit(s) * DRT_RANDOM_INT_END);
+    int64_t v = (int64_t)(next_unit(s) * (double)end);
     if (t == DT_I32) ((int32_t *)d)[k] = (int32_t)v;
     else ((int64_t *)d)[k] = v;
   }
@@ -385,8 +421,10 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
   if (p->inspect) return; /* no input buffers */
   for (int i = 0; i < m->ninputs; i++) {
     dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
-    if (dc_dtype_is_int(t)) {
-      random_ints(p->be->input(p->backend, i), t, p->in_info[i].numel, &s);
+    if (dc_dtype_is_int(t)) { /* ids inside every table they index, as check_ids wants them */
+      int32_t e = ids_reader(m, m->inputs[i].node);
+      int64_t rows = e < 0 ? DRT_RANDOM_INT_END : m->nodes[m->nodes[e].inputs[1]].type.dims[0];
+      random_ints(p->be->input(p->backend, i), t, p->in_info[i].numel, rows < DRT_RANDOM_INT_END ? rows : DRT_RANDOM_INT_END, &s);
       continue;
     }
     float *d = p->be->input(p->backend, i);

@@ -45,7 +45,8 @@ static const char usage[] =
     "                           default the text embeddings' cross-attention keys and values and\n"
     "                           SDXL's added-condition embedding are computed once per image and\n"
     "                           kept; the dump's \"hoist\" line says the bytes held and FLOPs saved)\n"
-    "  --variant NAME           read diffusion_pytorch_model.NAME.safetensors (e.g. fp16, bf16)\n"
+    "  --variant NAME           read diffusion_pytorch_model.NAME.safetensors (e.g. fp16, bf16;\n"
+    "                           model.NAME.safetensors for a transformers model)\n"
     "  --entry NAME             what to compile: one of the model class's entries (listed below;\n"
     "                           without --entry, the one marked default)\n"
     "  --input NAME=DIMS        static shape of an input, e.g. --input sample=2x4x64x64;\n"
@@ -126,6 +127,9 @@ static const char usage[] =
     "  --vae-tiling             VAE classes (below): diffusers' tiled encode/decode above the tile size\n"
     "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
     "  --tile-overlap F         tile overlap factor (default 0.25)\n"
+    "  --clip-hidden-state K    text encoders (below): also output hidden_state, transformers'\n"
+    "                           hidden_states[K] (0: the embeddings, K: after encoder layer K)\n"
+    "  --clip-final-norm        put hidden_state through final_layer_norm (SD's clip_skip does)\n"
     "\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
@@ -173,6 +177,7 @@ typedef struct {
   const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
+  int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
   int clip_skip, no_hoist;
@@ -358,6 +363,17 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       else o->clip_skip = (int)v;
       continue;
     }
+    if (!strcmp(a, "--clip-final-norm")) {
+      o->clip_final_norm = 1;
+      continue;
+    }
+    if (!strcmp(a, "--clip-hidden-state")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], 0, 4096, &v));
+      o->clip_hidden_state = 1, o->clip_hidden_index = (int)v;
+      continue;
+    }
     int used;
     DC_TRY(memory_arg(argc, argv, &i, o, &used));
     if (used) continue;
@@ -462,6 +478,9 @@ int main(int argc, char **argv) {
                              .clip_skip = o.clip_skip,
                              .no_hoist = o.no_hoist,
                              .config_dir = o.config_dir,
+                             .clip_hidden_state = o.clip_hidden_state,
+                             .clip_hidden_index = o.clip_hidden_index,
+                             .clip_final_norm = o.clip_final_norm,
                              .sign_secret = o.sign ? sk : NULL};
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
