@@ -108,13 +108,49 @@ static dc_status *open_tokenizer(const drt_plan *p, const char *dir, dc_clip_tok
   return dc_status_annotate(dc_clip_tokenizer_parse(&fs, out), "the plan's %s", dir);
 }
 
+/* --scheduler-set KEY=VALUE: the config with those keys set (a JSON value,
+ * or else a string), the file in fs replaced by the new text (*text, to
+ * free with cJSON_free). */
+static dc_status *scheduler_with_changes(gen_ctx *g, dc_text_files *fs, char **text) {
+  if (g->o->nscheduler_set == 0) return NULL;
+  dc_text_file *f = NULL;
+  for (int i = 0; i < fs->nfiles; i++)
+    if (!strcmp(fs->files[i].name, "scheduler_config.json")) f = (dc_text_file *)&fs->files[i];
+  if (!f) return dc_error(DC_ERR_FORMAT, "the plan has no scheduler/scheduler_config.json");
+  cJSON *j = cJSON_ParseWithLength((const char *)f->data, f->size);
+  if (!cJSON_IsObject(j)) return cJSON_Delete(j), dc_error(DC_ERR_FORMAT, "the plan's scheduler_config.json is not a JSON object");
+  dc_status *st = NULL;
+  for (int i = 0; i < g->o->nscheduler_set && !st; i++) {
+    const char *kv = g->o->scheduler_set[i], *eq = strchr(kv, '=');
+    char *key = eq ? dc_strndup(kv, (size_t)(eq - kv)) : NULL;
+    cJSON *v = eq ? cJSON_Parse(eq + 1) : NULL;
+    if (eq && !v) v = cJSON_CreateString(eq + 1);
+    if (!key || !v || !key[0]) st = dc_error(DC_ERR_ARGUMENT, "--scheduler-set %s: expected KEY=VALUE", kv);
+    else {
+      cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+      cJSON_AddItemToObject(j, key, v);
+      v = NULL;
+    }
+    cJSON_Delete(v);
+    dc_free(key);
+  }
+  if (!st && !(*text = cJSON_PrintUnformatted(j))) st = dc_nomem("the scheduler's config");
+  cJSON_Delete(j);
+  if (!st) f->data = (const uint8_t *)*text, f->size = strlen(*text);
+  return st;
+}
+
 static dc_status *open_parts(gen_ctx *g) {
   DC_TRY(open_tokenizer(g->p, "tokenizer", &g->tok));
   if (g->pi.sdxl) DC_TRY(open_tokenizer(g->p, "tokenizer_2", &g->tok2));
   dc_text_file buf[4];
   dc_text_files fs;
   DC_TRY(files_under(g->p, "scheduler", &fs, buf, 4));
-  DC_TRY(dc_scheduler_parse(&fs, g->o->scheduler, &g->sched));
+  char *changed = NULL;
+  DC_TRY(scheduler_with_changes(g, &fs, &changed));
+  dc_status *st = dc_scheduler_parse(&fs, g->o->scheduler, &g->sched);
+  cJSON_free(changed);
+  DC_TRY(st);
   g->nlat = (size_t)(g->pi.batch * g->pi.channels * g->pi.lh * g->pi.lw);
   g->lat = dc_malloc(g->nlat * sizeof(float));
   g->x = dc_malloc(g->nlat * sizeof(float));

@@ -22,6 +22,8 @@ typedef struct {
   double guidance;             /* guidance_scale; NAN = diffusers' default (7.5 SD, 5.0 SDXL) */
   double guidance_rescale;     /* 0 = off */
   const char *scheduler;       /* a scheduler class to use instead of the plan's (from_config) */
+  const char *const *scheduler_set; /* "key=JSON value" changes to its config, as from_config(config, key=value) */
+  int nscheduler_set;
   uint64_t seed;
   /* diffusers' latents= argument: [batch, C, h, w] float32 (scaled by
    * init_noise_sigma as diffusers does); NULL = torch.randn from seed */

@@ -36,6 +36,8 @@ static const char usage[] =
     "                      diffusers' from_config): PNDMScheduler, EulerDiscreteScheduler,\n"
     "                      EulerAncestralDiscreteScheduler, DDIMScheduler,\n"
     "                      DPMSolverMultistepScheduler, LMSDiscreteScheduler\n"
+    "  --scheduler-set KEY=VALUE  change one key of the scheduler's config (a JSON value), as\n"
+    "                      from_config(config, KEY=VALUE): e.g. use_karras_sigmas=true; repeatable\n"
     "  --seed N            the initial noise: torch.randn from torch.Generator().manual_seed(N),\n"
     "                      diffusers' latents for that seed (default 0)\n"
     "  --latents FILE      start from the tensor \"latents\" [B,C,H/8,W/8] of a .safetensors file\n"
@@ -100,6 +102,8 @@ typedef struct {
   const char *plan, *inputs, *outputs, *backend;
   /* a pipeline plan */
   const char *prompt, *negative_prompt, *scheduler, *latents, *png;
+  const char *scheduler_set[16];
+  int nscheduler_set;
   int steps, has_seed, generation;
   double guidance, guidance_rescale;
   int64_t original_size[2], crop[2], target_size[2];
@@ -159,7 +163,7 @@ static dc_status *parse_real(const char *opt, const char *v, double lo, double *
 static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int *used) {
   static const char *const names[] = {"--prompt", "--negative-prompt", "--steps", "--guidance", "--guidance-rescale",
                                       "--scheduler", "--latents", "--original-size", "--crop", "--target-size",
-                                      "-o", "--output"};
+                                      "--scheduler-set", "-o", "--output"};
   const char *a = argv[*i];
   int k = -1;
   for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
@@ -183,6 +187,11 @@ static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int 
     case 7: o->has_original_size = 1; return parse_pair(a, v, o->original_size);
     case 8: o->has_crop = 1; return parse_pair(a, v, o->crop);
     case 9: o->has_target_size = 1; return parse_pair(a, v, o->target_size);
+    case 10:
+      if (o->nscheduler_set == 16) return dc_error(DC_ERR_ARGUMENT, "--scheduler-set: at most 16");
+      if (!strchr(v, '=')) return dc_error(DC_ERR_ARGUMENT, "--scheduler-set %s: expected KEY=VALUE, e.g. use_karras_sigmas=true", v);
+      o->scheduler_set[o->nscheduler_set++] = v;
+      return NULL;
     default: return o->png = v, NULL;
   }
 }
@@ -563,7 +572,7 @@ static dc_status *write_generation(const char *path, const dc_generate_result *r
 }
 
 static void print_generation(const dc_generate_result *r) {
-  char b1[32], b2[32], b3[32];
+  char b1[32], b2[32], b3[32], b4[32];
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("%lld image(s) %lldx%lld: %.3f s (text %.3f s, denoise %.3f s = %.3f s/step over %d steps with %d UNet "
@@ -575,7 +584,7 @@ static void print_generation(const dc_generate_result *r) {
   if (r->threads) printf(" on %d thread(s)", r->threads);
   printf("\ndevice arena peak: %s measured, %s predicted by the plan; uploaded %s; host peak RSS: %s\n",
          dc_format_bytes(r->device_peak_bytes, b1, sizeof b1), dc_format_bytes(r->device_predicted_bytes, b2, sizeof b2),
-         dc_format_bytes(r->uploaded_bytes, b3, sizeof b3), dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
+         dc_format_bytes(r->uploaded_bytes, b3, sizeof b3), dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b4, sizeof b4));
 }
 
 static dc_status *run_pipeline(const options *o, drt_plan *p) {
@@ -586,7 +595,8 @@ static dc_status *run_pipeline(const options *o, drt_plan *p) {
   progress_state ps = {.tty = !o->quiet && isatty(2), .start = dc_now_seconds()};
   dc_generate_options go = {.prompt = o->prompt, .negative_prompt = o->negative_prompt, .steps = o->steps,
                             .guidance = o->guidance, .guidance_rescale = o->guidance_rescale,
-                            .scheduler = o->scheduler, .seed = o->seed, .latents = latents,
+                            .scheduler = o->scheduler, .scheduler_set = o->scheduler_set,
+                            .nscheduler_set = o->nscheduler_set, .seed = o->seed, .latents = latents,
                             .has_original_size = o->has_original_size, .has_crops = o->has_crop,
                             .has_target_size = o->has_target_size, .progress = progress, .progress_ctx = &ps,
                             .note = o->quiet ? NULL : note, .note_ctx = &ps};
