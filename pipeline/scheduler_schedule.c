@@ -282,8 +282,10 @@ static double sigma_to_t(double sigma, const float *log_sigmas, int64_t T) {
  * in_sigmas (descending; Lu: log sigmas) into out[steps]. */
 static void convert_sigmas(const dc_scheduler *s, const double *in, int64_t nin, int steps, double *out) {
   const sched_cfg *c = &s->c;
-  double smin = c->has_sigma_min ? c->sigma_min : in[nin - 1];
-  double smax = c->has_sigma_max ? c->sigma_max : in[0];
+  /* the config's sigma_min/sigma_max bound them, but LMS's Karras sigmas */
+  int bounds = !(s->kind == SK_LMS && c->sigmas == SIGMAS_KARRAS);
+  double smin = bounds && c->has_sigma_min ? c->sigma_min : in[nin - 1];
+  double smax = bounds && c->has_sigma_max ? c->sigma_max : in[0];
   np_linspace(0, 1, steps, out); /* the ramp */
   if (c->sigmas == SIGMAS_KARRAS) {
     double rho = 7.0, min_inv = pow(smin, 1 / rho), max_inv = pow(smax, 1 / rho);

@@ -312,6 +312,8 @@ static void test_config_errors(void) {
   check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"beta_start\": 1.5, \"beta_end\": 2.5}", NULL,
                   "cfg/scheduler_config.json: the betas (beta_start 1.5, beta_end 2.5) give alphas_cumprod[0] = -0.5, "
                   "outside [0, 1], where diffusers computes NaNs; diffc refuses them");
+  check_parse_err("{\"_class_name\": \"DPMSolverMultistepScheduler\", \"sigma_min\": \"0.1\"}", NULL,
+                  "cfg/scheduler_config.json: \"sigma_min\" must be a number, got a string");
   check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"_use_default_values\": \"beta_start\"}", NULL,
                   "\"_use_default_values\" must be a list of strings, got string");
   /* malformed JSON and files */
