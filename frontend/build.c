@@ -98,7 +98,7 @@ dc_status *dc_frontend_build(const dc_folder *f, const dc_build_options *opt, dc
                     f->config.path,
                     cJSON_GetObjectItemCaseSensitive(f->config.root, "_class_name") ? "_class_name" : "architectures",
                     f->class_name, dc_frontend_supported_classes());
-  dc_build_options o = {0};
+  dc_build_options o = {.clip_hidden_index = -1};
   if (opt) o = *opt;
   if (!o.entry) o.entry = c->default_entry;
   if (!dc_entry_find(c, o.entry)) return entry_error(c, o.entry);

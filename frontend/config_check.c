@@ -20,12 +20,13 @@ static const char *const diffusers_bookkeeping[] = {
 };
 
 /* transformers' PretrainedConfig keys every model config may carry: naming,
- * versions, output switches, tokens and generation defaults.  A class that
+ * versions, output switches, tokens and generation defaults ("dtype" is
+ * what transformers 5 writes for "torch_dtype").  A class that
  * does read one of them (a text encoder's eos_token_id) lists it in its own
  * schema, which is looked at first. */
 static const char *const transformers_bookkeeping[] = {
     "_name_or_path", "_commit_hash", "_attn_implementation", "architectures", "model_type",
-    "transformers_version", "torch_dtype", "return_dict", "output_hidden_states", "output_attentions",
+    "transformers_version", "torch_dtype", "dtype", "return_dict", "output_hidden_states", "output_attentions",
     "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "tie_word_embeddings",
     "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size",
     "add_cross_attention", "tie_encoder_decoder", "finetuning_task", "id2label", "label2id", "num_labels",

@@ -4,7 +4,9 @@
  * A model folder holds config.json and either one weight file
  * (diffusion_pytorch_model[.<variant>].safetensors) or a shard index
  * (diffusion_pytorch_model.safetensors.index[.<variant>].json) whose
- * weight_map sends each tensor to a shard.  A pipeline folder holds
+ * weight_map sends each tensor to a shard; a transformers model (its config
+ * names "architectures", not "_class_name") names them model[.<variant>]
+ * .safetensors and model.safetensors.index[.<variant>].json.  A pipeline folder holds
  * model_index.json and one subfolder per component.  Every shard is mmapped
  * once; the folder then lists every tensor of every shard by name, after
  * checking that the index and the shards agree tensor for tensor.  Paths stay
@@ -18,7 +20,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WEIGHTS_STEM "diffusion_pytorch_model"
+/* The names a library gives a model's weights: <stem>.safetensors,
+ * <stem>.safetensors.index.json and their variants (<stem>.fp16.safetensors,
+ * <stem>.safetensors.index.fp16.json); pickles start with bin_stem. */
+typedef struct {
+  const char *stem, *bin_stem;
+} folder_names;
+static const folder_names diffusers_names = {"diffusion_pytorch_model", "diffusion_pytorch_model"};
+static const folder_names transformers_names = {"model", "pytorch_model"};
+
+/* A config names its class by "_class_name" (diffusers) or by
+ * "architectures" (transformers), as dc_class_of_config reads it. */
+static const folder_names *folder_names_for(const dc_json_doc *config) {
+  return cJSON_GetObjectItemCaseSensitive(config->root, "_class_name") ? &diffusers_names : &transformers_names;
+}
+
+static const folder_names *folder_names_of(const dc_folder *f) { return folder_names_for(&f->config); }
+
+const char *dc_weights_stem(const dc_json_doc *config) { return folder_names_for(config)->stem; }
 
 /* ---- paths ---------------------------------------------------------------- */
 
@@ -150,32 +169,31 @@ static dc_status *folder_enter_component(char **dir, const char *mi_path, const 
 
 /* The variant a file in the folder was saved with, if it is a weights file
  * of another variant ("" for the plain names); NULL otherwise. */
-static char *folder_file_variant(const char *name) {
-  static const char single[] = WEIGHTS_STEM ".", index[] = WEIGHTS_STEM ".safetensors.index.";
-  size_t n = strlen(name);
-  if (strcmp(name, WEIGHTS_STEM ".safetensors") == 0 ||
-      strcmp(name, WEIGHTS_STEM ".safetensors.index.json") == 0)
-    return dc_strdup("");
+static char *folder_file_variant(const folder_names *fn, const char *name) {
+  static const char index[] = "safetensors.index.";
+  size_t n = strlen(name), ls = strlen(fn->stem);
+  if (strncmp(name, fn->stem, ls) != 0 || name[ls] != '.') return NULL;
+  const char *rest = name + ls + 1; /* after "<stem>." */
+  size_t nr = n - ls - 1;
+  if (strcmp(rest, "safetensors") == 0 || strcmp(rest, "safetensors.index.json") == 0) return dc_strdup("");
   const char *v = NULL, *end = NULL;
-  if (strncmp(name, index, sizeof index - 1) == 0 && n > sizeof index + 4 &&
-      strcmp(name + n - 5, ".json") == 0)
-    v = name + sizeof index - 1, end = name + n - 5;
-  else if (strncmp(name, single, sizeof single - 1) == 0 && n > sizeof single + 11 &&
-           strcmp(name + n - 12, ".safetensors") == 0)
-    v = name + sizeof single - 1, end = name + n - 12;
+  if (strncmp(rest, index, sizeof index - 1) == 0 && nr > sizeof index - 1 + 5 && strcmp(name + n - 5, ".json") == 0)
+    v = rest + sizeof index - 1, end = name + n - 5;
+  else if (nr > 12 && strcmp(name + n - 12, ".safetensors") == 0)
+    v = rest, end = name + n - 12;
   if (!v || end <= v || memchr(v, '.', (size_t)(end - v)) || memchr(v, '-', (size_t)(end - v)))
     return NULL;
   return dc_strndup(v, (size_t)(end - v));
 }
 
 /* A hint for one file of the folder, or NULL (with *oom set if that is why). */
-static char *folder_hint(const char *name, const char *variant, int *oom) {
-  size_t n = strlen(name), stem = sizeof WEIGHTS_STEM - 1;
-  char *h = NULL, *v = folder_file_variant(name);
+static char *folder_hint(const folder_names *fn, const char *name, const char *variant, int *oom) {
+  size_t n = strlen(name), stem = strlen(fn->bin_stem);
+  char *h = NULL, *v = folder_file_variant(fn, name);
   if (v && strcmp(v, variant ? variant : "") != 0)
     h = v[0] ? dc_asprintf("found %s: pass --variant %s", name, v)
              : dc_asprintf("found %s: drop --variant", name);
-  else if (!v && strncmp(name, WEIGHTS_STEM, stem) == 0 && n > stem + 4 &&
+  else if (!v && strncmp(name, fn->bin_stem, stem) == 0 && n >= stem + 4 &&
            strcmp(name + n - 4, ".bin") == 0)
     h = dc_asprintf("found %s: diffc reads only .safetensors; convert it", name);
   else {
@@ -189,13 +207,13 @@ static char *folder_hint(const char *name, const char *variant, int *oom) {
 
 /* Hints about weights files that are there but were not asked for, sorted
  * and joined: " (found X: pass --variant V; ...)". */
-static dc_status *folder_variant_hints(const char *dir, const char *variant, dc_buf *b) {
+static dc_status *folder_variant_hints(const folder_names *fn, const char *dir, const char *variant, dc_buf *b) {
   DIR *dp = opendir(dir);
   if (!dp) return NULL;
   char **hints = NULL;
   int n = 0, cap = 0, oom = 0;
   for (struct dirent *de; !oom && (de = readdir(dp));) {
-    char *h = folder_hint(de->d_name, variant, &oom);
+    char *h = folder_hint(fn, de->d_name, variant, &oom);
     if (!h) continue;
     if (n == cap) {
       char **nh = dc_realloc(hints, sizeof *hints * (size_t)(cap ? 2 * cap : 4));
@@ -217,14 +235,14 @@ static dc_status *folder_variant_hints(const char *dir, const char *variant, dc_
   return oom ? dc_nomem("listing a model folder") : NULL;
 }
 
-static dc_status *folder_no_weights(const char *dir, const char *variant, const char *single,
-                                    const char *index) {
+static dc_status *folder_no_weights(const folder_names *fn, const char *dir, const char *variant,
+                                    const char *single, const char *index) {
   dc_buf b;
   dc_buf_init(&b);
   if (variant) dc_buf_printf(&b, "%s: no weights for variant \"%s\"", dir, variant);
   else dc_buf_printf(&b, "%s: no weights", dir);
   dc_buf_printf(&b, ": expected %s or %s", single, index);
-  dc_status *st = folder_variant_hints(dir, variant, &b);
+  dc_status *st = folder_variant_hints(fn, dir, variant, &b);
   dc_buf_u8(&b, 0);
   if (!st) st = dc_buf_status(&b, "listing a model folder");
   if (!st) st = dc_error(DC_ERR_IO, "%s", (const char *)b.data);
@@ -233,21 +251,21 @@ static dc_status *folder_no_weights(const char *dir, const char *variant, const 
 }
 
 /* Sets exactly one of *single / *index to the weights path that exists. */
-static dc_status *folder_locate_weights(const char *dir, const char *variant, char **single,
-                                        char **index) {
+static dc_status *folder_locate_weights(const folder_names *fn, const char *dir, const char *variant,
+                                        char **single, char **index) {
   if (variant && (!folder_plain_name(variant) || strchr(variant, '.')))
     return dc_error(DC_ERR_ARGUMENT, "--variant \"%s\" must be a plain name such as fp16", variant);
-  char *sname = variant ? dc_asprintf(WEIGHTS_STEM ".%s.safetensors", variant)
-                        : dc_strdup(WEIGHTS_STEM ".safetensors");
-  char *iname = variant ? dc_asprintf(WEIGHTS_STEM ".safetensors.index.%s.json", variant)
-                        : dc_strdup(WEIGHTS_STEM ".safetensors.index.json");
+  char *sname = variant ? dc_asprintf("%s.%s.safetensors", fn->stem, variant)
+                        : dc_asprintf("%s.safetensors", fn->stem);
+  char *iname = variant ? dc_asprintf("%s.safetensors.index.%s.json", fn->stem, variant)
+                        : dc_asprintf("%s.safetensors.index.json", fn->stem);
   *single = sname ? dc_path_join(dir, sname) : NULL;
   *index = iname ? dc_path_join(dir, iname) : NULL;
   dc_status *st = NULL;
   if (!*single || !*index) st = dc_nomem("opening a model folder");
   else if (dc_file_exists(*single)) dc_free(*index), *index = NULL;
   else if (dc_file_exists(*index)) dc_free(*single), *single = NULL;
-  else st = folder_no_weights(dir, variant, sname, iname);
+  else st = folder_no_weights(fn, dir, variant, sname, iname);
   dc_free(sname);
   dc_free(iname);
   if (st) {
@@ -391,7 +409,7 @@ static dc_status *folder_build_entries(dc_folder *f) {
   for (int s = 0; s < f->nshards; s++)
     for (int i = 0; i < f->shards[s].ntensors; i++) {
       const dc_st_tensor *t = &f->shards[s].tensors[i];
-      f->entries[f->nentries++] = (struct dc_folder_entry){t->name, s, t};
+      f->entries[f->nentries++] = (struct dc_folder_entry){.name = t->name, .shard = s, .tensor = t};
     }
   qsort(f->entries, (size_t)f->nentries, sizeof *f->entries, folder_entry_cmp);
   for (int i = 1; i < f->nentries; i++) {
@@ -433,7 +451,7 @@ static dc_status *folder_check_index(const dc_folder *f, const folder_index *x) 
 
 static dc_status *folder_open_weights(dc_folder *f, const char *variant) {
   char *single = NULL, *index = NULL;
-  DC_TRY(folder_locate_weights(f->dir, variant, &single, &index));
+  DC_TRY(folder_locate_weights(folder_names_of(f), f->dir, variant, &single, &index));
   dc_status *st = NULL;
   folder_index x;
   if (single) {
@@ -485,12 +503,47 @@ dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_fol
 }
 
 void dc_folder_close(dc_folder *f) {
-  for (int s = 0; s < f->nshards; s++) dc_st_close(&f->shards[s]);
-  dc_free(f->shards);
+  if (!f->borrowed) {
+    for (int s = 0; s < f->nshards; s++) dc_st_close(&f->shards[s]);
+    dc_free(f->shards);
+  }
   dc_free(f->entries);
   dc_json_free(&f->config);
   dc_free(f->dir);
   memset(f, 0, sizeof *f);
+}
+
+/* ---- a folder over another owner's tensors ---------------------------------- */
+
+static dc_status *folder_copy_entries(dc_folder *f, const struct dc_folder_entry *entries, int n) {
+  f->entries = dc_malloc(sizeof *f->entries * (size_t)(n ? n : 1));
+  if (!f->entries) return dc_nomem("listing tensors");
+  if (n) memcpy(f->entries, entries, sizeof *f->entries * (size_t)n);
+  f->nentries = n;
+  qsort(f->entries, (size_t)n, sizeof *f->entries, folder_entry_cmp);
+  for (int i = 0; i < n; i++) {
+    if (f->entries[i].shard != 0)
+      return dc_error(DC_ERR_INTERNAL, "%s: tensor \"%s\" refers to file %d of a one-file folder", f->dir,
+                      f->entries[i].name, f->entries[i].shard);
+    if (i && strcmp(f->entries[i - 1].name, f->entries[i].name) == 0)
+      return dc_error(DC_ERR_INTERNAL, "%s: two tensors are both called \"%s\"", f->dir, f->entries[i].name);
+  }
+  return NULL;
+}
+
+dc_status *dc_folder_from_views(const char *dir, const char *config_path, dc_st_file *file,
+                                const struct dc_folder_entry *entries, int n, dc_folder *out) {
+  memset(out, 0, sizeof *out);
+  out->borrowed = 1;
+  out->shards = file;
+  out->nshards = 1;
+  out->dir = dc_strdup(dir);
+  dc_status *st = out->dir ? NULL : dc_nomem("opening a model");
+  if (!st) st = dc_json_load(config_path, &out->config);
+  if (!st) st = dc_class_of_config(&out->config, &out->class_name, &out->desc);
+  if (!st) st = folder_copy_entries(out, entries, n);
+  if (st) dc_folder_close(out);
+  return st;
 }
 
 const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name) {

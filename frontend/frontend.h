@@ -15,6 +15,7 @@
  *   frontend/config_check.c: the one config policy (known keys, bookkeeping, nulls)
  *   frontend/unet.c:        the UNet2DConditionModel class: config, forward, descriptor
  *   frontend/vae.c:         the AutoencoderKL class (encode, decode; slicing, tiling)
+ *   frontend/clip_text.c:   transformers' CLIPTextModel and CLIPTextModelWithProjection
  *   frontend/blocks/:       diffusers' building blocks the classes compose (blocks.h)
  *   frontend/build.c:       dc_frontend_build — build through the folder's class descriptor
  */
@@ -109,8 +110,16 @@ typedef struct {
     const char *name;
     int shard;
     const dc_st_tensor *tensor;
+    /* The bytes hold the 2-D transpose of the weight `name`: the tensor is
+     * [dims[1], dims[0]] of diffusers' tensor (OpenCLIP's text_projection is
+     * stored [D,P], transformers' is [P,D]).  dc_weights_get checks the
+     * transposed shape and binds a permute after the weight: no copy. */
+    int transposed;
   } *entries;
   int nentries;
+  /* The shards belong to another owner (dc_folder_from_views): close leaves
+   * them mapped and the tensors the entries point at alone. */
+  int borrowed;
   /* Record mode (dc_frontend_weight_list): no weight files; every weight a
    * builder asks for is appended here and bound to a placeholder.  NULL for
    * a folder opened from disk. */
@@ -125,11 +134,26 @@ typedef struct {
 /* Opens a model folder: config.json, then the weights:
  *   diffusion_pytorch_model[.<variant>].safetensors, or
  *   diffusion_pytorch_model.safetensors[.index.<variant>].json with weight_map
- * (every shard it names must exist and hold exactly the tensors mapped to it).
+ * (every shard it names must exist and hold exactly the tensors mapped to it);
+ * for a transformers model (a config with "architectures") the stem is
+ * "model": model[.<variant>].safetensors, model.safetensors.index[.<variant>].json.
  * A folder with model_index.json is a pipeline: `component` selects a
  * subfolder (an error lists the components when it is missing). */
 dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_folder *out);
+/* The stem of the weight file names the config's library writes:
+ * "diffusion_pytorch_model" (diffusers: the config has "_class_name") or
+ * "model" (transformers). */
+const char *dc_weights_stem(const dc_json_doc *config);
 void dc_folder_close(dc_folder *f);
+/* A folder over tensors another owner holds: a single-file checkpoint
+ * (frontend/single_file.c) presents each component's tensors under diffusers'
+ * names without copying them.  `dir` names the component in messages and as
+ * the plan's provenance ("sd15.safetensors (unet)"); the config is read from
+ * config_path.  The folder keeps a sorted copy of `entries` (names unique,
+ * shard 0 = `file`); `file` and the tensors the entries point at must
+ * outlive the folder. */
+dc_status *dc_folder_from_views(const char *dir, const char *config_path, dc_st_file *file,
+                                const struct dc_folder_entry *entries, int n, dc_folder *out);
 const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name);
 
 /* ---- binding weights into the IR -------------------------------------- */
@@ -197,6 +221,14 @@ typedef struct {
   int vae_tiling;      /* tiled encode/decode above the tile size */
   int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
   double tile_overlap; /* overlap factor; 0 = 0.25 */
+  /* CLIPTextModel(WithProjection): one more output, "hidden_state", for the
+   * pipelines: transformers' hidden_states[clip_hidden_index] (0 = the
+   * embeddings, k = after encoder layer k), through final_layer_norm when
+   * clip_hidden_final_norm.  -1 = no such output.  NOTE: 0 is an index, so
+   * options made with {0} must set -1 themselves (build.c, weights.c and the
+   * driver do). */
+  int clip_hidden_index;
+  int clip_hidden_final_norm;
 } dc_build_options;
 
 /* Builds the IR for the folder's model class.  Unknown classes, block

@@ -8,6 +8,8 @@
 static const dc_class_desc *const classes[] = {
     &dc_class_unet_2d_condition,
     &dc_class_autoencoder_kl,
+    &dc_class_clip_text_model,
+    &dc_class_clip_text_model_with_projection,
 };
 
 const dc_class_desc *const *dc_classes(int *n) {

@@ -2,7 +2,7 @@
  * multiply-adds of the matrix ops as 2 flops each (the convention PyTorch's
  * FlopCounterMode uses, so our numbers compare with bench/bench.py's):
  * conv2d 2·N·O·Ho·Wo·C·kh·kw, linear 2·M·N·K, attention 4·B·H·Sq·Sk·D (QKᵀ
- * and PV).  Element-wise work and norms are memory-bound and not counted. */
+ * and PV), causal attention the same over the S(S+1)/2 pairs it computes.  Element-wise work and norms are memory-bound and not counted. */
 #include "ir.h"
 
 static uint64_t numel_of(const dc_module *m, int32_t v) { return dc_type_numel(&m->nodes[v].type); }
@@ -22,9 +22,16 @@ static uint64_t node_flops(const dc_module *m, const dc_node *n) {
       const dc_type *q = &m->nodes[n->inputs[0]].type, *k = &m->nodes[n->inputs[1]].type; /* [B, S, H*D] */
       return 4 * (uint64_t)(q->dims[0] * q->dims[1]) * (uint64_t)k->dims[1] * (uint64_t)q->dims[2];
     }
+    case OP_CAUSAL_ATTENTION: { /* query i meets keys 0..i: S(S+1)/2 pairs of the S² */
+      const dc_type *q = &m->nodes[n->inputs[0]].type;
+      uint64_t s = (uint64_t)q->dims[1];
+      return 4 * (uint64_t)q->dims[0] * (s * (s + 1) / 2) * (uint64_t)q->dims[2];
+    }
     default: return 0;
   }
 }
+
+uint64_t dc_node_flops(const dc_module *m, int32_t id) { return node_flops(m, &m->nodes[id]); }
 
 uint64_t dc_module_flops(const dc_module *m) {
   uint64_t total = 0;

@@ -31,17 +31,27 @@ static dc_status *want_rank(const ctx *c, int i, int lo, int hi) {
   return NULL;
 }
 
+/* The input of an op that reads token ids: embedding's input 0,
+ * eos_pool's input 1. */
+static int reads_ids(const dc_node *n, int i) {
+  return (n->op == OP_EMBEDDING && i == 0) || (n->op == OP_EOS_POOL && i == 1);
+}
+
 /* Activations are f32.  The weight and bias of conv2d and linear may be
  * stored in any float dtype (layerwise casting: the kernel upcasts as it
- * loads).  Integer values (token ids, index constants) reach no op that
- * computes: the ops that read them come with the model classes that need
- * them (an embedding lookup reads i64 ids). */
+ * loads).  Integer values (token ids, index constants) reach only the
+ * inputs that read ids (reads_ids), and those take nothing else. */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
   int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR ? 2 + (int)dc_node_int(c->n, "bias") : 1;
-  for (int i = 0; i < c->n->ninputs; i++)
-    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !dc_dtype_is_int(c->in[i]->dtype)))
+  for (int i = 0; i < c->n->ninputs; i++) {
+    int is_int = dc_dtype_is_int(c->in[i]->dtype);
+    if (reads_ids(c->n, i) && !is_int) return fail(c, "input %d is %s; expected token ids (i32 or i64)", i, ts(c->in[i], b));
+    if (reads_ids(c->n, i)) continue;
+    if (c->n->op == OP_EMBEDDING && i == 1 && !is_int) continue; /* the table: any float dtype */
+    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !is_int))
       return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
+  }
   return NULL;
 }
 
@@ -73,7 +83,7 @@ static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o)
     return fail(c, "has %d inputs but bias=%lld and residual=%lld need %lld", c->n->ninputs, (long long)bias,
                 (long long)res, (long long)(2 + bias + res));
   if (bias) DC_TRY(want_vec(c, 2, out_channels));
-  if (act < 0 || act >= ACT_COUNT || (act == ACT_GEGLU && c->n->op != OP_LINEAR))
+  if (act < 0 || act >= ACT_COUNT || ((act == ACT_GEGLU || act == ACT_QUICK_GELU) && c->n->op != OP_LINEAR))
     return fail(c, "act %lld is not valid here", (long long)act);
   if (act == ACT_GEGLU) {
     if (o->dims[o->rank - 1] % 2) return fail(c, "geglu needs an even number of features");
@@ -160,6 +170,41 @@ static dc_status *infer_attention(const ctx *c, dc_type *o) {
     return fail(c, "q %s, k %s, v %s with %lld heads are not compatible", ts(q, b1), ts(k, b2),
                 ts(v, b3), (long long)h);
   *o = *q;
+  return NULL;
+}
+
+/* Self-attention only: the causal mask pairs query i with keys 0..i. */
+static dc_status *infer_causal_attention(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  DC_TRY(infer_attention(c, o));
+  if (c->in[0]->dims[1] != c->in[1]->dims[1])
+    return fail(c, "q %s and k %s: causal attention needs as many queries as keys", ts(c->in[0], b1),
+                ts(c->in[1], b2));
+  return NULL;
+}
+
+/* ids [...] and a table [V, D] give [..., D]. */
+static dc_status *infer_embedding(const ctx *c, dc_type *o) {
+  char b[160];
+  DC_TRY(want_rank(c, 1, 2, 2));
+  if (c->in[0]->rank >= DC_MAX_DIMS) return fail(c, "ids %s have too many dims for one more", ts(c->in[0], b));
+  *o = (dc_type){DT_F32, c->in[0]->rank + 1, {0}};
+  memcpy(o->dims, c->in[0]->dims, sizeof(int64_t) * (size_t)c->in[0]->rank);
+  o->dims[o->rank - 1] = c->in[1]->dims[1];
+  return NULL;
+}
+
+/* x [B,S,D] and ids [B,S] give [B,D]. */
+static dc_status *infer_eos_pool(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  DC_TRY(want_rank(c, 0, 3, 3));
+  DC_TRY(want_rank(c, 1, 2, 2));
+  int64_t argmax = dc_node_int(c->n, "argmax");
+  if (c->in[1]->dims[0] != c->in[0]->dims[0] || c->in[1]->dims[1] != c->in[0]->dims[1])
+    return fail(c, "ids %s do not match the positions of %s", ts(c->in[1], b1), ts(c->in[0], b2));
+  if (argmax != 0 && argmax != 1) return fail(c, "argmax must be 0 or 1");
+  if (c->in[0]->dims[1] < 1) return fail(c, "no positions to pool from");
+  *o = (dc_type){DT_F32, 2, {c->in[0]->dims[0], c->in[0]->dims[2]}};
   return NULL;
 }
 
@@ -276,6 +321,7 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     case OP_MUL: return infer_broadcast(&c, o);
     case OP_SILU:
     case OP_GELU:
+    case OP_QUICK_GELU:
     case OP_CLAMP: return *o = *c.in[0], NULL;
     case OP_GEGLU:
       if (c.in[0]->rank < 1 || c.in[0]->dims[c.in[0]->rank - 1] % 2) return fail(&c, "last dim must be even");
@@ -283,6 +329,9 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
       o->dims[o->rank - 1] /= 2;
       return NULL;
     case OP_ATTENTION: return infer_attention(&c, o);
+    case OP_CAUSAL_ATTENTION: return infer_causal_attention(&c, o);
+    case OP_EMBEDDING: return infer_embedding(&c, o);
+    case OP_EOS_POOL: return infer_eos_pool(&c, o);
     case OP_PERMUTE: return infer_permute(&c, o);
     case OP_UPSAMPLE: {
       int64_t f = dc_node_int(n, "factor");

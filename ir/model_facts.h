@@ -18,6 +18,7 @@
 enum {
   DC_FACT_VAE_SLICING = 1 << 0, /* --vae-slicing: diffusers enable_slicing */
   DC_FACT_VAE_TILING = 1 << 1,  /* --vae-tiling, --tile-size, --tile-overlap: enable_tiling */
+  DC_FACT_CLIP_HIDDEN = 1 << 2, /* --clip-hidden-state, --clip-final-norm: a text encoder's hidden_states[k] */
 };
 
 typedef struct dc_model_facts {

@@ -183,7 +183,7 @@ static void get_attr_value(parser *ps, cursor *c, dc_node *n, int k) {
     int a;
     for (a = 0; a < ACT_COUNT; a++)
       if (starts(c, dc_act_name((dc_act)a))) break;
-    if (a == ACT_COUNT) return fail(ps, "expected an activation (none, silu, gelu, geglu) for %s", info->attr_names[k]);
+    if (a == ACT_COUNT) return fail(ps, "expected an activation (none, silu, gelu, geglu, quick_gelu) for %s", info->attr_names[k]);
     n->attrs[k].i = a;
   } else {
     expect(ps, c, "[");
@@ -523,7 +523,8 @@ dc_status *dc_parse(const char *text, size_t len, const char *what, dc_module **
   }
   if (!ps.err) {
     if (ps.arena_planned) ps.m->arena_bytes = ps.peak_bytes;
-    ps.err = dc_verify(ps.m, "parsing");
+    ps.err = dc_phases_from_meta(ps.m);
+    if (!ps.err) ps.err = dc_verify(ps.m, "parsing");
     if (!ps.err && ps.arena_planned) ps.err = check_memory_plan(ps.m);
     if (ps.err) ps.err = dc_status_annotate(ps.err, "%s", what);
   }

@@ -2,6 +2,7 @@
  * linear into its epilogue (ops.def: y = op(x) + bias; y = act(y); y += r):
  *   silu / gelu reading it          -> act=silu / act=gelu
  *   geglu reading a linear          -> act=geglu (the linear's output halves)
+ *   quick_gelu reading a linear     -> act=quick_gelu (CLIP's mlp.fc1)
  *   add(p, r), or add(r, p) when r has p's shape
  *                                   -> residual=1, r appended as the last input
  * in that order, so conv → silu → add becomes one node.  In the diffusers
@@ -36,7 +37,7 @@ static dc_status *fuse_act(dc_fuse *f, int32_t c, dc_act act) {
   int32_t p = f->m->nodes[c].inputs[0];
   const dc_node *np = &f->m->nodes[p];
   if (!open_epilogue(np, STAGE_ACT) || !dc_fuse_single_reader(f, p, c)) return NULL;
-  if (act == ACT_GEGLU && np->op != OP_LINEAR) return NULL;
+  if ((act == ACT_GEGLU || act == ACT_QUICK_GELU) && np->op != OP_LINEAR) return NULL;
   dc_node fused = *np;
   dc_node_set_int(&fused, "act", act);
   return dc_fuse_commit(f, p, c, &fused);
@@ -70,6 +71,7 @@ static dc_status *match(dc_fuse *f, int32_t c) {
   case OP_SILU: return fuse_act(f, c, ACT_SILU);
   case OP_GELU: return fuse_act(f, c, ACT_GELU);
   case OP_GEGLU: return fuse_act(f, c, ACT_GEGLU);
+  case OP_QUICK_GELU: return fuse_act(f, c, ACT_QUICK_GELU);
   case OP_ADD: return fuse_residual(f, c);
   default: return NULL;
   }

@@ -164,15 +164,33 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max);
  * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);
 /* Copies numel values of dtype ("f32", "i32", "i64": the input's own, as
- * drt_input_info says; another is refused, naming both) for input `name`. */
+ * drt_input_info says; another is refused, naming both) for input `name`.
+ * Token ids that index an embedding table must lie in [0, its rows): an id
+ * outside is refused, naming the input, its index and the bound. */
 dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel);
 /* Fills every input with seeded random values: f32 inputs normal,
  * timesteps uniform integers in [0, 1000), integer inputs (token ids)
  * uniform integers in [0, DRT_RANDOM_INT_END), ids every tokenizer of the
- * supported models knows. */
+ * supported models knows (below a smaller table's rows, when the ids index
+ * one). */
 #define DRT_RANDOM_INT_END 1000
 void drt_set_random_inputs(drt_plan *p, uint64_t seed);
 dc_status *drt_run(drt_plan *p, drt_stats *stats);
+/* Phases (a pipeline plan: text encoding, the denoising loop's bodies,
+ * decode; see docs/ARCHITECTURE.md): 0 for a plan without.  drt_run runs
+ * every phase once in order; drt_run_phase runs one: the inputs that belong
+ * to it are copied in, its steps run, the outputs that belong to it are
+ * copied out (the others keep their last values).  The host runs them in
+ * the order the plan's pipeline says, a loop phase as often as it needs. */
+int drt_phase_count(const drt_plan *p);
+/* A pipeline plan's description (JSON: class, sizes, scaling factor) and
+ * files (tokenizer/..., scheduler/...): pipeline/generate.c runs it.  NULL
+ * for a plan of one model / past the last file. */
+const char *drt_pipeline_json(const drt_plan *p);
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size);
+const char *drt_phase_name(const drt_plan *p, int i); /* NULL out of range */
+int drt_phase_find(const drt_plan *p, const char *name); /* -1 when absent */
+dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats);
 /* Valid after a successful drt_run until the next run or destroy. */
 const float *drt_output(const drt_plan *p, const char *name, size_t *numel);
 

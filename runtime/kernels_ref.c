@@ -1,6 +1,6 @@
 /* kernels_ref.c — the plain C reference kernels (the oracle), part 1: the op
- * table, CAST, the elementwise ops and the ops
- * that only move data.  The heavy ops (conv, linear, norms, attention,
+ * table, CAST, the elementwise ops, the ops that only move data and the two
+ * that read token ids (embedding, eos_pool).  The heavy ops (conv, linear, norms, attention,
  * timestep embedding) are in kernels_ref_nn.c.
  *
  * Why: the LLVM and CUDA backends are tested against these, so every kernel
@@ -180,7 +180,7 @@ static dc_status *ref_mul(const dc_module *m, const dc_node *n, const void *cons
 }
 
 /* ---- unary elementwise ------------------------------------------------- */
-/* SILU and GELU share act_apply with the fused epilogues
+/* SILU, GELU and QUICK_GELU share act_apply with the fused epilogues
  * (kernels_ref_internal.h). */
 static dc_status *ref_act(const dc_module *m, const dc_node *n, const void *in, void *out, dc_act act) {
   DC_TRY(need_f32(m, n));
@@ -194,6 +194,10 @@ static dc_status *ref_silu(const dc_module *m, const dc_node *n, const void *con
 
 static dc_status *ref_gelu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   return ref_act(m, n, in[0], out, ACT_GELU);
+}
+
+static dc_status *ref_quick_gelu(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  return ref_act(m, n, in[0], out, ACT_QUICK_GELU);
 }
 
 /* Comparisons are false for NaN, so NaN passes through as in torch.clamp. */
@@ -405,6 +409,60 @@ static dc_status *ref_blend(const dc_module *m, const dc_node *n, const void *co
   return NULL;
 }
 
+/* ---- token ids: EMBEDDING, EOS_POOL --------------------------------------- */
+/* Id i of an i32 or i64 id tensor. */
+static int64_t id_at(const void *ids, dc_dtype t, int64_t i) {
+  return t == DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
+}
+
+/* Row ids[i] of the table (in its stored dtype, decoded exactly), or zeros
+ * for an id outside it (ops.def): the table is never read out of bounds,
+ * whatever the ids. */
+static dc_status *ref_embedding(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *ti = in_type(m, n, 0), *tt = in_type(m, n, 1);
+  const uint8_t *table = in[1];
+  float *y = out;
+  int64_t count = (int64_t)dc_type_numel(ti), rows = tt->dims[0], d = tt->dims[1];
+  int es = dc_dtype_size(tt->dtype);
+  if (!dc_dtype_is_int(ti->dtype) || dc_dtype_is_int(tt->dtype))
+    return dc_error(DC_ERR_UNSUPPORTED, "embedding (%s): reference kernel takes integer ids and a float table",
+                    n->scope ? n->scope : "?");
+  for (int64_t i = 0; i < count; i++) {
+    int64_t id = id_at(in[0], ti->dtype, i);
+    if (id >= 0 && id < rows) decode_chunk(tt->dtype, table + id * d * es, d, y + i * d);
+    else memset(y + i * d, 0, (size_t)d * sizeof *y);
+  }
+  return NULL;
+}
+
+/* The position eos_pool takes of one row of s ids: the first equal to eos
+ * (0 when none is), or with argmax the first of the largest. */
+static int64_t pool_position(const void *ids, dc_dtype t, int64_t row0, int64_t s, int argmax, int64_t eos) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < s; j++) {
+    int64_t id = id_at(ids, t, row0 + j);
+    if (!argmax && id == eos) return j;
+    if (argmax && id > id_at(ids, t, row0 + best)) best = j;
+  }
+  return argmax ? best : 0;
+}
+
+static dc_status *ref_eos_pool(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tx = in_type(m, n, 0), *ti = in_type(m, n, 1);
+  const float *x = in[0];
+  float *y = out;
+  int64_t b = tx->dims[0], s = tx->dims[1], d = tx->dims[2];
+  int argmax = dc_node_int(n, "argmax") != 0;
+  if (tx->dtype != DT_F32 || !dc_dtype_is_int(ti->dtype))
+    return dc_error(DC_ERR_UNSUPPORTED, "eos_pool (%s): reference kernel takes f32 rows and integer ids",
+                    n->scope ? n->scope : "?");
+  for (int64_t r = 0; r < b; r++) {
+    int64_t p = pool_position(in[1], ti->dtype, r * s, s, argmax, dc_node_int(n, "eos"));
+    memcpy(y + r * d, x + (r * s + p) * d, (size_t)d * sizeof *y);
+  }
+  return NULL;
+}
+
 /* ---- CONSTANT: nothing to compute; its bytes, held by the node, are
  * placed at its arena slot when its step runs (ir.h) ------------------- */
 static dc_status *ref_constant(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
@@ -437,6 +495,10 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_UPLOAD] = ref_upload,
   [OP_TRANSFER] = ref_upload, /* a copy between two arenas, like an upload */
   [OP_CONSTANT] = ref_constant, /* the one leaf with a kernel: it places its bytes */
+  [OP_EMBEDDING] = ref_embedding,
+  [OP_CAUSAL_ATTENTION] = dc_ref_causal_attention,
+  [OP_QUICK_GELU] = ref_quick_gelu,
+  [OP_EOS_POOL] = ref_eos_pool,
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

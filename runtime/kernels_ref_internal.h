@@ -22,6 +22,7 @@ REF_KERNEL(dc_ref_linear);
 REF_KERNEL(dc_ref_group_norm);
 REF_KERNEL(dc_ref_layer_norm);
 REF_KERNEL(dc_ref_attention);
+REF_KERNEL(dc_ref_causal_attention);
 REF_KERNEL(dc_ref_time_embed);
 
 static inline const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
@@ -58,13 +59,23 @@ static inline float act_gelu(float x) {
   return (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
 }
 
-/* y[i] = act(x[i]) for silu and gelu (y may be x); none copies nothing when
- * y is x.  GEGLU is not elementwise: see dc_ref_geglu_rows. */
+/* transformers' QuickGELUActivation, x * torch.sigmoid(1.702 * x), as
+ * torch computes it in float: the scalar product rounded, then the sigmoid
+ * 1 / (1 + e^-t), then the product. */
+static inline float act_quick_gelu(float x) {
+  float t = 1.702f * x;
+  return x * (1.0f / (1.0f + expf(-t)));
+}
+
+/* y[i] = act(x[i]) for silu, gelu and quick_gelu (y may be x); none copies
+ * nothing when y is x.  GEGLU is not elementwise: see dc_ref_geglu_rows. */
 static inline void act_apply(dc_act act, const float *x, int64_t count, float *y) {
   if (act == ACT_SILU)
     for (int64_t i = 0; i < count; i++) y[i] = act_silu(x[i]);
   else if (act == ACT_GELU)
     for (int64_t i = 0; i < count; i++) y[i] = act_gelu(x[i]);
+  else if (act == ACT_QUICK_GELU)
+    for (int64_t i = 0; i < count; i++) y[i] = act_quick_gelu(x[i]);
   else if (x != y)
     for (int64_t i = 0; i < count; i++) y[i] = x[i];
 }

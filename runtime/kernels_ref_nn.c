@@ -1,6 +1,6 @@
 /* kernels_ref_nn.c — the plain C reference kernels (the oracle), part 2: the
- * ops that compute: conv2d, linear, group and layer norm, attention and the
- * timestep embedding.  The table that names them is in kernels_ref.c.
+ * ops that compute: conv2d, linear, group and layer norm, attention (plain
+ * and causal) and the timestep embedding.  The table that names them is in kernels_ref.c.
  *
  * Accumulation: sums of products (conv, linear, q·k, p·v) accumulate in
  * float, one output element at a time in the natural index order, the bias
@@ -54,7 +54,7 @@ static dc_status *epilogue_init(const dc_module *m, const dc_node *n, const void
 static void epilogue_rows(const epilogue *e, const dc_type *out, float *acc, int64_t row0, int64_t row1,
                           float *y) {
   int64_t count = (row1 - row0) * out->dims[out->rank - 1];
-  if (e->act == ACT_SILU || e->act == ACT_GELU) act_apply(e->act, acc, count, acc);
+  if (e->act == ACT_SILU || e->act == ACT_GELU || e->act == ACT_QUICK_GELU) act_apply(e->act, acc, count, acc);
   if (e->r) dc_ref_broadcast(0, out, acc, e->rtype, e->r, row0, row1, y);
 }
 
@@ -313,7 +313,7 @@ REF_KERNEL(dc_ref_layer_norm) {
   return NULL;
 }
 
-/* ---- ATTENTION --------------------------------------------------------- */
+/* ---- ATTENTION, CAUSAL_ATTENTION ---------------------------------------- */
 /* Queries are processed ATTN_BLOCK rows at a time so scratch is
  * ATTN_BLOCK × Sk floats, never Sq × Sk. */
 enum { ATTN_BLOCK = 32 };
@@ -321,32 +321,42 @@ enum { ATTN_BLOCK = 32 };
 typedef struct {
   int64_t sq, sk, hd, d; /* query and key lengths, row width H·D, head size D */
   float scale;
+  int causal;            /* query i attends to keys 0..i only */
 } attn_geom;
 
-/* p[i, j] = softmax_j(scale · q_i · k_j): max subtracted, denominator in
- * double; p is normalised before it weights v, like softmax-then-matmul. */
-static void attn_probs(const attn_geom *g, const float *q, const float *k, int64_t rows, float *p) {
+/* The keys query `row` attends to: all, or with the causal mask 0..row. */
+static int64_t attn_keys(const attn_geom *g, int64_t row) {
+  return g->causal && row + 1 < g->sk ? row + 1 : g->sk;
+}
+
+/* p[i, j] = softmax_j(scale · q_i · k_j) over query q0 + i's keys (0 past
+ * them): max subtracted, denominator in double; p is normalised before it
+ * weights v, like softmax-then-matmul. */
+static void attn_probs(const attn_geom *g, const float *q, const float *k, int64_t q0, int64_t rows, float *p) {
   for (int64_t i = 0; i < rows; i++) {
     float *pi = p + i * g->sk, mx = -INFINITY;
+    int64_t nk = attn_keys(g, q0 + i);
     double sum = 0.0;
-    for (int64_t j = 0; j < g->sk; j++) {
+    for (int64_t j = 0; j < nk; j++) {
       pi[j] = g->scale * dot(q + i * g->hd, k + j * g->hd, g->d);
       if (pi[j] > mx) mx = pi[j];
     }
-    for (int64_t j = 0; j < g->sk; j++) {
+    for (int64_t j = 0; j < nk; j++) {
       pi[j] = expf(pi[j] - mx);
       sum += pi[j];
     }
-    for (int64_t j = 0; j < g->sk; j++) pi[j] = (float)(pi[j] / sum);
+    for (int64_t j = 0; j < nk; j++) pi[j] = (float)(pi[j] / sum);
   }
 }
 
-/* o_i = sum_j p[i, j] v_j, accumulated in float over j in order. */
-static void attn_mix(const attn_geom *g, const float *p, const float *v, int64_t rows, float *o) {
+/* o_i = sum_j p[i, j] v_j over query q0 + i's keys, accumulated in float
+ * over j in order. */
+static void attn_mix(const attn_geom *g, const float *p, const float *v, int64_t q0, int64_t rows, float *o) {
   for (int64_t i = 0; i < rows; i++) {
     float *oi = o + i * g->hd;
+    int64_t nk = attn_keys(g, q0 + i);
     memset(oi, 0, (size_t)g->d * sizeof *oi);
-    for (int64_t j = 0; j < g->sk; j++) {
+    for (int64_t j = 0; j < nk; j++) {
       float pij = p[i * g->sk + j];
       const float *vj = v + j * g->hd;
       for (int64_t e = 0; e < g->d; e++) oi[e] += pij * vj[e];
@@ -356,13 +366,13 @@ static void attn_mix(const attn_geom *g, const float *p, const float *v, int64_t
 
 /* q [B,Sq,H·D], k and v [B,Sk,H·D]; head h lives in columns [h·D, (h+1)·D)
  * of every row, so a head's q, k, v and output are rows of stride H·D. */
-REF_KERNEL(dc_ref_attention) {
+static dc_status *attention(const dc_module *m, const dc_node *n, const void *const *in, void *out, int causal) {
   const dc_type *tq = in_type(m, n, 0), *tk = in_type(m, n, 1);
   const float *q = in[0], *k = in[1], *v = in[2];
   float *y = out, *p;
   int64_t batch = tq->dims[0], heads = dc_node_int(n, "heads");
   attn_geom g = {tq->dims[1], tk->dims[1], tq->dims[2], tq->dims[2] / heads,
-                 (float)dc_node_float(n, "scale")};
+                 (float)dc_node_float(n, "scale"), causal};
   DC_TRY(need_f32(m, n));
   if (g.sk < 1 || g.sq < 1) return NULL; /* nothing to attend to, or nothing asked */
   p = dc_malloc((size_t)(ATTN_BLOCK * g.sk) * sizeof *p);
@@ -373,13 +383,16 @@ REF_KERNEL(dc_ref_attention) {
       for (int64_t i0 = 0; i0 < g.sq; i0 += ATTN_BLOCK) {
         int64_t rows = g.sq - i0 < ATTN_BLOCK ? g.sq - i0 : ATTN_BLOCK;
         int64_t at = (b * g.sq + i0) * g.hd + h * g.d;
-        attn_probs(&g, q + at, kb, rows, p);
-        attn_mix(&g, p, vb, rows, y + at);
+        attn_probs(&g, q + at, kb, i0, rows, p);
+        attn_mix(&g, p, vb, i0, rows, y + at);
       }
     }
   dc_free(p);
   return NULL;
 }
+
+REF_KERNEL(dc_ref_attention) { return attention(m, n, in, out, 0); }
+REF_KERNEL(dc_ref_causal_attention) { return attention(m, n, in, out, 1); }
 
 /* ---- TIME_EMBED -------------------------------------------------------- */
 /* Mirrors diffusers get_timestep_embedding (src/diffusers/models/

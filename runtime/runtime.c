@@ -333,6 +333,41 @@ static int find_io(const dc_io *io, int n, const char *name) {
   return -1;
 }
 
+/* The embedding that reads input node `input` as its ids (directly, or
+ * through reshapes and transfers, which move its bytes unchanged) with the
+ * fewest table rows; -1 when none does. */
+static int32_t ids_reader(const dc_module *m, int32_t input) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *n = &m->nodes[i];
+    if (n->op != OP_EMBEDDING) continue;
+    int32_t src = n->inputs[0];
+    while (m->nodes[src].op == OP_RESHAPE || m->nodes[src].op == OP_TRANSFER) src = m->nodes[src].inputs[0];
+    if (src == input && (best < 0 || m->nodes[n->inputs[1]].type.dims[0] < m->nodes[m->nodes[best].inputs[1]].type.dims[0]))
+      best = i;
+  }
+  return best;
+}
+
+/* Token ids for an embedding must index its table.  The kernels would give
+ * a zero row for any other (ops.def), which is no model's output: refused
+ * here, before a run, naming the input, the index and the bound. */
+static dc_status *check_ids(const drt_plan *p, int i, const void *data, size_t numel) {
+  const dc_module *m = p->plan.module;
+  int32_t e = ids_reader(m, m->inputs[i].node);
+  if (e < 0) return NULL;
+  dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
+  int64_t rows = m->nodes[m->nodes[e].inputs[1]].type.dims[0];
+  for (size_t k = 0; k < numel; k++) {
+    int64_t id = t == DT_I32 ? ((const int32_t *)data)[k] : ((const int64_t *)data)[k];
+    if (id < 0 || id >= rows)
+      return dc_error(DC_ERR_ARGUMENT, "%s: input \"%s\"[%zu] is %lld, outside [0, %lld): the ids index the %lld rows "
+                      "of %s", p->path, m->inputs[i].name, k, (long long)id, (long long)rows, (long long)rows,
+                      m->nodes[e].scope ? m->nodes[e].scope : "an embedding table");
+  }
+  return NULL;
+}
+
 dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, const void *data, size_t numel) {
   const dc_module *m = p->plan.module;
   int i = find_io(m->inputs, m->ninputs, name);
@@ -345,6 +380,7 @@ dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, 
     return dc_error(DC_ERR_MISMATCH, "%s: input \"%s\" needs %zu values, got %zu", p->path, name, p->in_info[i].numel, numel);
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only; it takes no inputs", p->path);
+  if (dc_dtype_is_int(t->dtype)) DC_TRY(check_ids(p, i, data, numel));
   memcpy(p->be->input(p->backend, i), data, (size_t)dc_type_bytes(t));
   return NULL;
 }
@@ -370,10 +406,10 @@ static uint64_t next_u64(uint64_t *s) {
 }
 static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-/* An integer input (token ids): uniform integers in [0, DRT_RANDOM_INT_END). */
-static void random_ints(void *d, dc_dtype t, size_t numel, uint64_t *s) {
+/* An integer input (token ids): uniform integers in [0, end). */
+static void random_ints(void *d, dc_dtype t, size_t numel, int64_t end, uint64_t *s) {
   for (size_t k = 0; k < numel; k++) {
-    int64_t v = (int64_t)(next_unit(s) * DRT_RANDOM_INT_END);
+    int64_t v = (int64_t)(next_unit(s) * (double)end);
     if (t == DT_I32) ((int32_t *)d)[k] = (int32_t)v;
     else ((int64_t *)d)[k] = v;
   }
@@ -385,8 +421,10 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
   if (p->inspect) return; /* no input buffers */
   for (int i = 0; i < m->ninputs; i++) {
     dc_dtype t = m->nodes[m->inputs[i].node].type.dtype;
-    if (dc_dtype_is_int(t)) {
-      random_ints(p->be->input(p->backend, i), t, p->in_info[i].numel, &s);
+    if (dc_dtype_is_int(t)) { /* ids inside every table they index, as check_ids wants them */
+      int32_t e = ids_reader(m, m->inputs[i].node);
+      int64_t rows = e < 0 ? DRT_RANDOM_INT_END : m->nodes[m->nodes[e].inputs[1]].type.dims[0];
+      random_ints(p->be->input(p->backend, i), t, p->in_info[i].numel, rows < DRT_RANDOM_INT_END ? rows : DRT_RANDOM_INT_END, &s);
       continue;
     }
     float *d = p->be->input(p->backend, i);
@@ -405,9 +443,9 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 /* Every step in schedule order, through the table.  Inputs and weights
  * need no call: inputs were copied in by begin_run, weights bound at load.
  * A constant is a step like a kernel's: it places its bytes in the arena. */
-static dc_status *walk_schedule(drt_plan *p) {
+static dc_status *walk_schedule(drt_plan *p, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
-  for (int32_t s = 0; s < m->nnodes; s++) {
+  for (int32_t s = first; s < end; s++) {
     dc_op op = m->nodes[s].op;
     if (op == OP_INPUT || op == OP_WEIGHT) continue;
     dc_status *st = op == OP_UPLOAD     ? p->be->copy(p->backend, s)
@@ -419,7 +457,7 @@ static dc_status *walk_schedule(drt_plan *p) {
 }
 
 /* The plan's own figures; then the backend adds what it measured. */
-static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
+static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
   memset(stats, 0, sizeof *stats);
   stats->seconds = seconds;
@@ -429,11 +467,11 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   stats->weight_bytes = p->live.weight_bytes;
   stats->host_weight_bytes = p->live.host_weight_bytes;
   stats->host_memory = p->host.on_demand ? "on-demand" : stats->host_weight_bytes ? "pinned" : "";
-  for (int32_t i = 0; i < m->nnodes; i++) {
+  for (int32_t i = first; i < end; i++) { /* the run's steps: all, or one phase's */
     if (m->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&m->nodes[i].type);
     if (m->nodes[i].op == OP_TRANSFER) stats->transferred_bytes += dc_type_bytes(&m->nodes[i].type);
   }
-  stats->steps = m->nnodes;
+  stats->steps = end - first;
   stats->ndevices = p->live.ndevices;
   for (int d = 0; d < p->live.ndevices; d++) {
     stats->dev_predicted_bytes[d] = p->live.dev_peak[d];
@@ -443,17 +481,65 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   p->be->stats(p->backend, stats);
 }
 
-dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+/* Steps [first, end): their inputs in, the steps, their outputs out. */
+static dc_status *run_span(drt_plan *p, int32_t first, int32_t end) {
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
                     "to run it", p->path);
+  dc_status *st = p->be->begin_run(p->backend, p->step_seconds, first, end);
+  if (!st) st = walk_schedule(p, first, end);
+  return p->be->synchronise(p->backend, st);
+}
+
+/* Every phase once, in order (the whole schedule when there are none):
+ * each phase's inputs are copied in just before it runs. */
+dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
-  dc_status *st = p->be->begin_run(p->backend, p->step_seconds);
-  if (!st) st = walk_schedule(p);
-  st = p->be->synchronise(p->backend, st);
+  dc_status *st = NULL;
+  drt_stats most = {0}, one;
+  for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++) {
+    if (m->nphases && first[ph] == end[ph]) continue;
+    st = run_span(p, first[ph], end[ph]);
+    if (st || !stats) continue;
+    fill_stats(p, 0, &one, first[ph], end[ph]); /* each phase's measured arena: the run's is the most */
+    if (one.device_peak_bytes > most.device_peak_bytes) most.device_peak_bytes = one.device_peak_bytes;
+    for (int d = 0; d < one.ndevices && d < DC_MAX_DEVICES; d++)
+      if (one.dev_peak_bytes[d] > most.dev_peak_bytes[d]) most.dev_peak_bytes[d] = one.dev_peak_bytes[d];
+  }
   double t1 = dc_now_seconds();
   if (st) return st;
-  if (stats) fill_stats(p, t1 - t0, stats);
+  if (!stats) return NULL;
+  fill_stats(p, t1 - t0, stats, 0, m->nnodes);
+  stats->device_peak_bytes = most.device_peak_bytes;
+  memcpy(stats->dev_peak_bytes, most.dev_peak_bytes, sizeof most.dev_peak_bytes);
+  return NULL;
+}
+
+int drt_phase_count(const drt_plan *p) { return p->plan.module->nphases; }
+const char *drt_pipeline_json(const drt_plan *p) { return p->plan.pipeline_json; }
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size) {
+  const dc_text_files *fs = &p->plan.pipeline_files;
+  if (i < 0 || i >= fs->nfiles) return NULL;
+  *data = fs->files[i].data, *size = fs->files[i].size;
+  return fs->files[i].name;
+}
+const char *drt_phase_name(const drt_plan *p, int i) {
+  return i >= 0 && i < p->plan.module->nphases ? p->plan.module->phases[i].name : NULL;
+}
+int drt_phase_find(const drt_plan *p, const char *name) { return dc_phase_find(p->plan.module, name); }
+
+dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  if (phase < 0 || phase >= m->nphases)
+    return dc_error(DC_ERR_ARGUMENT, "%s: no phase %d (the plan has %d)", p->path, phase, m->nphases);
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
+  double t0 = dc_now_seconds();
+  DC_TRY(run_span(p, first[phase], end[phase]));
+  if (stats) fill_stats(p, dc_now_seconds() - t0, stats, first[phase], end[phase]);
   return NULL;
 }
 

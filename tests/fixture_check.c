@@ -74,17 +74,13 @@ static int is_no_gpu(const dc_status *st) {
          strstr(m, "has 0 CUDA device(s)");
 }
 
-/* Loads the plan with one backend and feeds the recorded inputs. */
+/* Loads the plan with one backend and feeds the recorded inputs (f32, or
+ * token ids in their own integer dtype). */
 static dc_status *load_with_inputs(const char *plan, const char *backend, const dc_st_file *io,
                                    const dc_input_shape *shapes, int ns, drt_plan **out) {
   drt_options ro = {.backend = backend, .check_finite = 1};
   dc_status *st = drt_load(plan, &ro, out);
-  for (int i = 0; !st && i < ns; i++) {
-    const dc_st_tensor *t = dc_st_find(io, shapes[i].name);
-    float *d = tensor_f32(io, t);
-    st = drt_set_input(*out, t->name, d, t->bytes / 4);
-    free(d);
-  }
+  for (int i = 0; !st && i < ns; i++) st = tu_set_io_input(*out, io, dc_st_find(io, shapes[i].name));
   return st;
 }
 
@@ -223,9 +219,15 @@ static int apply_diffc_options(const cJSON *run, const char *io_name, dc_compile
   int ok = 1;
   cJSON_ArrayForEach(o, opts) {
     const char *flag = cJSON_IsString(o) ? o->valuestring : "(not a string)";
+    const cJSON *value = o->next;
     if (!strcmp(flag, "--vae-tiling")) co->vae_tiling = 1;
     else if (!strcmp(flag, "--vae-slicing")) co->vae_slicing = 1;
-    else {
+    else if (!strcmp(flag, "--clip-final-norm")) co->clip_final_norm = 1;
+    else if (!strcmp(flag, "--clip-hidden-state") && cJSON_IsString(value)) { /* its value is the next string */
+      co->clip_hidden_state = 1;
+      co->clip_hidden_index = atoi(value->valuestring);
+      o = o->next;
+    } else {
       printf("  %s: case.json asks for diffc option %s, which fixture_check does not know\n", io_name, flag);
       ok = 0;
     }

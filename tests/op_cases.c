@@ -26,6 +26,7 @@ oc_tol oc_default_tol(dc_op op, int backend) {
   switch (op) {
     case OP_SILU:
     case OP_GELU:
+    case OP_QUICK_GELU:
     case OP_GEGLU: return (oc_tol){0, 1e-6, 0};
     case OP_GROUP_NORM:
     case OP_LAYER_NORM: /* double statistics in the reference; f32 in the kernels */
@@ -33,8 +34,10 @@ oc_tol oc_default_tol(dc_op op, int backend) {
     case OP_CONV2D:
     case OP_LINEAR:
     case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
+    case OP_CAUSAL_ATTENTION:
       return (oc_tol){0, backend == OC_CUDA_TC ? 1e-2 : 1e-5, 0};
-    default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, cast, time_embed and every move: bit for bit */
+    default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, cast, time_embed, every move, embedding and
+                                        * eos_pool (row copies): bit for bit */
   }
 }
 
@@ -56,12 +59,14 @@ static const op_case elementwise_rows[] = {
       UNARY(op_, 0, 0, 64, 1000), UNARY(op_, 0, 1, 2, 4, 63, 65), UNARY(op_, 0, 1, 2, 4, 16, 16) /* vector path */
   UNARY_SHAPES(OP_SILU),
   UNARY_SHAPES(OP_GELU),
+  UNARY_SHAPES(OP_QUICK_GELU),
   CLAMP(0, 16), CLAMP(0, 1), CLAMP(0, 17), CLAMP(0, 3, 5, 7, 9), CLAMP(0, 64, 1000), CLAMP(1, 2, 4, 63, 65),
   CLAMP(1, 2, 4, 16, 16),
   /* special values: on LLVM silu per element too; gelu by rel L2 only (the
    * reference's own tail is inexact, see the sweep) */
   {.op = OP_SILU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
   {.op = OP_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2},
+  {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
   {.op = OP_CLAMP, .nin = 1, .in = {F32(0)}, .attrs = {F("min", 0.0), F("max", 88.0)}, .data = OC_SPECIALS,
    .max_threads = 2},
   /* every 2^-12 in [lo, 40] and ±1e-38..1e38: gelu within one ulp (1.2e-7)
@@ -71,6 +76,8 @@ static const op_case elementwise_rows[] = {
   {.op = OP_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -5, .max_threads = 2, .where = OC_CPU,
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1.2e-7)},
   {.op = OP_SILU, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -40, .max_threads = 2, .where = OC_CPU,
+   .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1e-6)},
+  {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -40, .max_threads = 2, .where = OC_CPU,
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1e-6)},
   /* add and mul: [N,C,H,W] with every broadcast pattern the UNet and VAE
    * use, and the rest (a multiple of 4 inside: the vector path) */
@@ -174,6 +181,39 @@ static const op_case data_rows[] = {
   COPY(OP_TRANSFER, OC_REF, F32(2, 320, 16, 16)), COPY(OP_TRANSFER, OC_REF, TY(DT_F8_E4M3, 13)),
 #define CONSTANT(x) {.op = OP_CONSTANT, .out = x, .data = OC_BYTES, .where = OC_REF, .why = "placed by its reference kernel on llvm; refused on cuda"}
   CONSTANT(F32(1)), CONSTANT(F32(2, 77, 77)), CONSTANT(TY(DT_I32, 5, 3)), CONSTANT(TY(DT_I64, 1, 77)),
+};
+
+/* ---- the ops that read token ids (bit for bit) --------------------------------------- */
+#define EMBED(range, data_, ids, table) {.op = OP_EMBEDDING, .nin = 2, .in = {ids, table}, .data = data_, .scale = range}
+#define POOL(argmax, eos, range, x, ids)                                                                   \
+  {.op = OP_EOS_POOL, .nin = 2, .in = {x, ids}, .attrs = {I("argmax", argmax), I("eos", eos)}, .data = OC_TOKENS, \
+   .scale = range}
+
+static const op_case text_rows[] = {
+  /* CLIP's token embedding: 77 ids of the real vocabulary; i32 ids; ids
+   * outside the table (negative and past it) give zero rows, and the
+   * CUDA emulator's guard bytes and ASan see no read outside it */
+  EMBED(49408, OC_TOKENS, TY(DT_I64, 2, 77), F32(49408, 8)),
+  EMBED(1000, OC_TOKENS, TY(DT_I64, 1, 77), F32(1000, 768)),
+  EMBED(300, OC_TOKENS, TY(DT_I32, 3, 5, 7), F32(300, 33)),
+  EMBED(5, OC_TOKENS_OUT, TY(DT_I64, 64), F32(5, 16)),
+  EMBED(7, OC_TOKENS_OUT, TY(DT_I32, 2, 50), F32(7, 3)),
+  EMBED(1, OC_TOKENS, TY(DT_I64, 1), F32(1, 1)),
+  /* the table as a 16-bit or fp8 checkpoint stores it, decoded as read */
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I64, 2, 77), F32(49408, 8)}, .data = OC_TOKENS, .scale = 49408,
+   .wdtype = DT_F16},
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I32, 3, 11), F32(50, 37)}, .data = OC_TOKENS_OUT, .scale = 50,
+   .wdtype = DT_BF16},
+  {.op = OP_EMBEDDING, .nin = 2, .in = {TY(DT_I64, 9), F32(20, 5)}, .data = OC_TOKENS, .scale = 20,
+   .wdtype = DT_F8_E4M3},
+  /* CLIP's pooler: the first eos (ids from a small range: several eos in a
+   * row, or none, which pools position 0), or the first largest id */
+  POOL(0, 7, 10, F32(4, 77, 16), TY(DT_I64, 4, 77)),
+  POOL(0, 3, 40, F32(8, 13, 5), TY(DT_I64, 8, 13)),
+  POOL(0, 2, 3, F32(3, 9, 768), TY(DT_I32, 3, 9)),
+  POOL(1, 2, 10, F32(4, 77, 16), TY(DT_I64, 4, 77)),
+  POOL(1, 2, 49408, F32(2, 77, 40), TY(DT_I32, 2, 77)),
+  POOL(0, 5, 10, F32(1, 1, 7), TY(DT_I64, 1, 1)),
 };
 
 /* ---- cast (bit for bit) ----------------------------------------------------------- */
@@ -285,18 +325,23 @@ const op_case *oc_table(int *n) {
   static op_case *table;
   static int len;
   if (!table) {
-    const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows};
-    const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows)};
-    int total = 64 + 384 + 64; /* random permutes, conv2d and linear, attention and blend */
-    for (int p = 0; p < 4; p++) total += counts[p];
+    const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows, text_rows};
+    const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows),
+                          COUNT(text_rows)};
+    int total = 64 + 384 + 96; /* random permutes, conv2d and linear, attention and blend */
+    for (int p = 0; p < 5; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < 5; p++) {
       memcpy(table + len, parts[p], sizeof *table * (size_t)counts[p]);
       len += counts[p];
     }
     len += random_permutes(table + len);
     len += oc_gemm_rows(table + len);
     len += oc_attention_rows(table + len);
+    if (len > total) { /* the generated rows outgrew their room above */
+      fprintf(stderr, "oc_table: %d rows in room for %d\n", len, total);
+      abort();
+    }
   }
   *n = len;
   return table;
@@ -397,7 +442,7 @@ int32_t oc_build(const op_case *c, dc_module *m) {
     oc_shape o = sized(&c->out, len);
     t = (dc_type){o.dtype, o.rank, {0}};
     memcpy(t.dims, o.dims, sizeof(int64_t) * (size_t)o.rank);
-  } else if (x.dtype && x.dtype != DT_F32) {
+  } else if (x.dtype && x.dtype != DT_F32 && !dc_dtype_is_int(x.dtype)) {
     /* the IR's type rules take f32 for permute, concat and slice; the kernels
      * move elements of any size: state the type, inferred as if f32 */
     dc_node probe = n;
@@ -571,6 +616,20 @@ static void *weight_codes(dc_dtype t, size_t n, uint64_t *s) {
   return b;
 }
 
+/* numel(t) ids of t's integer dtype, uniform in [lo, hi). */
+static void *token_ids(const dc_type *t, int64_t lo, int64_t hi, uint64_t *s) {
+  size_t n = dc_type_numel(t);
+  uint8_t *b = malloc(n * 8 + 64);
+  for (size_t j = 0; j < n; j++) {
+    uint64_t r = (uint64_t)next_u32(s) << 32;
+    r |= next_u32(s);
+    int64_t v = lo + (int64_t)(r % (uint64_t)(hi - lo));
+    if (t->dtype == DT_I32) ((int32_t *)b)[j] = (int32_t)v;
+    else ((int64_t *)b)[j] = v;
+  }
+  return b;
+}
+
 void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
   if (c->data == OC_NORMAL) return NULL;
   const dc_node *n = &m->nodes[id];
@@ -598,6 +657,11 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
       }
       free(v);
       in[i] = b;
+    } else if (c->data == OC_TOKENS || c->data == OC_TOKENS_OUT) {
+      in[i] = dc_dtype_is_int(t->dtype) ? token_ids(t, c->data == OC_TOKENS_OUT ? -4 : 0,
+                                                    (int64_t)c->scale + (c->data == OC_TOKENS_OUT ? 4 : 0), &s)
+              : t->dtype == DT_F32      ? (void *)fill(numel, &s, 0.0, 1.0, 1)
+                                        : weight_codes(t->dtype, numel, &s); /* a stored table */
     } else if (c->data == OC_STORED) {
       in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
     } else if (c->data == OC_OFFSET) {
@@ -625,7 +689,8 @@ void oc_free_inputs(void **in) {
 
 static const char *data_name(oc_data d) {
   static const char *names[] = {"", "bytes", "specials", "sweep", "all codes", "rounding", "rounding/half-ulp",
-                                "timesteps", "offset", "big mean", "stored", "integers"};
+                                "timesteps", "offset", "big mean", "stored", "integers", "tokens",
+                                "tokens, some outside"};
   return names[d];
 }
 

@@ -39,6 +39,8 @@ typedef enum {
   OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
   OC_STORED,        /* conv2d, linear: normal(0,1) f32, the weight random finite codes of wdtype */
   OC_INTEGERS,      /* small integers rint(2·normal), in each input's dtype: every partial sum exact */
+  OC_TOKENS,        /* token ids: integer inputs uniform in [0, scale), float inputs normal(0,1) */
+  OC_TOKENS_OUT,    /* the same with ids in [-4, scale + 4): some outside a table of scale rows */
 } oc_data;
 
 typedef struct {

@@ -1,6 +1,6 @@
-/* op_cases_attention.c — the attention and blend rows of the op case table
- * (op_cases.h).  Attention rows come from the old test_llvm_attention.c
- * (head sizes 1..80 and 512, lengths no multiple of the query or key
+/* op_cases_attention.c — the attention, causal_attention and blend rows of
+ * the op case table (op_cases.h).  Attention rows come from the old
+ * test_llvm_attention.c (head sizes 1..80 and 512, lengths no multiple of the query or key
  * block, batch 3, cross-attention, a peaky softmax) and
  * test_cuda_attention.c (SD head sizes 40..160 and the VAE's 512, partial
  * 64-query and 64-key tiles, f32, bf16 and f16 compute), merged: rows too
@@ -19,6 +19,13 @@ static op_case attn(int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, dou
   c.in[1] = c.in[2] = (oc_shape){DT_F32, 3, {b, sk, h * d}};
   c.attrs[0] = (oc_attr){"heads", h, 0, 0};
   c.attrs[1] = (oc_attr){"scale", 0, scale ? scale : 1.0 / sqrt((double)d), 1};
+  return c;
+}
+
+/* causal_attention: self-attention, S queries and keys. */
+static op_case causal(int64_t b, int64_t h, int64_t d, int64_t s, double data) {
+  op_case c = attn(b, h, d, s, s, 0, data);
+  c.op = OP_CAUSAL_ATTENTION;
   return c;
 }
 
@@ -86,6 +93,21 @@ int oc_attention_rows(op_case *out) {
   out[k++] = attn(1, 2, 40, 1, 77, 0, 1); /* one query */
   out[k++] = attn(1, 1, 1, 5, 5, 0, 1);
   out[k++] = attn(1, 1, 8, 5, 5, 0, 1);
+  /* causal: CLIP-L's text encoder (12 heads of 64, 77 tokens, batch 2) and
+   * bigG's head count; lengths across the LLVM kernel's 64-query and 96-key
+   * blocks (its query blocks skip the key blocks past their last query) and
+   * the CUDA kernel's 64-tiles; one token; a peaky softmax */
+  out[k++] = cpu_only(causal(2, 12, 64, 77, 1));
+  out[k++] = cpu_only(causal(1, 20, 8, 77, 1));
+  out[k++] = cpu_only(causal(1, 2, 40, 257, 1));
+  out[k++] = cpu_only(causal(2, 1, 1, 100, 1));
+  out[k++] = cpu_only(causal(1, 5, 64, 200, 4.0));
+  out[k++] = with(causal(2, 2, 40, 70, 1), OC_CC_GEMM | OC_CC_F16);
+  out[k++] = causal(2, 4, 16, 77, 1);
+  out[k++] = causal(1, 2, 64, 130, 1); /* three query and key tiles of 64 */
+  out[k++] = causal(2, 3, 3, 1, 1);   /* one token: its own key only */
+  out[k++] = causal(1, 1, 8, 5, 1);
+  out[k++] = with(causal(1, 2, 40, 150, 2.0), OC_CC_F32 | OC_CC_F16);
   /* blend: along H and W, extents larger than either side (clamped) */
   out[k++] = blend(2, S4(1, 3, 16, 12), S4(1, 3, 16, 12), 4);
   out[k++] = blend(3, S4(2, 3, 10, 16), S4(2, 3, 10, 7), 8); /* prev narrower than the extent */

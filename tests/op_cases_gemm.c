@@ -147,6 +147,9 @@ static int llvm_rows(op_case *out) {
   out[k++] = cpu_only(LIN(3, 2, 64, 320), 2560, 1, ACT_GEGLU, RES_NONE), LLVM_BLOCKING);
   out[k++] = cpu_only(LIN(2, 1, 1280), 1280, 1, ACT_SILU, RES_NONE), LLVM_BLOCKING);
   out[k++] = cpu_only(LIN(3, 2, 154, 1280), 320, 1, ACT_NONE, RES_FULL), LLVM_BLOCKING);
+  /* quick_gelu (CLIP's fc1): a partial column block, and over its residual */
+  out[k++] = cpu_only(LIN(3, 2, 77, 40), 34, 1, ACT_QUICK_GELU, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(aliased(LIN(3, 3, 50, 300), 64, 1, ACT_QUICK_GELU, RES_FULL)), LLVM_BLOCKING);
   return k;
 }
 
@@ -176,6 +179,8 @@ static int cuda_rows(op_case *out) {
   /* M = 77 * 2 (text tokens, batch 2), K = 45, N = 70: several tiles */
   out[k++] = LIN(3, 2, 77, 45), 70, 1, ACT_NONE, RES_NONE);
   out[k++] = LIN(3, 2, 77, 24), 40, 0, ACT_GELU, RES_FULL);
+  out[k++] = LIN(3, 2, 77, 24), 40, 1, ACT_QUICK_GELU, RES_NONE); /* CLIP's fc1 */
+  out[k++] = stored(LIN(3, 2, 9, 24), 33, 1, ACT_QUICK_GELU, RES_CHANNEL), DT_F16);
   /* geglu: value and gate columns in the same block, H = 70 spans two blocks */
   out[k] = LIN(3, 2, 77, 24), 140, 1, ACT_GEGLU, RES_NONE);
   out[k++].cuda_computes |= OC_CC_F16;

@@ -237,6 +237,7 @@ static void test_pipeline(void) {
              " \"unet\": [\"diffusers\", \"UNet2DConditionModel\"],\n"
              " \"vae\": [\"diffusers\", \"AutoencoderKL\"],\n"
              " \"text_encoder\": [\"transformers\", \"CLIPTextModel\"],\n"
+             " \"text_encoder_3\": [\"transformers\", \"T5EncoderModel\"],\n"
              " \"safety_checker\": [null, null], \"feature_extractor\": [\"transformers\", null],\n"
              " \"requires_safety_checker\": false}\n");
   char *unet = dc_path_join(dir, "unet");
@@ -247,10 +248,11 @@ static void test_pipeline(void) {
 
   check_open_err(dir, NULL,
                  " is a pipeline folder (model_index.json); choose a component with --component: "
-                 "unet, vae; not supported yet: text_encoder (transformers CLIPTextModel)");
+                 "text_encoder, unet, vae; not supported yet: text_encoder_3 (transformers T5EncoderModel)");
   dc_folder_options opt = {.component = "foo"};
   check_open_err(dir, &opt,
-                 "/model_index.json: no component \"foo\" (components: unet, vae; not supported yet: text_encoder (transformers CLIPTextModel))");
+                 "/model_index.json: no component \"foo\" (components: text_encoder, unet, vae; not supported yet: "
+                 "text_encoder_3 (transformers T5EncoderModel))");
   opt.component = "safety_checker";
   check_open_err(dir, &opt, "/model_index.json: no component \"safety_checker\"");
   opt.component = "_class_name";
@@ -266,6 +268,35 @@ static void test_pipeline(void) {
   dc_folder_close(&f);
   dc_free(want);
   dc_free(unet);
+  free(dir);
+}
+
+/* transformers names its weights model.safetensors (a variant
+ * model.fp16.safetensors, shards through model.safetensors.index.json),
+ * and its pickles pytorch_model.bin. */
+static void test_transformers_names(void) {
+  printf("transformers weight names\n");
+  static const char clip_config[] = "{\"architectures\": [\"CLIPTextModel\"], \"model_type\": \"clip_text_model\"}";
+  char *dir = mkdir_tmp("clip");
+  write_text(dir, "config.json", clip_config);
+  write_text(dir, "pytorch_model.bin", "pickle");
+  check_open_err(dir, NULL,
+                 ": no weights: expected model.safetensors or model.safetensors.index.json (found pytorch_model.bin: "
+                 "diffc reads only .safetensors; convert it)");
+  dc_st_out t[] = {{"embeddings.token_embedding.weight", {DT_F16, 2, {4, 2}}, hzeros}};
+  write_st(dir, "model.fp16.safetensors", t, 1);
+  check_open_frag(dir, NULL, "(found model.fp16.safetensors: pass --variant fp16; found pytorch_model.bin:");
+  dc_folder_options opt = {.variant = "fp16"};
+  dc_folder f;
+  CHECK_OK(dc_folder_open(dir, &opt, &f));
+  CHECK(f.nentries == 1 && f.entries[0].tensor->dtype == DT_F16 && strcmp(f.class_name, "CLIPTextModel") == 0);
+  dc_folder_close(&f);
+  write_text(dir, "model.safetensors.index.json",
+             "{\"metadata\": {}, \"weight_map\": {\"embeddings.token_embedding.weight\": \"model-00001-of-00001.safetensors\"}}");
+  write_st(dir, "model-00001-of-00001.safetensors", t, 1);
+  CHECK_OK(dc_folder_open(dir, NULL, &f));
+  CHECK(f.nshards == 1 && f.nentries == 1 && strstr(f.shards[0].file.path, "model-00001-of-00001.safetensors"));
+  dc_folder_close(&f);
   free(dir);
 }
 
@@ -486,6 +517,7 @@ int main(int argc, char **argv) {
   test_variant();
   test_sharded();
   test_pipeline();
+  test_transformers_names();
   test_bad_folders();
   test_weights();
   test_weights_shards();

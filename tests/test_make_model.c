@@ -65,7 +65,9 @@ static void test_lists_match_fixtures(void) {
                 {"fixtures/unet_sd15/model", NULL},         {"fixtures/unet_sd2/model", NULL},
                 {"fixtures/unet_sdxl/model", NULL},         {"fixtures/vae_tiny/model", NULL},
                 {"fixtures/vae_sd/model", NULL},            {"fixtures/vae_noattn/model", NULL},
-                {"fixtures/pipeline_sd/model/unet", NULL}, {"fixtures/pipeline_sd/model/vae", NULL}};
+                {"fixtures/pipeline_sd/model/unet", NULL}, {"fixtures/pipeline_sd/model/vae", NULL},
+                /* a text encoder: names under text_model., as the released ones have them */
+                {"fixtures/clip_sdxl2/model", NULL}};
   printf("record mode lists each fixture's checkpoint:\n");
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     char *dir = src_path(models[i].dir);
@@ -81,7 +83,10 @@ static void test_bench_configs(void) {
     uint64_t params;
   } cases[] = {{"../bench/configs/sd15_unet.json", 859520964ull},
                {"../bench/configs/sdxl_base_unet.json", 2567463684ull},
-               {"../bench/configs/sd15_vae.json", 83653863ull}};
+               {"../bench/configs/sd15_vae.json", 83653863ull},
+               /* CLIP-L (SD1.5's text encoder) and OpenCLIP bigG with its projection (SDXL's second) */
+               {"../bench/configs/sd15_text_encoder.json", 123060480ull},
+               {"../bench/configs/sdxl_text_encoder_2.json", 694659840ull}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *config = src_path(cases[i].config);
     dc_weight_list l;
@@ -131,7 +136,7 @@ static int files_equal(const char *a, const char *b) {
 static int count_weight_files(const char *dir) {
   DIR *dp = opendir(dir);
   int n = 0;
-  for (struct dirent *de; dp && (de = readdir(dp));) n += is_weights_name(de->d_name);
+  for (struct dirent *de; dp && (de = readdir(dp));) n += is_weights_name("diffusion_pytorch_model", de->d_name);
   if (dp) closedir(dp);
   return n;
 }

@@ -56,12 +56,15 @@ static void test_descriptors(void) {
   dc_buf_deinit(&b);
 }
 
-/* Writes {"_class_name": class, <extra>} (and, with defaults, every schema
- * key that has a non-null default) to dir/config.json; returns the path. */
+/* Writes {"_class_name": class, <extra>} (a transformers class: its
+ * "architectures" and "model_type") (and, with defaults, every schema key
+ * that has a non-null default) to dir/config.json; returns the path. */
 static char *write_config(const dc_class_desc *c, const char *dir, const char *extra, int defaults) {
   dc_buf b;
   dc_buf_init(&b);
-  dc_buf_printf(&b, "{\"_class_name\": \"%s\"%s", c->name, extra);
+  if (c->library == DC_LIB_TRANSFORMERS)
+    dc_buf_printf(&b, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\"%s", c->name, c->model_type, extra);
+  else dc_buf_printf(&b, "{\"_class_name\": \"%s\"%s", c->name, extra);
   for (const dc_config_key *k = c->keys; defaults && k->key; k++)
     if (strcmp(k->def, "null") != 0 && !strstr(extra, k->key)) dc_buf_printf(&b, ", \"%s\": %s", k->key, k->def);
   dc_buf_printf(&b, "}\n");
@@ -138,6 +141,44 @@ static void test_policy(void) {
   CHECK_OK(check_text(unet, "{\"mid_block_type\": null, \"sample_size\": null}"));
 }
 
+/* The text encoder configs of SD1.5 (transformers 4.22) and SDXL's second
+ * (4.32), as their repositories ship them, and what transformers 5 writes
+ * (CLIPTextConfig().to_dict() of 5.24): every key is the class's or
+ * PretrainedConfig's bookkeeping. */
+static void test_clip_configs(void) {
+  const dc_class_desc *clip = dc_class_find(DC_LIB_TRANSFORMERS, "CLIPTextModel");
+  const dc_class_desc *proj = dc_class_find(DC_LIB_TRANSFORMERS, "CLIPTextModelWithProjection");
+  CHECK(clip && proj);
+  if (!clip || !proj) return;
+  CHECK_OK(check_text(clip, "{\"_name_or_path\": \"openai/clip-vit-large-patch14\", \"architectures\": [\"CLIPTextModel\"], "
+                            "\"attention_dropout\": 0.0, \"bos_token_id\": 0, \"dropout\": 0.0, \"eos_token_id\": 2, "
+                            "\"hidden_act\": \"quick_gelu\", \"hidden_size\": 768, \"initializer_factor\": 1.0, "
+                            "\"initializer_range\": 0.02, \"intermediate_size\": 3072, \"layer_norm_eps\": 1e-05, "
+                            "\"max_position_embeddings\": 77, \"model_type\": \"clip_text_model\", \"num_attention_heads\": 12, "
+                            "\"num_hidden_layers\": 12, \"pad_token_id\": 1, \"projection_dim\": 768, \"torch_dtype\": \"float32\", "
+                            "\"transformers_version\": \"4.22.0.dev0\", \"vocab_size\": 49408}"));
+  CHECK_OK(check_text(proj, "{\"architectures\": [\"CLIPTextModelWithProjection\"], \"attention_dropout\": 0.0, "
+                            "\"bos_token_id\": 0, \"dropout\": 0.0, \"eos_token_id\": 2, \"hidden_act\": \"gelu\", "
+                            "\"hidden_size\": 1280, \"initializer_factor\": 1.0, \"initializer_range\": 0.02, "
+                            "\"intermediate_size\": 5120, \"layer_norm_eps\": 1e-05, \"max_position_embeddings\": 77, "
+                            "\"model_type\": \"clip_text_model\", \"num_attention_heads\": 20, \"num_hidden_layers\": 32, "
+                            "\"pad_token_id\": 1, \"projection_dim\": 1280, \"torch_dtype\": \"float16\", "
+                            "\"transformers_version\": \"4.32.0.dev0\", \"vocab_size\": 49408}"));
+  CHECK_OK(check_text(clip, "{\"transformers_version\": \"5.24.0\", \"architectures\": [\"CLIPTextModel\"], "
+                            "\"output_hidden_states\": false, \"return_dict\": true, \"dtype\": \"float32\", "
+                            "\"chunk_size_feed_forward\": 0, \"is_encoder_decoder\": false, "
+                            "\"id2label\": {\"0\": \"LABEL_0\", \"1\": \"LABEL_1\"}, \"label2id\": {\"LABEL_0\": 0, \"LABEL_1\": 1}, "
+                            "\"problem_type\": null, \"vocab_size\": 49408, \"hidden_size\": 512, \"intermediate_size\": 2048, "
+                            "\"projection_dim\": 512, \"num_hidden_layers\": 12, \"num_attention_heads\": 8, "
+                            "\"max_position_embeddings\": 77, \"hidden_act\": \"quick_gelu\", \"layer_norm_eps\": 1e-05, "
+                            "\"attention_dropout\": 0.0, \"initializer_range\": 0.02, \"initializer_factor\": 1.0, "
+                            "\"pad_token_id\": 1, \"bos_token_id\": 49406, \"eos_token_id\": 49407, \"_name_or_path\": \"\", "
+                            "\"model_type\": \"clip_text_model\", \"output_attentions\": false}"));
+  CHECK_ERR(check_text(clip, "{\"hiden_act\": \"gelu\"}"), "(the nearest it knows is \"hidden_act\")");
+  CHECK_ERR(check_text(clip, "{\"eos_token_id\": null}"), "\"eos_token_id\" is null, which diffc does not support");
+  CHECK_OK(check_text(clip, "{\"projection_dim\": null, \"pad_token_id\": null}"));
+}
+
 /* transformers configs carry "architectures" and "model_type", no _class_name. */
 static void test_transformers_identity(void) {
   char *path = tu_path("clip.json");
@@ -148,7 +189,13 @@ static void test_transformers_identity(void) {
   const char *name = NULL;
   const dc_class_desc *c = (const dc_class_desc *)1;
   CHECK_OK(dc_class_of_config(&d, &name, &c));
-  CHECK(name && !strcmp(name, "CLIPTextModel") && c == NULL); /* named; no descriptor yet */
+  CHECK(name && !strcmp(name, "CLIPTextModel") && c == dc_class_find(DC_LIB_TRANSFORMERS, "CLIPTextModel"));
+  dc_json_free(&d);
+  text = "{\"architectures\": [\"T5EncoderModel\"], \"model_type\": \"t5\"}";
+  tu_write_file(path, text, strlen(text));
+  CHECK_OK(dc_json_load(path, &d));
+  CHECK_OK(dc_class_of_config(&d, &name, &c));
+  CHECK(name && !strcmp(name, "T5EncoderModel") && c == NULL); /* named; no descriptor */
   dc_json_free(&d);
   text = "{\"in_channels\": 4}";
   tu_write_file(path, text, strlen(text));
@@ -167,7 +214,7 @@ static void check_entries(const char *fixture) {
   const dc_class_desc *c = f.desc;
   CHECK(c != NULL);
   for (const dc_entry_desc *e = c ? c->entries : NULL; e && e->name; e++) {
-    dc_build_options o = {.entry = e->name};
+    dc_build_options o = {.entry = e->name, .clip_hidden_index = -1};
     dc_module *m = NULL;
     CHECK_OK(dc_frontend_build(&f, &o, &m));
     if (!m) continue;
@@ -178,8 +225,9 @@ static void check_entries(const char *fixture) {
       for (int i = 0; i < m->ninputs; i++) found |= !strcmp(m->inputs[i].name, io->name);
       CHECK(found || io->when); /* an input without a condition is always there */
     }
+    /* every output without a condition is there (a condition: a build option) */
     int nout = 0;
-    for (const dc_entry_io *io = e->outputs; io->name; io++) nout++;
+    for (const dc_entry_io *io = e->outputs; io->name; io++) nout += !io->when;
     CHECK(m->noutputs == nout);
     for (int i = 0; i < m->noutputs; i++) CHECK(dc_entry_io_find(e->outputs, m->outputs[i].name) != NULL);
     dc_module_destroy(m);
@@ -192,9 +240,12 @@ int main(int argc, char **argv) {
   test_descriptors();
   test_defaults();
   test_policy();
+  test_clip_configs();
   test_transformers_identity();
   check_entries("unet_tiny");
   check_entries("unet_sdxl");
   check_entries("vae_tiny");
+  check_entries("clip_sd15");
+  check_entries("clip_sdxl2");
   return tu_finish();
 }

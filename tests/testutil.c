@@ -129,6 +129,15 @@ int tu_io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max) {
   return n;
 }
 
+dc_status *tu_set_io_input(drt_plan *p, const dc_st_file *io, const dc_st_tensor *t) {
+  void *d = malloc(t->bytes + 1);
+  if (!d) return dc_nomem("copying an input");
+  memcpy(d, io->file.data + t->offset, t->bytes);
+  dc_status *st = drt_set_input_data(p, t->name, dc_dtype_name(t->dtype), d, t->bytes / (size_t)dc_dtype_size(t->dtype));
+  free(d);
+  return st;
+}
+
 drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st_file *io) {
   drt_plan *p = NULL;
   drt_options o = {.backend = backend};
@@ -136,10 +145,7 @@ drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st
   for (int i = 0; p && i < io->ntensors; i++) {
     const dc_st_tensor *t = &io->tensors[i];
     if (strncmp(t->name, "out.", 4) == 0) continue;
-    float *d = malloc(t->bytes + 1); /* a copy: tensors in the file need not be float-aligned */
-    memcpy(d, io->file.data + t->offset, t->bytes);
-    CHECK_OK(drt_set_input(p, t->name, d, t->bytes / 4));
-    free(d);
+    CHECK_OK(tu_set_io_input(p, io, t));
   }
   return p;
 }

@@ -63,6 +63,9 @@ char *tu_ir_text(const dc_module *m);
 /* The input shapes recorded in a fixture io file: every tensor not named
  * out.*; returns how many (at most max). */
 int tu_io_shapes(const dc_st_file *io, dc_input_shape *shapes, int max);
+/* Sets plan input t->name from io tensor t: f32, or integer ids (i32, i64)
+ * in their own dtype (a copy: tensors in the file need not be aligned). */
+dc_status *tu_set_io_input(drt_plan *p, const dc_st_file *io, const dc_st_tensor *t);
 /* drt_load(plan, backend) with the io file's recorded inputs set; NULL (and
  * a failed CHECK) on error. */
 drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st_file *io);

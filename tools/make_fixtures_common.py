@@ -12,8 +12,10 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_fixtures
 
 
 def save_io(path, tensors):
+    """Float tensors as float32; integer ones (token ids) keep their dtype."""
     from safetensors.torch import save_file
-    save_file({k: v.detach().to(torch.float32).contiguous() for k, v in tensors.items()}, path)
+    save_file({k: (v.detach() if not v.is_floating_point() else v.detach().to(torch.float32)).contiguous()
+               for k, v in tensors.items()}, path)
 
 
 def load_io(path):

@@ -14,12 +14,17 @@ import torch
 from make_fixtures_common import NUM_THREADS, SCRIPT, dir_size, load_io, save_io
 from make_fixtures_models import (apply_vae_options, build_model, make_inputs, model_class, run_model,
                                   save_model, write_model_index)
+from make_fixtures_clip import is_clip as model_class_is_clip
 from make_fixtures_table import SCHEDULER_SD15
 
 
 def diffc_options(run):
-    """The diffc flags that ask for the same as the run's diffusers options."""
-    return (["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else [])
+    """The diffc flags that ask for the same as the run's diffusers options (a text encoder's
+    hidden_states[k]: --clip-hidden-state k, with final_layer_norm --clip-final-norm)."""
+    clip = []
+    if run.get("clip_hidden"):
+        clip = ["--clip-hidden-state", str(run["clip_hidden"][0])] + (["--clip-final-norm"] if run["clip_hidden"][1] else [])
+    return (["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else []) + clip
 
 
 def check_upcast_no_effect(fx, model, run):
@@ -63,7 +68,8 @@ def make_fixture(fx, out_root, table):
         save_model(m, model_dir, fx)
         models[None] = (fx["cls"], m)
         if fx.get("max_shard_size"):
-            idx = os.path.join(model_dir, "diffusion_pytorch_model.safetensors.index.json")
+            stem = "model" if model_class_is_clip(fx["cls"]) else "diffusion_pytorch_model"
+            idx = os.path.join(model_dir, stem + ".safetensors.index.json")
             assert os.path.isfile(idx), "sharded save did not write an index.json"
             shards = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
             print(f"  sharded into {len(shards)} files + index.json")
@@ -74,12 +80,13 @@ def make_fixture(fx, out_root, table):
     case_runs = []
     for run in fx["runs"]:
         cls_name, m = models[run["component"]]
-        if run["variant"] == "bf16":
-            # reference model in memory: fp32 model holding the bf16-rounded weights
+        if run["variant"] in ("bf16", "fp16"):
+            # reference model in memory: fp32 model holding the bf16- (fp16-) rounded weights
+            rounded = torch.bfloat16 if run["variant"] == "bf16" else torch.float16
             m = build_model(cls_name, fx["config"], fx["seed"])
             with torch.no_grad():
                 for p in m.parameters():
-                    p.copy_(p.to(torch.bfloat16).to(torch.float32))
+                    p.copy_(p.to(rounded).to(torch.float32))
         inputs = make_inputs(run["inputs"])
         io_path = os.path.join(fdir, run["io"])
         save_io(io_path, inputs)  # inputs only; the worker adds the outputs
@@ -94,6 +101,7 @@ def make_fixture(fx, out_root, table):
             "result_path": io_path + ".result.tmp.json",
             "tiling": run.get("tiling", False),
             "slicing": run.get("slicing", False),
+            "clip_hidden": run.get("clip_hidden"),
         }
         job_path = io_path + ".job.tmp.json"
         with open(job_path, "w") as f:
@@ -108,7 +116,7 @@ def make_fixture(fx, out_root, table):
         # the child's output (from the saved folder) must equal the in-memory model's output
         io = load_io(io_path)
         apply_vae_options(m, run)
-        ref = run_model(m, run["kind"], run["entry"], inputs)
+        ref = run_model(m, run["kind"], run["entry"], inputs, run.get("clip_hidden"))
         for k, v in ref.items():
             rel = ((io[k] - v).norm() / v.norm()).item()
             if rel > 1e-6:

@@ -1,7 +1,8 @@
-"""make_fixtures' models (tools/make_fixtures.py): building a diffusers model class from a config
-with seeded weights, the seeded inputs of a run, one reference forward (UNet forward, VAE
-encode/decode, with diffusers' tiling/slicing as the run asks), the attention modules' summary,
-and saving a model folder (bf16 variant, sharded) or a pipeline's model_index.json.
+"""make_fixtures' models (tools/make_fixtures.py): building a diffusers model class (or a transformers
+CLIP text encoder, make_fixtures_clip.py) from a config with seeded weights, the seeded inputs of a run,
+one reference forward (UNet forward, VAE encode/decode, with diffusers' tiling/slicing as the run asks;
+a text encoder's outputs), the attention modules' summary, and saving a model folder (bf16 or fp16
+variant, sharded, the older transformers layout) or a pipeline's model_index.json.
 """
 
 import json
@@ -10,6 +11,8 @@ import os
 
 import torch
 from torch import nn
+
+from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
 
 # --------------------------------------------------------------------------------------
 # Inputs (seeded).  Each returns an ordered dict name -> float32 tensor.
@@ -49,6 +52,8 @@ def apply_vae_options(model, run):
 
 
 def model_class(name):
+    if is_clip(name):
+        return clip_class(name)
     import diffusers
     diffusers.utils.logging.set_verbosity_error()  # quiet the 'accelerate not found' note
     diffusers.utils.logging.disable_progress_bar()
@@ -57,7 +62,7 @@ def model_class(name):
 
 def build_model(cls_name, config, seed):
     torch.manual_seed(seed)
-    model = model_class(cls_name)(**config)
+    model = build_clip(cls_name, config) if is_clip(cls_name) else model_class(cls_name)(**config)
     reinit_weights(model, seed)
     model.eval()
     return model
@@ -65,7 +70,8 @@ def build_model(cls_name, config, seed):
 
 def reinit_weights(model, seed):
     """Seeded re-initialisation: conv/linear weights N(0, 1/fan_in), biases 0.05*N(0,1),
-    norm weights 1 + 0.1*N(0,1), norm biases 0.1*N(0,1).  Every parameter is covered."""
+    norm weights 1 + 0.1*N(0,1), norm biases 0.1*N(0,1), embedding tables N(0,1) (after the rest).
+    Every parameter is covered."""
     g = torch.Generator().manual_seed(1000003 * seed + 17)
     done = set()
     with torch.no_grad():
@@ -84,6 +90,7 @@ def reinit_weights(model, seed):
                 if m.bias is not None:
                     m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
+        reinit_embeddings(model, g, _randn, done)
     missed = [n for n, p in model.named_parameters() if id(p) not in done]
     if missed:
         raise SystemExit(f"reinit_weights: parameters not re-initialised: {missed}")
@@ -93,12 +100,16 @@ def make_inputs(spec):
     kind, a = spec
     if kind == "unet":
         return unet_inputs(**a)
+    if kind == "clip":
+        return clip_inputs(**a)
     return image_inputs(a["seed"], a["name"], *a["shape"])
 
 
-def run_model(model, kind, entry, inputs):
+def run_model(model, kind, entry, inputs, clip_hidden=None):
     """One reference forward.  Returns an ordered dict out-name -> tensor."""
     with torch.no_grad():
+        if kind == "clip":
+            return run_clip(model, inputs, clip_hidden)
         if kind == "unet":
             added = None
             if "text_embeds" in inputs:
@@ -126,13 +137,16 @@ def attention_summary(model):
 
 
 def save_model(model, model_dir, fx):
-    if fx.get("save_dtype") == "bf16":
-        model.to(torch.bfloat16).save_pretrained(model_dir, variant="bf16")
+    if fx.get("save_dtype") in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if fx["save_dtype"] == "bf16" else torch.float16
+        model.to(dtype).save_pretrained(model_dir, variant=fx["save_dtype"])
         model.to(torch.float32)
     elif fx.get("max_shard_size"):
         model.save_pretrained(model_dir, max_shard_size=fx["max_shard_size"])
     else:
         model.save_pretrained(model_dir)
+    if fx.get("legacy_layout"):
+        legacy_layout(model_dir, fx["config"]["max_position_embeddings"])
 
 
 def write_model_index(model_dir):

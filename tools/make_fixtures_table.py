@@ -124,6 +124,53 @@ SCHEDULER_SD15 = {
     "steps_offset": 1,
 }
 
+# transformers' CLIPTextConfig at hidden size 16 with the real vocabulary (the ids come from the real
+# tokenizer): SD1.5's text encoder (CLIP-L: quick_gelu, the legacy eos_token_id 2 of its released
+# config, so pooled at argmax(input_ids)) and the newer config (eos_token_id 49407: the first eos)
+CLIP_SD15 = {
+    "vocab_size": 49408,
+    "hidden_size": 16,
+    "intermediate_size": 48,
+    "projection_dim": 16,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 2,
+    "max_position_embeddings": 77,
+    "hidden_act": "quick_gelu",
+    "layer_norm_eps": 1e-5,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "pad_token_id": 1,
+}
+CLIP_SD15_EOS = dict(CLIP_SD15, bos_token_id=49406, eos_token_id=49407)
+
+# SDXL's text_encoder_2 (OpenCLIP bigG, CLIPTextModelWithProjection): gelu, eos_token_id 2, a projection
+# of another width; 4 heads of 4
+CLIP_SDXL2 = {
+    "vocab_size": 49408,
+    "hidden_size": 16,
+    "intermediate_size": 64,
+    "projection_dim": 12,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 77,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-5,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "pad_token_id": 1,
+}
+
+CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
+                "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
+CLIP_PROMPTS_2 = ["an oil painting of a lighthouse at dusk, waves crashing on the rocks",
+                  # longer than 77 tokens: truncated, its eos at position 76
+                  "a cozy cabin in the woods " * 14]
+# ids no tokenizer makes, for the first-eos rule: two eos (49407) in row 0, none in row 1 (pooled at
+# position 0), eos first in row 2
+CLIP_IDS = [[49406, 320, 1125, 49407, 539, 49407] + [1] * 71,
+            [49406] + list(range(1000, 1076)),
+            [49407] + [49406] * 76]
+
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -140,6 +187,11 @@ def _unet_run(io, inputs, tol=1e-4, component=None, variant=None):
 def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=False, slicing=False):
     return dict(entry=entry, io=io, kind="vae", inputs=("image", dict(seed=seed, name=name, shape=shape)),
                 tolerance=tol, component=component, variant=None, tiling=tiling, slicing=slicing)
+
+
+def _clip_run(io, inputs, hidden=None, variant=None, tol=1e-5):
+    return dict(entry="forward", io=io, kind="clip", inputs=("clip", inputs), tolerance=tol, component=None,
+                variant=variant, clip_hidden=hidden)
 
 
 FIXTURES = [
@@ -215,6 +267,37 @@ FIXTURES = [
                         slicing=True),
                _vae_run("encode", "io_encode_tiled.safetensors", 332, "sample", (1, 3, 72, 50), tiling=True),
                _vae_run("encode", "io_encode_sliced.safetensors", 333, "sample", (2, 3, 32, 32), slicing=True)]),
+    dict(name="clip_sd15", cls="CLIPTextModel", config=CLIP_SD15, seed=9, legacy_layout=True,
+         description="transformers' CLIPTextModel shaped like SD1.5's text encoder (CLIP-L) at hidden_size 16: "
+                     "quick_gelu, 3 layers of 2 heads, the real 49408-token vocabulary, eos_token_id 2 as in "
+                     "SD1.5's released config (pooled at argmax(input_ids)). Saved in the layout of the released "
+                     "checkpoints (transformers 4: names under text_model., the position_ids buffer). Inputs: "
+                     "two prompts through the real CLIP tokenizer, padded with <|endoftext|> to 77. Runs: "
+                     "forward (last_hidden_state, pooler_output); clip_skip 1 (hidden_states[-2] through "
+                     "final_layer_norm, as SD pipelines do); the embeddings (hidden_states[0]).",
+         runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS)),
+               _clip_run("io_clip_skip.safetensors", dict(prompts=CLIP_PROMPTS), hidden=[2, True]),
+               _clip_run("io_embeddings.safetensors", dict(prompts=CLIP_PROMPTS_2), hidden=[0, False])]),
+    dict(name="clip_sd15_eos", cls="CLIPTextModel", config=CLIP_SD15_EOS, seed=9, legacy_layout=True,
+         description="The clip_sd15 model (same seed, byte-identical weights) with the newer config's "
+                     "eos_token_id 49407: pooled at the first eos. Runs: forward on two prompts (one truncated "
+                     "to 77 tokens); forward on ids no tokenizer makes (two eos in a row, none, eos first).",
+         runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS_2)),
+               _clip_run("io_forward_ids.safetensors", dict(ids=CLIP_IDS))]),
+    dict(name="clip_sd15_fp16", cls="CLIPTextModel", config=CLIP_SD15_EOS, seed=9, save_dtype="fp16",
+         description="The clip_sd15_eos model saved by transformers 5 in float16 as variant 'fp16' "
+                     "(model.fp16.safetensors, names without text_model.). Reference computed in float32 from "
+                     "the fp16-rounded weights (from_pretrained(variant='fp16', dtype=float32)).",
+         runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS), variant="fp16")]),
+    dict(name="clip_sdxl2", cls="CLIPTextModelWithProjection", config=CLIP_SDXL2, seed=10, max_shard_size="1MB",
+         description="transformers' CLIPTextModelWithProjection shaped like SDXL's text_encoder_2 (OpenCLIP "
+                     "bigG) at hidden_size 16: gelu, 4 layers of 4 heads, projection_dim 12, eos_token_id 2. "
+                     "Saved SHARDED (max_shard_size 1MB, model.safetensors.index.json). Inputs: two prompts "
+                     "through the real CLIP tokenizer padded with '!' as SDXL's tokenizer_2 (one truncated). "
+                     "Runs: forward (text_embeds, last_hidden_state); the penultimate layer (hidden_states[-2] "
+                     "without final_layer_norm, as SDXL pipelines take it).",
+         runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS_2, pad="!")),
+               _clip_run("io_penultimate.safetensors", dict(prompts=CLIP_PROMPTS, pad="!"), hidden=[3, False])]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},

@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from make_fixtures_clip import is_clip
 from make_fixtures_common import NUM_THREADS, load_io, save_io
 from make_fixtures_models import apply_vae_options, attention_summary, model_class, run_model
 
@@ -37,7 +38,8 @@ def worker(job_path):
     torch.use_deterministic_algorithms(True)
     cls = model_class(job["cls"])
     baseline_rss = peak_rss_bytes()  # torch + diffusers imported, no model yet
-    kwargs = {"torch_dtype": torch.float32}
+    # transformers 5 names it dtype (torch_dtype is its deprecated alias); diffusers torch_dtype
+    kwargs = {"dtype" if is_clip(job["cls"]) else "torch_dtype": torch.float32}
     if job["variant"]:
         kwargs["variant"] = job["variant"]
     model = cls.from_pretrained(job["model_dir"], **kwargs)
@@ -50,9 +52,10 @@ def worker(job_path):
     # changes float summation order (~1e-6) against freshly allocated tensors
     inputs = {k: v.clone() for k, v in inputs.items() if not k.startswith("out.")}
 
-    outs = run_model(model, job["kind"], job["entry"], inputs)  # warm-up; also the reference
+    hidden = job.get("clip_hidden")
+    outs = run_model(model, job["kind"], job["entry"], inputs, hidden)  # warm-up; also the reference
     t0 = time.perf_counter()
-    run_model(model, job["kind"], job["entry"], inputs)  # second warm-up, timed to size the blocks
+    run_model(model, job["kind"], job["entry"], inputs, hidden)  # second warm-up, timed to size the blocks
     t_warm = time.perf_counter() - t0
     # The machine is shared, so one slow moment would spoil a plain mean: time TIMING_BLOCKS blocks
     # of `per_block` calls each and report the mean per call of the fastest block.
@@ -62,7 +65,7 @@ def worker(job_path):
         block = []
         for _ in range(per_block):
             t0 = time.perf_counter()
-            again = run_model(model, job["kind"], job["entry"], inputs)
+            again = run_model(model, job["kind"], job["entry"], inputs, hidden)
             block.append(time.perf_counter() - t0)
             for k in outs:
                 if not torch.equal(outs[k], again[k]):

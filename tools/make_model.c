@@ -30,15 +30,15 @@
 #include "frontend/frontend.h"
 #include "runtime/kernels.h" /* defines: dc_f32_to_bf16, dc_f32_to_f16 */
 
-#define WEIGHTS_STEM "diffusion_pytorch_model"
 #define CHUNK (1 << 20) /* elements generated and written at a time */
 
 static const char usage[] =
     "usage: make_model CONFIG.json OUT_DIR [options]\n"
     "\n"
     "Writes a diffusers model folder for the model CONFIG.json describes, with seeded random\n"
-    "weights: OUT_DIR/config.json (a copy) and OUT_DIR/diffusion_pytorch_model.safetensors,\n"
-    "or shards with a diffusion_pytorch_model.safetensors.index.json.  Every tensor diffc's\n"
+    "weights: OUT_DIR/config.json (a copy) and OUT_DIR/diffusion_pytorch_model.safetensors\n"
+    "(model.safetensors for a transformers model such as a CLIP text encoder), or shards with\n"
+    "an index (diffusion_pytorch_model.safetensors.index.json).  Every tensor diffc's\n"
     "builder needs for every entry of the model is written, initialised like PyTorch's\n"
     "defaults (conv/linear uniform(+-1/sqrt(fan_in)), norms 1 and 0, embeddings normal(0,1)).\n"
     "\n"
@@ -207,11 +207,16 @@ typedef struct {
   int *shard;       /* per tensor */
   int nshards;
   uint64_t total;
+  const char *stem; /* "diffusion_pytorch_model", or "model" for a transformers config */
 } layout;
 
 static dc_status *layout_make(const dc_weight_list *l, const options *o, layout *out) {
   memset(out, 0, sizeof *out);
   out->list = l;
+  dc_json_doc config; /* the file names follow the config's library */
+  DC_TRY(dc_json_load(o->config, &config));
+  out->stem = dc_weights_stem(&config);
+  dc_json_free(&config);
   out->bytes = dc_calloc((size_t)l->n + 1, sizeof *out->bytes);
   out->shard = dc_calloc((size_t)l->n + 1, sizeof *out->shard);
   if (!out->bytes || !out->shard) return dc_nomem("planning the weight files");
@@ -236,10 +241,11 @@ static void layout_free(layout *x) {
   dc_free(x->shard);
 }
 
-/* "diffusion_pytorch_model-00001-of-00003.safetensors", or the single name. */
+/* "diffusion_pytorch_model-00001-of-00003.safetensors", or the single name
+ * ("model..." for a transformers model). */
 static char *shard_name(const layout *x, int s) {
-  if (x->nshards == 1 && s == 0) return dc_strdup(WEIGHTS_STEM ".safetensors");
-  return dc_asprintf(WEIGHTS_STEM "-%05d-of-%05d.safetensors", s + 1, x->nshards);
+  if (x->nshards == 1 && s == 0) return dc_asprintf("%s.safetensors", x->stem);
+  return dc_asprintf("%s-%05d-of-%05d.safetensors", x->stem, s + 1, x->nshards);
 }
 
 /* ---- writing ------------------------------------------------------------------------- */
@@ -355,7 +361,9 @@ static dc_status *write_index(const layout *x, const char *dir) {
   for (int s = 0; ok && s < x->nshards; s++) ok = (names[s] = shard_name(x, s)) != NULL;
   for (int i = 0; ok && i < x->list->n; i++)
     ok = cJSON_AddStringToObject(map, x->list->items[i].name, names[x->shard[i]]) != NULL;
-  char *text = ok ? cJSON_Print(root) : NULL, *path = dc_path_join(dir, WEIGHTS_STEM ".safetensors.index.json");
+  char *index = dc_asprintf("%s.safetensors.index.json", x->stem);
+  char *text = ok ? cJSON_Print(root) : NULL, *path = index ? dc_path_join(dir, index) : NULL;
+  dc_free(index);
   dc_status *st = text && path ? write_text(path, text, strlen(text)) : dc_nomem("writing the shard index");
   for (int s = 0; names && s < x->nshards; s++) dc_free(names[s]);
   dc_free(names);
@@ -382,12 +390,15 @@ static dc_status *copy_config(const char *from, const char *dir) {
   return st;
 }
 
-/* A diffusers weights file name: the single file, an index, or a shard. */
-static int is_weights_name(const char *n) {
+/* A weights file name of the library's stem: the single file, an index, or a shard. */
+static int is_weights_name(const char *stem, const char *n) {
   int a, b;
   char tail[32];
-  return !strcmp(n, WEIGHTS_STEM ".safetensors") || !strcmp(n, WEIGHTS_STEM ".safetensors.index.json") ||
-         (sscanf(n, WEIGHTS_STEM "-%5d-of-%5d%31s", &a, &b, tail) == 3 && !strcmp(tail, ".safetensors"));
+  size_t ls = strlen(stem);
+  if (strncmp(n, stem, ls) != 0) return 0;
+  n += ls;
+  return !strcmp(n, ".safetensors") || !strcmp(n, ".safetensors.index.json") ||
+         (sscanf(n, "-%5d-of-%5d%31s", &a, &b, tail) == 3 && !strcmp(tail, ".safetensors"));
 }
 
 /* Removes weight files this run did not write: a folder with both a single
@@ -397,8 +408,9 @@ static dc_status *remove_stale(const layout *x, const char *dir, int quiet) {
   if (!dp) return dc_error(DC_ERR_IO, "%s: cannot list the directory", dir);
   dc_status *st = NULL;
   for (struct dirent *de; !st && (de = readdir(dp));) {
-    if (!is_weights_name(de->d_name)) continue;
-    int ours = x->nshards > 1 && !strcmp(de->d_name, WEIGHTS_STEM ".safetensors.index.json");
+    if (!is_weights_name(x->stem, de->d_name)) continue;
+    int ours = x->nshards > 1 && !strncmp(de->d_name, x->stem, strlen(x->stem)) &&
+               !strcmp(de->d_name + strlen(x->stem), ".safetensors.index.json");
     for (int s = 0; !ours && s < x->nshards; s++) {
       char *n = shard_name(x, s);
       if (!n) st = dc_nomem("listing the output folder");

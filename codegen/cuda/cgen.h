@@ -3,11 +3,12 @@
  * out->source (starting with #include "dc_cuda.cuh"), sets the launch
  * geometry, and copies `name` into out->name.
  *
- *   g_elementwise.c  silu gelu clamp add mul geglu cast
+ *   g_elementwise.c  silu gelu quick_gelu clamp add mul geglu cast
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
  *   g_norm.c         group_norm layer_norm
  *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
- *   g_attention.c    attention (flash: online softmax, never an Sq x Sk matrix)
+ *   g_attention.c    attention, causal_attention (flash: online softmax, never an Sq x Sk matrix)
+ *   g_text.c         embedding eos_pool (the ops that read token ids)
  *   g_blend.c        blend (the tiled VAE's seams)
  *   g_table.c        op -> generator, dc_cuda_gen_node */
 #ifndef DC_CUDA_CGEN_H
@@ -19,7 +20,7 @@ typedef dc_status *(*dc_cuda_gen_fn)(const dc_module *m, const dc_node *n, const
                                      const char *name, dc_cuda_kernel *out);
 
 /* The C type of a kernel parameter holding dtype t ("float", "unsigned short",
- * "unsigned char") and the dc_common.cuh loader for it ("dc_ld",
+ * "unsigned char"; token ids "int", "long long") and the dc_common.cuh loader for it ("dc_ld",
  * "dc_ld_bf16", ...). */
 const char *dc_cuda_ctype(dc_dtype t);
 const char *dc_cuda_loader(dc_dtype t);
@@ -57,5 +58,8 @@ dc_status *dc_cuda_gen_conv2d(const dc_module *, const dc_node *, const dc_cuda_
 dc_status *dc_cuda_gen_linear(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_blend(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_attention(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_quick_gelu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_embedding(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_eos_pool(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 
 #endif

@@ -5,7 +5,11 @@
  *
  * Semantics are runtime/kernels_ref_nn.c's dc_ref_attention: q [B,Sq,H*D],
  * k and v [B,Sk,H*D], head h in columns [h*D, (h+1)*D) of each row;
- * out = softmax(scale * q k^T) v per batch and head.
+ * out = softmax(scale * q k^T) v per batch and head.  causal_attention is
+ * the same kernel with ATT_CAUSAL set: scores of keys after their query are
+ * -inf (an exact 0 after the exp; key 0, in the first tile, is every
+ * query's, so each row's max is finite from the first tile on), and a query
+ * tile stops at the key tile of its last query.
  *
  * Two variants, by dc_cuda_options.compute:
  *   f32        FMA only (no TF32), so fp32 plans match the CPU to ~1e-5.  The
@@ -57,6 +61,7 @@ enum {
 typedef struct {
   int64_t batch, heads, sq, sk, d, hd; /* hd = H*D, the row stride of q, k, v and out */
   float scale;
+  int causal;       /* causal_attention: query i sees keys 0..i */
   int mma;          /* tensor-core variant */
   dc_cuda_compute compute;
   int64_t dp;       /* head size padded to the MMA step (d for f32) */
@@ -139,6 +144,9 @@ static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_
   g->sk = tk->dims[1];
   g->hd = tq->dims[2];
   g->heads = dc_node_int(n, "heads");
+  g->causal = n->op == OP_CAUSAL_ATTENTION;
+  if (g->causal && g->sq != g->sk)
+    return dc_error(DC_ERR_MISMATCH, "causal_attention: %lld queries but %lld keys", (long long)g->sq, (long long)g->sk);
   if (g->heads < 1 || g->hd % g->heads || tk->dims[2] != g->hd)
     return dc_error(DC_ERR_MISMATCH, "attention: %lld heads do not split q's %lld and k's %lld columns",
                     (long long)g->heads, (long long)g->hd, (long long)tk->dims[2]);
@@ -169,21 +177,21 @@ static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_
 static void emit_constants(dc_buf *b, const att_geom *g) {
   dc_buf_printf(b,
                 "#include \"dc_cuda.cuh\"\n"
-                "/* attention (%s): B=%lld H=%lld Sq=%lld Sk=%lld D=%lld, %lldx%lld tiles, %llu bytes of shared "
+                "/* %s (%s): B=%lld H=%lld Sq=%lld Sk=%lld D=%lld, %lldx%lld tiles, %llu bytes of shared "
                 "memory */\n"
                 "#define ATT_SQ %lld\n#define ATT_SK %lld\n#define ATT_D %lld\n#define ATT_HD %lld\n"
                 "#define ATT_SCALE ((float)%.17g)\n"
                 "#define ATT_BQ %lld\n#define ATT_BK %lld\n#define ATT_NKT %lld\n"
-                "#define ATT_NT %d\n#define ATT_NW %d\n"
+                "#define ATT_NT %d\n#define ATT_NW %d\n#define ATT_CAUSAL %d\n"
                 "#define ATT_LDS %lld /* row stride of the scores */\n"
                 "#define ATT_SPL %lld /* scores per lane in a row */\n"
                 "#define ATT_OFF_Q %llu\n#define ATT_OFF_KV %llu\n#define ATT_OFF_P %llu\n#define ATT_OFF_S %llu\n"
                 "#define ATT_OFF_STATS %llu\n",
-                dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
+                g->causal ? "causal_attention" : "attention", dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
                 (long long)g->sk, (long long)g->d, (long long)g->bq, (long long)g->bk,
                 (unsigned long long)g->bytes, (long long)g->sq, (long long)g->sk, (long long)g->d,
                 (long long)g->hd, (double)g->scale, (long long)g->bq, (long long)g->bk,
-                (long long)ceil_div(g->sk, g->bk), g->threads, g->threads / 32, (long long)ld_s(g),
+                (long long)ceil_div(g->sk, g->bk), g->threads, g->threads / 32, g->causal, (long long)ld_s(g),
                 (long long)ceil_div(g->bk, 32), (unsigned long long)g->off_q, (unsigned long long)g->off_kv,
                 (unsigned long long)g->off_p, (unsigned long long)g->off_s, (unsigned long long)g->off_stats);
   if (g->mma)
@@ -210,16 +218,18 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
   dc_buf_printf(b, "%s",
                 "#if defined(__CUDA_ARCH__)\n#define ATT_UNROLL _Pragma(\"unroll\")\n#else\n#define ATT_UNROLL\n#endif\n"
                 "/* One key tile of the online softmax.  Each warp takes rows r = warp, warp + NW, ...:\n"
-                " * x = scale * s (keys past Sk are -inf), m_new = max(m, max x), p = exp(x - m_new)\n"
+                " * x = scale * s (keys past Sk are -inf, and with ATT_CAUSAL keys past the row's\n"
+                " * query q0 + r), m_new = max(m, max x), p = exp(x - m_new)\n"
                 " * (written to p, which may be s itself), alpha = exp(m - m_new) rescales what the\n"
                 " * row has summed so far: l = l * alpha + sum p. */\n"
-                "DC_DEVICE void att_softmax(const float *s, att_p *p, float *row_m, float *row_l, float *row_a, int k0) {\n"
+                "DC_DEVICE void att_softmax(const float *s, att_p *p, float *row_m, float *row_l, float *row_a, int k0, int q0) {\n"
                 "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
                 "  for (int r = warp; r < ATT_BQ; r += ATT_NW) {\n"
                 "    float x[ATT_SPL], mx = -DC_INF;\n"
                 "    ATT_UNROLL for (int c = 0; c < ATT_SPL; c++) {\n"
                 "      const int j = lane + 32 * c;\n"
-                "      x[c] = j < ATT_BK && k0 + j < ATT_SK ? s[r * ATT_LDS + j] * ATT_SCALE : -DC_INF;\n"
+                "      x[c] = j < ATT_BK && k0 + j < ATT_SK && (!ATT_CAUSAL || k0 + j <= q0 + r) ? s[r * ATT_LDS + j] * ATT_SCALE\n"
+                "                                                                             : -DC_INF;\n"
                 "      mx = fmaxf(mx, x[c]);\n"
                 "    }\n"
                 "    const float m_old = row_m[r], m_new = fmaxf(m_old, dc_warp_max(mx));\n"
@@ -257,6 +267,9 @@ static void emit_prologue(dc_buf *b, const char *name, const char *tile_type) {
                 "  const float *kb = k + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
                 "  const float *vb = v + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
                 "  float *ob = out + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
+                "  /* causal: the key tiles up to this tile's last query */\n"
+                "  const int nkt = ATT_CAUSAL && (q0 + rows + ATT_BK - 1) / ATT_BK < ATT_NKT ? (q0 + rows + ATT_BK - 1) / ATT_BK\n"
+                "                                                                            : ATT_NKT;\n"
                 "  for (int i = threadIdx.x; i < ATT_BQ; i += ATT_NT) {\n"
                 "    row_m[i] = -DC_INF;\n"
                 "    row_l[i] = 0.0f;\n"
@@ -315,7 +328,7 @@ static const char f32_body[] =
     "  att_stage_t(qs, ATT_LDQ, ATT_BQ, qb, rows);\n"
     "  float o[ATT_RQ][ATT_CO];\n"
     "  ATT_UNROLL for (int r = 0; r < ATT_RQ; r++) ATT_UNROLL for (int c = 0; c < ATT_CO; c++) o[r][c] = 0.0f;\n"
-    "  for (int kt = 0; kt < ATT_NKT; kt++) {\n"
+    "  for (int kt = 0; kt < nkt; kt++) {\n"
     "    const int k0 = kt * ATT_BK, keys = ATT_SK - k0 < ATT_BK ? ATT_SK - k0 : ATT_BK;\n"
     "    __syncthreads(); /* the last tile's P V is done with kv */\n"
     "    att_stage_t(kv, ATT_LDK, ATT_BK, kb + (long long)k0 * ATT_HD, keys);\n"
@@ -323,7 +336,7 @@ static const char f32_body[] =
     "    att_scores(qs, kv, s, tq, tk);\n"
     "    __syncthreads();\n"
     "    att_stage(kv, vb + (long long)k0 * ATT_HD, keys);\n"
-    "    att_softmax(s, s, row_m, row_l, row_a, k0);\n"
+    "    att_softmax(s, s, row_m, row_l, row_a, k0, q0);\n"
     "    __syncthreads();\n"
     "    att_mix(o, s, kv, row_a, keys, tq, tk);\n"
     "  }\n"
@@ -396,7 +409,7 @@ static const char mma_body[] =
     "  att_stage(qs, ATT_BQ, qb, rows);\n"
     "  float o[ATT_OPT];\n"
     "  ATT_UNROLL for (int u = 0; u < ATT_OPT; u++) o[u] = 0.0f;\n"
-    "  for (int kt = 0; kt < ATT_NKT; kt++) {\n"
+    "  for (int kt = 0; kt < nkt; kt++) {\n"
     "    const int k0 = kt * ATT_BK, keys = ATT_SK - k0 < ATT_BK ? ATT_SK - k0 : ATT_BK;\n"
     "    __syncthreads(); /* the last tile's P V is in s and done with kv */\n"
     "    if (kt > 0) att_fold(o, s, row_a);\n"
@@ -405,7 +418,7 @@ static const char mma_body[] =
     "    att_scores(qs, kv, s, keys);\n"
     "    __syncthreads();\n"
     "    att_stage(kv, ATT_BK, vb + (long long)k0 * ATT_HD, keys);\n"
-    "    att_softmax(s, p, row_m, row_l, row_a, k0);\n"
+    "    att_softmax(s, p, row_m, row_l, row_a, k0, q0);\n"
     "    __syncthreads();\n"
     "    att_mix(p, kv, s, keys);\n"
     "  }\n"

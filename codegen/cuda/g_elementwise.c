@@ -1,5 +1,6 @@
-/* g_elementwise.c — CUDA kernels for the elementwise ops: silu, gelu, clamp,
- * add and mul (b broadcast numpy-style onto a), geglu and cast.
+/* g_elementwise.c — CUDA kernels for the elementwise ops: silu, gelu,
+ * quick_gelu, clamp, add and mul (b broadcast numpy-style onto a), geglu and
+ * cast.
  *
  * Every kernel is a grid-stride loop over its output with the shape baked in
  * as constants (so index division is multiply-and-shift).  Where the
@@ -81,6 +82,13 @@ dc_status *dc_cuda_gen_gelu(const dc_module *m, const dc_node *n, const dc_cuda_
                             dc_cuda_kernel *out) {
   DC_TRY(need_f32_io(m, n));
   return gen_unary(n, name, "dc_gelu(x)", out);
+}
+
+/* The reference's float steps: t = 1.702f·x, 1/(1 + e^-t), times x. */
+dc_status *dc_cuda_gen_quick_gelu(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                  dc_cuda_kernel *out) {
+  DC_TRY(need_f32_io(m, n));
+  return gen_unary(n, name, "x * (1.0f / (1.0f + expf(-(1.702f * x))))", out);
 }
 
 /* Comparisons are false for NaN, so NaN passes through (torch.clamp). */

@@ -332,6 +332,7 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
     dc_buf_printf(b, "    v = v * dc_gelu(cs[ml * G_LDC + cl + G_OBN]%s);\n", g->has_bias ? " + G_BIAS(G_OUTC + j)" : "");
   if (g->act == ACT_SILU) dc_buf_printf(b, "    v = dc_silu(v);\n");
   if (g->act == ACT_GELU) dc_buf_printf(b, "    v = dc_gelu(v);\n");
+  if (g->act == ACT_QUICK_GELU) dc_buf_printf(b, "    v = v * (1.0f / (1.0f + expf(-(1.702f * v)))); /* quick_gelu */\n");
   if (planes)
     dc_buf_printf(b, "    const long long oi = ((long long)(m / G_P) * G_OUTC + j) * G_P + m %% G_P;\n");
   else

@@ -28,6 +28,10 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_LINEAR: return dc_cuda_gen_linear;
     case OP_ATTENTION: return dc_cuda_gen_attention;
     case OP_BLEND: return dc_cuda_gen_blend;
+    case OP_CAUSAL_ATTENTION: return dc_cuda_gen_attention; /* the same kernel with the mask */
+    case OP_QUICK_GELU: return dc_cuda_gen_quick_gelu;
+    case OP_EMBEDDING: return dc_cuda_gen_embedding;
+    case OP_EOS_POOL: return dc_cuda_gen_eos_pool;
     default: return NULL;
   }
 }
@@ -74,6 +78,8 @@ const char *dc_cuda_ctype(dc_dtype t) {
     case DT_BF16: return "unsigned short";
     case DT_F8_E4M3:
     case DT_F8_E5M2: return "unsigned char";
+    case DT_I32: return "int";
+    case DT_I64: return "long long";
     default: return "?";
   }
 }

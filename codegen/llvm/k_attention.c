@@ -16,7 +16,13 @@
  * Each score sums over d in order, like the reference's dot(); the exp is a
  * vector polynomial (dc_k_attention_exp below).  Threads split the
  * (batch, head, query block) items; consecutive items share a head, so k and
- * v of that head stay in cache. */
+ * v of that head stay in cache.
+ *
+ * causal_attention is the same kernel with the causal mask: a query block
+ * walks only the key blocks up to its last query, and the score of key j
+ * for query i is -inf where j > i, which the exp turns into exactly 0 (key
+ * 0, in the first block, is every query's, so each running max is finite
+ * from the first block on). */
 #include <math.h>
 #include <string.h>
 
@@ -28,6 +34,7 @@ enum { BQ_TARGET = 64, BK_TARGET = 96, MAX_ACC = 24 };
 typedef struct {
   int64_t batch, heads, sq, sk, d, hd; /* hd = H·D, the row stride */
   float scale;
+  int causal;  /* causal_attention: query i sees keys 0..i */
   int vw;      /* lanes */
   int cq;      /* query vectors per block; bq = cq·vw queries */
   int ct;      /* query vectors per micro-tile (divides cq) */
@@ -45,6 +52,7 @@ typedef struct {
   LLVMValueRef qt, ot, s, m, l, mb, al;
   LLVMValueRef acc[MAX_ACC];
   LLVMValueRef lsum;
+  LLVMValueRef r0, k0; /* causal: the first query of the block, the first key of the key block */
 } attn_ctx;
 
 static void plan_shape(const dc_kgen *g, attn_shape *a) {
@@ -56,6 +64,7 @@ static void plan_shape(const dc_kgen *g, attn_shape *a) {
   a->heads = dc_node_int(g->n, "heads");
   a->d = a->hd / a->heads;
   a->scale = (float)dc_node_float(g->n, "scale");
+  a->causal = g->n->op == OP_CAUSAL_ATTENTION;
   a->vw = g->vw;
   /* 24 accumulators fill 32 zmm registers with room for operands; with 16
    * registers (AVX2, SSE) 12 do. */
@@ -142,6 +151,17 @@ LLVMValueRef dc_k_attention_exp(dc_kgen *g, LLVMValueRef x) {
 }
 
 /* ---- S = scale · Q·Kᵀ for one micro-tile ------------------------------- */
+/* The causal mask of score vector sv: key k0 + jl + r against the queries
+ * of query vector ct (lanes r0 + ct·vw + 0..vw-1): -inf where the key comes
+ * after the query. */
+static LLVMValueRef causal_mask(dc_kgen *g, attn_ctx *c, LLVMValueRef sv, LLVMValueRef jl, int r, LLVMValueRef ct) {
+  LLVMValueRef key = LLVMBuildTrunc(g->b, add(g, add(g, c->k0, jl), kg_i64(g, r)), g->i32, "");
+  LLVMValueRef q0 = LLVMBuildTrunc(g->b, add(g, c->r0, mul(g, ct, c->a->vw)), g->i32, "");
+  LLVMValueRef qi = LLVMBuildAdd(g->b, gk_isplat(g, q0), gk_iota(g), "");
+  LLVMValueRef after = LLVMBuildICmp(g->b, LLVMIntSLT, qi, gk_isplat(g, key), "");
+  return LLVMBuildSelect(g->b, after, kg_vf32(g, -INFINITY), sv, "");
+}
+
 /* Scores of nk keys (rows from kp, stride hd) × ct query vectors starting at
  * vector c0, into S rows jl.. of the block; folds them into the block max. */
 static void qk_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef kp, LLVMValueRef jl, LLVMValueRef c0, int nk) {
@@ -162,6 +182,7 @@ static void qk_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef kp, LLVMValueRef jl, L
     LLVMValueRef mx = kg_vload(g, mp);
     for (int r = 0; r < nk; r++) {
       LLVMValueRef sv = LLVMBuildFMul(g->b, getv(g, c->acc[r * a->ct + t]), scale, "s");
+      if (a->causal) sv = causal_mask(g, c, sv, jl, r, ct);
       kg_vstore(g, sv, qvec(g, a, c->s, add(g, jl, kg_i64(g, r)), ct));
       mx = vmax(g, mx, sv);
     }
@@ -232,6 +253,7 @@ static void pv_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef vp, LLVMValueRef d0, L
 static void key_block(dc_kgen *g, attn_ctx *c, LLVMValueRef kh, LLVMValueRef vh, LLVMValueRef k0, int64_t nk) {
   const attn_shape *a = c->a;
   LLVMValueRef kp = at(g, kh, mul(g, k0, a->hd)), vp = at(g, vh, mul(g, k0, a->hd));
+  c->k0 = k0;
   int64_t nfull = nk / a->rk, ktail = nk % a->rk, dfull = a->d / a->rd, dtail = a->d % a->rd;
   kg_loop grp, t;
   kg_for(g, &grp, kg_i64(g, 0), kg_i64(g, a->cq), a->ct, "qk_g");
@@ -388,6 +410,29 @@ static void write_out(dc_kgen *g, attn_ctx *c, LLVMValueRef yh, LLVMValueRef row
   kg_end(g, &i);
 }
 
+/* The full key blocks, then the tail block, of keys [0, Sk); causal: of the
+ * keys [0, kend) the block's queries see (whole blocks: the mask does the rest). */
+static void key_blocks(dc_kgen *g, attn_ctx *c, LLVMValueRef kh, LLVMValueRef vh, LLVMValueRef kend) {
+  const attn_shape *a = c->a;
+  int64_t nkb = a->sk / a->bk, ktail = a->sk % a->bk;
+  LLVMValueRef full = kg_i64(g, nkb * a->bk);
+  if (a->causal) { /* min(nkb·bk, kend rounded up to a block) */
+    LLVMValueRef up = mul(g, LLVMBuildSDiv(g->b, add(g, kend, kg_i64(g, a->bk - 1)), kg_i64(g, a->bk), ""), a->bk);
+    full = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, up, full, ""), up, full, "kfull");
+  }
+  if (nkb) {
+    kg_loop kb;
+    kg_for(g, &kb, kg_i64(g, 0), full, a->bk, "kblk");
+    key_block(g, c, kh, vh, kb.i, a->bk);
+    kg_end(g, &kb);
+  }
+  if (!ktail) return;
+  kg_cond tail;
+  if (a->causal) kg_if(g, &tail, LLVMBuildICmp(g->b, LLVMIntSGT, kend, kg_i64(g, nkb * a->bk), ""));
+  key_block(g, c, kh, vh, kg_i64(g, nkb * a->bk), ktail);
+  if (a->causal) kg_endif(g, &tail);
+}
+
 /* One work item: batch b, head h, query block qb. */
 static void query_block(dc_kgen *g, attn_ctx *c, LLVMValueRef item, LLVMValueRef q, LLVMValueRef k, LLVMValueRef v,
                         LLVMValueRef y) {
@@ -403,24 +448,19 @@ static void query_block(dc_kgen *g, attn_ctx *c, LLVMValueRef item, LLVMValueRef
   LLVMValueRef qoff = add(g, mul(g, add(g, mul(g, bi, a->sq), r0), a->hd), hcol);
   LLVMValueRef koff = add(g, mul(g, bi, a->sk * a->hd), hcol);
   LLVMValueRef kh = at(g, k, koff), vh = at(g, v, koff);
+  c->r0 = r0;
   pack_q(g, c, at(g, q, qoff), rows);
   init_block(g, c);
-  int64_t nkb = a->sk / a->bk, ktail = a->sk % a->bk;
-  if (nkb) {
-    kg_loop kb;
-    kg_for(g, &kb, kg_i64(g, 0), kg_i64(g, nkb * a->bk), a->bk, "kblk");
-    key_block(g, c, kh, vh, kb.i, a->bk);
-    kg_end(g, &kb);
-  }
-  if (ktail) key_block(g, c, kh, vh, kg_i64(g, nkb * a->bk), ktail);
+  key_blocks(g, c, kh, vh, add(g, r0, rows));
   write_out(g, c, at(g, y, qoff), rows);
 }
 
+/* attention and causal_attention (a->causal, from the node's op). */
 dc_status *dc_k_attention(dc_kgen *g) {
   for (int i = 0; i <= 3; i++)
     if (kg_type(g, i)->dtype != DT_F32)
-      return dc_error(DC_ERR_UNSUPPORTED, "attention: the LLVM kernel computes in f32, got %s for %s",
-                      dc_dtype_name(kg_type(g, i)->dtype), i ? "an input" : "the output");
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: the LLVM kernel computes in f32, got %s for %s",
+                      dc_op_get(g->n->op)->name, dc_dtype_name(kg_type(g, i)->dtype), i ? "an input" : "the output");
   attn_shape a;
   plan_shape(g, &a);
   if (a.sq < 1 || a.sk < 1 || a.d < 1) return NULL; /* nothing to attend to, or nothing asked */

@@ -1,6 +1,7 @@
-/* k_elementwise.c — kernels for the elementwise ops (silu, gelu, clamp),
- * add and mul with numpy broadcasting, and geglu; and the vector math they
- * share with other kernels' epilogues (kg_expf, kg_silu, kg_gelu).
+/* k_elementwise.c — kernels for the elementwise ops (silu, gelu,
+ * quick_gelu, clamp), add and mul with numpy broadcasting, and geglu; and
+ * the vector math they share with other kernels' epilogues (kg_expf,
+ * kg_silu, kg_gelu, kg_quick_gelu).
  *
  * Every kernel here is a walk over rows of contiguous elements in vectors
  * of W lanes (a masked vector for a row's tail): the rows·ceil(len/W)
@@ -73,6 +74,14 @@ LLVMValueRef kg_silu(dc_kgen *g, LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
   LLVMValueRef e = kg_expf(g, LLVMBuildFNeg(g->b, x, ""));
   return LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, kg_fconst(t, 1.0), e, ""), "silu");
+}
+
+LLVMValueRef kg_quick_gelu(dc_kgen *g, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef tx = LLVMBuildFMul(g->b, kg_fconst(t, 1.702f), x, "");
+  LLVMValueRef e = kg_expf(g, LLVMBuildFNeg(g->b, tx, ""));
+  LLVMValueRef sig = LLVMBuildFDiv(g->b, kg_fconst(t, 1.0), LLVMBuildFAdd(g->b, kg_fconst(t, 1.0), e, ""), "");
+  return LLVMBuildFMul(g->b, x, sig, "quick_gelu");
 }
 
 /* e^y in double for y in [-700, 0]: Taylor to degree 9 on |r| <= ln2/2
@@ -191,6 +200,7 @@ static dc_status *unary(dc_kgen *g, LLVMValueRef (*f)(dc_kgen *, walk *, LLVMVal
 
 static LLVMValueRef f_silu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_silu(g, x); }
 static LLVMValueRef f_gelu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_gelu(g, x); }
+static LLVMValueRef f_quick_gelu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_quick_gelu(g, x); }
 
 /* x < lo ? lo : x > hi ? hi : x — ordered compares, so NaN passes through
  * and -0 stays -0 (minnum/maxnum would differ), exactly the reference. */
@@ -208,6 +218,11 @@ dc_status *dc_k_silu(dc_kgen *g) {
 dc_status *dc_k_gelu(dc_kgen *g) {
   walk w = {0};
   return unary(g, f_gelu, &w);
+}
+
+dc_status *dc_k_quick_gelu(dc_kgen *g) {
+  walk w = {0};
+  return unary(g, f_quick_gelu, &w);
 }
 
 dc_status *dc_k_clamp(dc_kgen *g) {

@@ -22,6 +22,9 @@ dc_status *dc_k_concat(dc_kgen *g);
 dc_status *dc_k_slice(dc_kgen *g);
 dc_status *dc_k_cast(dc_kgen *g);
 dc_status *dc_k_attention(dc_kgen *g);
+dc_status *dc_k_quick_gelu(dc_kgen *g);
+dc_status *dc_k_embedding(dc_kgen *g);
+dc_status *dc_k_eos_pool(dc_kgen *g);
 
 dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
@@ -43,6 +46,10 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
     case OP_SLICE: return dc_k_slice;
     case OP_CAST: return dc_k_cast;
     case OP_ATTENTION: return dc_k_attention;
+    case OP_CAUSAL_ATTENTION: return dc_k_attention; /* the same kernel with the mask */
+    case OP_QUICK_GELU: return dc_k_quick_gelu;
+    case OP_EMBEDDING: return dc_k_embedding;
+    case OP_EOS_POOL: return dc_k_eos_pool;
     default: return NULL;
   }
 }

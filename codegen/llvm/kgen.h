@@ -114,7 +114,8 @@ LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int nt
  * k_elementwise.c):
  *   kg_expf: e^x within about 1 ulp, subnormal results included, inf above
  *            88.72, NaN kept (a polynomial, no libm call);
- *   kg_silu: x / (1 + kg_expf(-x)), the reference's formula;
+ *   kg_silu: x / (1 + kg_expf(-x)), the reference's formula (kg_quick_gelu
+ *            below likewise);
  *   kg_gelu: exact (erf) gelu x·Φ(x), evaluated in double like the
  *            reference and rounded once: within one ulp of it (every float
  *            >= -5 checked), nearly always bit-exact; about 3× the cost of
@@ -122,5 +123,8 @@ LLVMValueRef gk_call_intr(dc_kgen *g, const char *name, LLVMTypeRef *tys, int nt
 LLVMValueRef kg_expf(dc_kgen *g, LLVMValueRef x);
 LLVMValueRef kg_silu(dc_kgen *g, LLVMValueRef x);
 LLVMValueRef kg_gelu(dc_kgen *g, LLVMValueRef x);
+/* kg_quick_gelu: x · 1/(1 + kg_expf(-(1.702·x))), the reference's formula
+ * with the products rounded as it rounds them. */
+LLVMValueRef kg_quick_gelu(dc_kgen *g, LLVMValueRef x);
 
 #endif

@@ -18,6 +18,8 @@
  *                                 UNets (CrossAttnDownBlock2D, DownBlock2D, ...) and VAEs
  *                                 (DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D)
  *   blocks/vae_blocks.c:          autoencoders/vae.py: Encoder, Decoder
+ *   blocks/clip.c:                transformers' models/clip/modeling_clip.py (text):
+ *                                 CLIPTextEmbeddings, CLIPEncoderLayer, CLIPEncoder
  * Plain torch modules (Conv2d, Linear, GroupNorm, LayerNorm) are layers.h;
  * normalization.py's adaptive norms (AdaLayerNorm...) get their file here
  * with the first class that uses them. */
@@ -164,5 +166,27 @@ dc_status *blk_vae_encoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_
 /* Decoder: conv_in, mid block, UpDecoderBlock2Ds over the reversed
  * channels (layers_per_block + 1 resnets each), norm, silu, conv_out to cout. */
 dc_status *blk_vae_decoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_t x, int64_t cout, int32_t *out);
+
+/* ---- transformers: models/clip/modeling_clip.py ------------------------------ */
+
+/* What every CLIPEncoderLayer of a text model shares. */
+typedef struct {
+  int64_t hidden, inter, heads; /* hidden_size, intermediate_size, num_attention_heads */
+  double eps;                   /* layer_norm_eps */
+  dc_op act;                    /* hidden_act: OP_QUICK_GELU or OP_GELU */
+} blk_clip_cfg;
+
+/* CLIPTextEmbeddings: token_embedding(ids [B,S]) + position_embedding's
+ * rows [0, S) (S <= max_pos, checked by the caller) -> [B,S,dim]. */
+dc_status *blk_clip_text_embeddings(dc_gb *g, const char *p, int32_t ids, int64_t vocab, int64_t max_pos,
+                                    int64_t dim, int32_t *out);
+/* CLIPEncoderLayer: layer_norm1, causal self_attn (q/k/v/out_proj with
+ * bias, scale head_dim ** -0.5), + x; layer_norm2, mlp (fc1, act, fc2), + x. */
+dc_status *blk_clip_encoder_layer(dc_gb *g, const char *p, const blk_clip_cfg *c, int32_t x, int32_t *out);
+/* CLIPEncoder: `layers` encoder layers at p.layers.N; hidden[k] is the
+ * value after k of them (transformers' hidden_states tuple: hidden[0] = x),
+ * so hidden holds layers + 1 entries. */
+dc_status *blk_clip_encoder(dc_gb *g, const char *p, const blk_clip_cfg *c, int64_t layers, int32_t x,
+                            int32_t *hidden);
 
 #endif
