@@ -71,19 +71,9 @@ static dc_status *check_timesteps(const dc_scheduler *s) {
   for (int i = 0; i < s->n; i++)
     if (s->t_int[i] < 0 || s->t_int[i] >= s->T)
       return dc_error(DC_ERR_UNSUPPORTED,
-                      "%s: timestep %lld (with \"steps_offset\" %lld) is outside the %lld training timesteps, where "
-                      "diffusers fails",
+                      "%s: timestep %lld (with \"steps_offset\" %lld) is outside the %lld training timesteps, which "
+                      "diffusers indexes alphas_cumprod with (failing, or reading from the end); diffc refuses it",
                       s->path, (long long)s->t_int[i], (long long)s->c.steps_offset, (long long)s->T);
-  return NULL;
-}
-
-static dc_status *check_sigmas(const dc_scheduler *s, int steps) {
-  for (int i = 0; i < s->nsigmas; i++)
-    if (!isfinite(s->sigmas[i]))
-      return dc_error(DC_ERR_UNSUPPORTED,
-                      "%s: %d steps give sigma %d = %g (the betas reach 1, or the sigma options are out of range), "
-                      "where diffusers computes NaNs; diffc refuses it",
-                      s->path, steps, i, (double)s->sigmas[i]);
   return NULL;
 }
 
@@ -97,7 +87,6 @@ dc_status *dc_scheduler_set_timesteps(dc_scheduler *s, int steps) {
   free_loop_state(s);
   DC_TRY(sched_set_timesteps(s, steps));
   dc_status *st = check_timesteps(s);
-  if (!st) st = check_sigmas(s, steps);
   if (st) {
     dc_free(s->t_int);
     dc_free(s->t_unet);

@@ -441,11 +441,22 @@ static dc_status *read_sigma_kind(const reader *r) {
   return NULL;
 }
 
-static dc_status *read_optional_num(const reader *r, const char *key, int *has, double *out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->d->root, key);
-  if (!dc_config_key_find(r->c, key) || !v || cJSON_IsNull(v)) return NULL;
+/* A number or null (absent: null). */
+static dc_status *read_optional_num(const dc_json_doc *d, const char *key, int *has, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->root, key);
+  if (!v || cJSON_IsNull(v)) return NULL;
   *has = 1;
-  return dc_json_num(r->d, key, 0, out);
+  return dc_json_num(d, key, 0, out);
+}
+
+/* sigma_min and sigma_max are EulerDiscreteScheduler's arguments, but
+ * from_config registers the keys a class does not take into its config
+ * ("hidden" keys), and DPM-Solver's and LMS's sigma conversions read them
+ * from there when present: so they count for every class that converts
+ * sigmas.  Read before the family's other keys are dropped. */
+static dc_status *read_sigma_bounds(const dc_json_doc *d, sched_cfg *c) {
+  DC_TRY(read_optional_num(d, "sigma_min", &c->has_sigma_min, &c->sigma_min));
+  return read_optional_num(d, "sigma_max", &c->has_sigma_max, &c->sigma_max);
 }
 
 static dc_status *read_final_sigmas(const reader *r) {
@@ -462,8 +473,6 @@ static dc_status *read_euler(const reader *r) {
   sched_cfg *c = r->cfg;
   int which = 0;
   DC_TRY(get_choice(r, "interpolation_type", interp, &c->log_linear));
-  DC_TRY(read_optional_num(r, "sigma_min", &c->has_sigma_min, &c->sigma_min));
-  DC_TRY(read_optional_num(r, "sigma_max", &c->has_sigma_max, &c->sigma_max));
   DC_TRY(get_choice(r, "timestep_type", types, &which));
   c->continuous_v = which == 1 && c->prediction == PRED_V;
   return NULL;
@@ -542,6 +551,7 @@ dc_status *sched_read_config(const dc_text_files *files, const char *override, d
   dc_status *st = doc_from_bytes(&d, f->data, f->size);
   if (!st) st = drop_used_defaults(&d);
   if (!st) st = choose_class(&d, override, &cls);
+  if (!st) st = read_sigma_bounds(&d, &s->c);
   if (!st) {
     drop_family_keys(&d, &cls->desc);
     st = dc_config_check(&cls->desc, &d);

@@ -26,7 +26,7 @@ typedef enum { BETAS_LINEAR, BETAS_SCALED_LINEAR, BETAS_COSINE, BETAS_TRAINED } 
 typedef enum { SIGMAS_PLAIN, SIGMAS_KARRAS, SIGMAS_EXPONENTIAL, SIGMAS_LU } sched_sigmas;
 
 /* Every config value any class reads, with diffusers' defaults for the
- * class applied (scheduler.c fills it). */
+ * class applied (scheduler_config.c fills it). */
 typedef struct {
   int64_t num_train_timesteps, steps_offset;
   double beta_start, beta_end;
@@ -41,7 +41,7 @@ typedef struct {
   float clip_sample_range;       /* DDIM, float32 as torch's clamp takes it */
   sched_sigmas sigmas;           /* Euler, LMS, DPM */
   int log_linear;                /* Euler interpolation_type */
-  int has_sigma_min, has_sigma_max; /* Euler */
+  int has_sigma_min, has_sigma_max; /* any class's config (see scheduler_config.c) */
   double sigma_min, sigma_max;
   int continuous_v;              /* Euler timestep_type "continuous" with v_prediction */
   int final_sigma_min;           /* Euler, DPM final_sigmas_type "sigma_min" (else "zero") */

@@ -282,8 +282,10 @@ static double sigma_to_t(double sigma, const float *log_sigmas, int64_t T) {
  * in_sigmas (descending; Lu: log sigmas) into out[steps]. */
 static void convert_sigmas(const dc_scheduler *s, const double *in, int64_t nin, int steps, double *out) {
   const sched_cfg *c = &s->c;
-  double smin = c->has_sigma_min ? c->sigma_min : in[nin - 1];
-  double smax = c->has_sigma_max ? c->sigma_max : in[0];
+  /* the config's sigma_min/sigma_max bound them, but LMS's Karras sigmas */
+  int bounds = !(s->kind == SK_LMS && c->sigmas == SIGMAS_KARRAS);
+  double smin = bounds && c->has_sigma_min ? c->sigma_min : in[nin - 1];
+  double smax = bounds && c->has_sigma_max ? c->sigma_max : in[0];
   np_linspace(0, 1, steps, out); /* the ramp */
   if (c->sigmas == SIGMAS_KARRAS) {
     double rho = 7.0, min_inv = pow(smin, 1 / rho), max_inv = pow(smax, 1 / rho);
@@ -385,6 +387,15 @@ static int64_t dpm_timesteps(const dc_scheduler *s, int steps, int64_t last, scr
   return n;
 }
 
+/* Sigmas and timesteps that are not finite (betas that reach 1, sigma
+ * options out of range): diffusers computes NaNs from them; refused. */
+static dc_status *not_finite(const dc_scheduler *s, int steps, const char *what, int i, double v) {
+  return dc_error(DC_ERR_UNSUPPORTED,
+                  "%s: %d steps give %s %d = %g (the betas reach 1, or the sigma options are out of range), where "
+                  "diffusers computes NaNs; diffc refuses it",
+                  s->path, steps, what, i, v);
+}
+
 /* DPM-Solver: integer timesteps, float32 sigmas. */
 static dc_status *set_dpm(dc_scheduler *s, int steps, scratch *w) {
   int64_t T = s->T, n = dpm_timesteps(s, steps, dpm_last_timestep(s), w), ns = n;
@@ -405,7 +416,10 @@ static dc_status *set_dpm(dc_scheduler *s, int steps, scratch *w) {
   DC_TRY(alloc_schedule(s, (int)n, (int)ns + 1));
   for (int64_t i = 0; i < ns; i++) s->sigmas[i] = (float)w->sg[i];
   s->sigmas[ns] = last_sigma(s);
-  for (int64_t i = 0; i < n; i++) s->t_int[i] = (int64_t)w->ts[i]; /* torch's .to(int64) truncates */
+  for (int64_t i = 0; i < n; i++) {
+    if (!(fabs(w->ts[i]) < 1e15)) return not_finite(s, steps, "timestep", (int)i, w->ts[i]);
+    s->t_int[i] = (int64_t)w->ts[i]; /* torch's .to(int64) truncates */
+  }
   return NULL;
 }
 
@@ -455,6 +469,10 @@ static dc_status *finish(dc_scheduler *s, int steps) {
     float m = max_sigma(s);
     s->init_noise_sigma = s->c.spacing == SPACING_LEADING ? sqrtf(m * m + 1) : m;
   }
+  for (int i = 0; i < s->nsigmas; i++)
+    if (!isfinite(s->sigmas[i])) return not_finite(s, steps, "sigma", i, s->sigmas[i]);
+  for (int i = 0; i < s->n; i++)
+    if (!isfinite(s->t_unet[i])) return not_finite(s, steps, "timestep", i, s->t_unet[i]);
   s->begin = s->kind == SK_PNDM || s->kind == SK_DDIM ? 0 : begin_index(s);
   if (s->nsigmas && s->begin + s->n + 1 > s->nsigmas)
     return dc_error(DC_ERR_UNSUPPORTED,

@@ -38,8 +38,8 @@ static const float *hist(const dc_scheduler *s, int back) { return s->hist[s->nh
 static dc_status *alpha_at(const dc_scheduler *s, int64_t t, float *out) {
   if (t < 0 || t >= s->T)
     return dc_error(DC_ERR_UNSUPPORTED,
-                    "%s: timestep %lld is outside the %lld training timesteps (check \"steps_offset\" %lld), where "
-                    "diffusers fails",
+                    "%s: timestep %lld is outside the %lld training timesteps (check \"steps_offset\" %lld), which "
+                    "diffusers indexes alphas_cumprod with (failing, or reading from the end); diffc refuses it",
                     s->path, (long long)t, (long long)s->T, (long long)s->c.steps_offset);
   *out = s->alphas_cumprod[t];
   return NULL;

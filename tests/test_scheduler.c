@@ -312,6 +312,8 @@ static void test_config_errors(void) {
   check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"beta_start\": 1.5, \"beta_end\": 2.5}", NULL,
                   "cfg/scheduler_config.json: the betas (beta_start 1.5, beta_end 2.5) give alphas_cumprod[0] = -0.5, "
                   "outside [0, 1], where diffusers computes NaNs; diffc refuses them");
+  check_parse_err("{\"_class_name\": \"DPMSolverMultistepScheduler\", \"sigma_min\": \"0.1\"}", NULL,
+                  "cfg/scheduler_config.json: \"sigma_min\" must be a number, got a string");
   check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"_use_default_values\": \"beta_start\"}", NULL,
                   "\"_use_default_values\" must be a list of strings, got string");
   /* malformed JSON and files */
@@ -387,7 +389,8 @@ static void test_call_errors(void) {
 
   CHECK_OK(parse_text("{\"_class_name\": \"DDIMScheduler\", \"steps_offset\": 990}", NULL, &s));
   CHECK_ERR(dc_scheduler_set_timesteps(s, 10),
-            "timestep 1890 (with \"steps_offset\" 990) is outside the 1000 training timesteps, where diffusers fails");
+            "timestep 1890 (with \"steps_offset\" 990) is outside the 1000 training timesteps, which diffusers "
+            "indexes alphas_cumprod with");
   dc_scheduler_free(s);
 
   /* diffusers' cosine-schedule Karras timesteps start 998, 998: it starts at

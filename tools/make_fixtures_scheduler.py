@@ -192,9 +192,10 @@ SD21_DDIM = {"_class_name": "DDIMScheduler", "_diffusers_version": "0.8.0", "bet
 SD_BETAS = {"beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear"}
 
 
-def saved(cls_name, **kwargs):
-    """A config as save_config writes it (every argument, _class_name, _diffusers_version)."""
-    return ("save_config", cls_name, kwargs)
+def saved(cls_name, extra=None, **kwargs):
+    """A config as save_config writes it (every argument, _class_name, _diffusers_version), plus
+    extra keys (another class's, which from_config keeps as hidden config)."""
+    return ("save_config", cls_name, kwargs, extra or {})
 
 
 CONFIGS = {
@@ -246,6 +247,12 @@ CONFIGS = {
                             timestep_spacing="trailing", rescale_betas_zero_snr=True, **SD_BETAS),
     "dpm_sample_clipped": saved("DPMSolverMultistepScheduler", prediction_type="sample", lambda_min_clipped=-5.1,
                                 **SD_BETAS),
+    "dpm_karras_hidden_bounds": saved("DPMSolverMultistepScheduler", extra={"sigma_min": 0.5, "sigma_max": 20.0},
+                                      use_karras_sigmas=True, **SD_BETAS),
+    "lms_exponential_hidden_max": saved("LMSDiscreteScheduler", extra={"sigma_min": None, "sigma_max": 9.0},
+                                        use_exponential_sigmas=True, **SD_BETAS),
+    "lms_karras_hidden_min": saved("LMSDiscreteScheduler", extra={"sigma_min": 0.3}, use_karras_sigmas=True,
+                                   **SD_BETAS),
     "lms_sd": saved("LMSDiscreteScheduler", **SD_BETAS),
     "lms_karras": saved("LMSDiscreteScheduler", use_karras_sigmas=True, **SD_BETAS),
     "lms_leading_v": saved("LMSDiscreteScheduler", timestep_spacing="leading", steps_offset=1,
@@ -278,7 +285,10 @@ CASES += [(f"{c}_{n}", c, None, n) for c, n in [
     ("dpm_heun_sigma_min", 10), ("dpm_euler_final", 16), ("dpm_lu", 14), ("dpm_exponential", 11),
     ("dpm_v_trailing", 12), ("dpm_sample_clipped", 8),
     ("lms_sd", 1), ("lms_sd", 2), ("lms_sd", 3), ("lms_sd", 20), ("lms_karras", 20), ("lms_leading_v", 10),
-    ("lms_exponential_sample", 7), ("ddim_trained_betas", 10)]]
+    ("lms_exponential_sample", 7), ("ddim_trained_betas", 10), ("dpm_karras_hidden_bounds", 9),
+    ("lms_exponential_hidden_max", 8), ("lms_karras_hidden_min", 8)]]
+# Euler's config, its sigma_min and sigma_max kept for DPM-Solver (from_config's hidden config)
+CASES += [("euler_karras_range_to_dpm_10", "euler_karras_range", "DPMSolverMultistepScheduler", 10)]
 
 
 def write_config(out, name, spec):
@@ -288,11 +298,15 @@ def write_config(out, name, spec):
             json.dump(spec, f, indent=2, sort_keys=True)
             f.write("\n")
         return
-    _, cls_name, kwargs = spec
+    _, cls_name, kwargs, extra = spec
     with tempfile.TemporaryDirectory() as tmp:
         scheduler_class(cls_name)(**kwargs).save_config(tmp)
         with open(os.path.join(tmp, "scheduler_config.json")) as f:
             text = f.read()
+    if extra:
+        config = json.loads(text)
+        config.update(extra)
+        text = json.dumps(config, indent=2, sort_keys=True) + "\n"
     with open(path, "w") as f:
         f.write(text)
 
