@@ -14,6 +14,8 @@
 #include "frontend/registry.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
+#include "pipeline/scheduler.h"
+#include "pipeline/tokenizer.h"
 #include "plan/plan_format.h"
 
 
@@ -291,6 +293,32 @@ static dc_status *check_pipeline_options(const dc_compile_options *o) {
   return NULL;
 }
 
+/* The tokenizers and the scheduler are parsed now, so a bad file fails the
+ * compile (naming the file and line) rather than the first run; the
+ * tokenizers' length is the text encoders' sequence. */
+static dc_status *check_pipeline_files(const dc_pipeline_source *src, int *tokens) {
+  const dc_text_files *toks[2] = {&src->tokenizer, &src->tokenizer_2};
+  *tokens = 0;
+  for (int i = 0; i < (src->has_text_encoder_2 ? 2 : 1); i++) {
+    dc_clip_tokenizer *t = NULL;
+    DC_TRY(dc_clip_tokenizer_parse(toks[i], &t));
+    int n = dc_clip_tokenizer_max_length(t);
+    dc_clip_tokenizer_free(t);
+    if (*tokens && n != *tokens)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: model_max_length %d, but the first tokenizer's is %d", toks[i]->origin,
+                      n, *tokens);
+    *tokens = n;
+  }
+  dc_scheduler *s = NULL;
+  DC_TRY(dc_scheduler_parse(&src->scheduler, NULL, &s));
+  dc_scheduler_free(s);
+  const cJSON *mean = cJSON_GetObjectItemCaseSensitive(src->vae.config.root, "latents_mean");
+  if (mean && !cJSON_IsNull(mean))
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: \"latents_mean\" is set; the pipelines diffc runs do not use it yet "
+                    "(diffusers' SDXL pipeline denormalises the latents with it)", src->vae.config.path);
+  return NULL;
+}
+
 static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipeline *pl, dc_module **m) {
   DC_TRY(check_pipeline_options(o));
   if (is_single_file(o->model)) {
@@ -306,7 +334,9 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
   pl->open = 1;
   if (pl->src.has_safety_checker)
     fprintf(stderr, "diffc: note: %s has a safety_checker; diffc does not run it\n", o->model);
-  dc_pipeline_build_options bo = {.height = o->height, .width = o->width, .batch = o->batch,
+  int tokens = 0;
+  DC_TRY(check_pipeline_files(&pl->src, &tokens));
+  dc_pipeline_build_options bo = {.height = o->height, .width = o->width, .batch = o->batch, .tokens = tokens,
                                   .clip_skip = o->clip_skip, .vae_slicing = o->vae_slicing,
                                   .vae_tiling = o->vae_tiling, .tile_size = o->tile_size,
                                   .tile_overlap = o->tile_overlap};

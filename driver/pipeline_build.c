@@ -259,23 +259,40 @@ typedef struct {
 } text_values;
 
 /* One text encoder over both halves' ids: its hidden state (and pooled
- * output when `pooled_name`), each repeated to the batch. */
-static dc_status *encode_text(merger *g, const dc_folder *f, const dc_build_options *bo, const char *prefix,
+ * output when `pooled_name`), each repeated to the batch.  bo[h] are the
+ * halves' options: diffusers applies clip_skip to the prompt only (the
+ * negative prompt takes the class's usual hidden state), so the halves may
+ * read different layers; an equal pair is built once. */
+static dc_status *encode_text(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
                               const int32_t ids[2], const char *pooled_name, int64_t batch, int32_t hidden[2],
                               int32_t pooled[2]) {
-  dc_module *c = NULL;
-  DC_TRY(build_component(f, (dc_build_options *)bo, &c));
+  dc_module *c[2] = {NULL, NULL};
+  int same = bo[0].clip_hidden_index == bo[1].clip_hidden_index &&
+             bo[0].clip_hidden_final_norm == bo[1].clip_hidden_final_norm;
+  dc_status *st = build_component(f, &bo[0], &c[0]);
+  if (!st && !same) st = build_component(f, &bo[1], &c[1]);
   const char *outs[2] = {"hidden_state", pooled_name};
-  dc_status *st = NULL;
   for (int h = 0; h < 2 && !st; h++) {
     int32_t got[2] = {-1, -1};
     binding b[] = {{"input_ids", ids[h]}};
-    st = merge(g, c, prefix, 0, b, 1, outs, pooled_name ? 2 : 1, got);
+    st = merge(g, same ? c[0] : c[h], prefix, 0, b, 1, outs, pooled_name ? 2 : 1, got);
     if (!st) st = repeat_batch(g->m, got[0], batch, &hidden[h]);
     if (!st && pooled_name) st = repeat_batch(g->m, got[1], batch, &pooled[h]);
   }
-  dc_module_destroy(c);
+  dc_module_destroy(c[0]);
+  dc_module_destroy(c[1]);
   return st;
+}
+
+/* The halves' options for one encoder: clip_skip for the prompt only. */
+static dc_status *half_options(const dc_folder *f, int sdxl, int clip_skip, int64_t tokens, dc_input_shape *shape,
+                               dc_build_options bo[2]) {
+  *shape = (dc_input_shape){"input_ids", 2, {1, tokens}};
+  for (int h = 0; h < 2; h++) {
+    bo[h] = (dc_build_options){.shapes = shape, .nshapes = 1};
+    DC_TRY(text_options(f, sdxl, h == 1 ? clip_skip : 0, &bo[h]));
+  }
+  return NULL;
 }
 
 /* SDXL's force_zeros_for_empty_prompt: the negative embeddings times the
@@ -297,13 +314,14 @@ static dc_status *build_text(merger *g, const dc_pipeline_source *src, const dc_
     DC_TRY(add_input(m, "negative_input_ids_2", DT_I64, 2, dims, 0, &ids2[0]));
     DC_TRY(add_input(m, "input_ids_2", DT_I64, 2, dims, 0, &ids2[1]));
   }
-  dc_build_options bo = {.shapes = (dc_input_shape[]){{"input_ids", 2, {1, info->tokens}}}, .nshapes = 1};
-  DC_TRY(text_options(&src->text_encoder, sdxl, o->clip_skip, &bo));
-  DC_TRY(encode_text(g, &src->text_encoder, &bo, "text_encoder", ids, NULL, info->batch, tv->hidden, tv->pooled));
+  dc_input_shape shape;
+  dc_build_options bo[2];
+  DC_TRY(half_options(&src->text_encoder, sdxl, o->clip_skip, info->tokens, &shape, bo));
+  DC_TRY(encode_text(g, &src->text_encoder, bo, "text_encoder", ids, NULL, info->batch, tv->hidden, tv->pooled));
   if (!sdxl) return NULL;
   int32_t hidden2[2];
-  DC_TRY(text_options(&src->text_encoder_2, 1, o->clip_skip, &bo));
-  DC_TRY(encode_text(g, &src->text_encoder_2, &bo, "text_encoder_2", ids2, "text_embeds", info->batch, hidden2,
+  DC_TRY(half_options(&src->text_encoder_2, 1, o->clip_skip, info->tokens, &shape, bo));
+  DC_TRY(encode_text(g, &src->text_encoder_2, bo, "text_encoder_2", ids2, "text_embeds", info->batch, hidden2,
                      tv->pooled));
   for (int h = 0; h < 2; h++) { /* the two encoders' states side by side (768 + 1280 = 2048 in SDXL) */
     dc_node c = dc_node_make(OP_CONCAT, 2, (int32_t[]){tv->hidden[h], hidden2[h]});

@@ -56,8 +56,9 @@ void dc_copy_stream_may_start(dc_copy_stream *c, int32_t s) {
 
 dc_status *dc_copy_stream_wait(dc_copy_stream *c, const dc_node *n) {
   int32_t need = -1;
-  for (int k = 0; k < n->ninputs; k++)
-    if (c->m->nodes[n->inputs[k]].op == OP_UPLOAD && n->inputs[k] > need) need = n->inputs[k];
+  for (int k = 0; k < n->ninputs; k++) /* an upload of an earlier phase's run is in place already */
+    if (c->m->nodes[n->inputs[k]].op == OP_UPLOAD && n->inputs[k] >= c->first && n->inputs[k] > need)
+      need = n->inputs[k];
   if (need < 0) return NULL;
   pthread_mutex_lock(&c->mu);
   while (c->copied <= need && !c->err) pthread_cond_wait(&c->cv, &c->mu);
