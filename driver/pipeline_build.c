@@ -201,6 +201,22 @@ static dc_status *read_int(const dc_folder *f, const char *key, int64_t def, int
   return dc_json_int(&f->config, key, def, out);
 }
 
+/* The UNet halves the latents once per down block but the last; diffusers
+ * resizes the upsampled maps when a size does not divide (its
+ * forward_upsample_size), which the UNet builder does not do yet: such a
+ * size is refused here, in the pipeline's terms. */
+static dc_status *check_unet_multiple(const dc_pipeline_source *src, const dc_pipeline_info *info) {
+  const cJSON *boc = cJSON_GetObjectItemCaseSensitive(src->unet.config.root, "block_out_channels");
+  int n = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 4;
+  int64_t mult = (int64_t)1 << (n > 0 ? n - 1 : 0), px = mult * info->vae_scale;
+  if (info->latent_h % mult == 0 && info->latent_w % mult == 0) return NULL;
+  return dc_error(DC_ERR_UNSUPPORTED, "--height %lld --width %lld: the UNet downsamples the %lldx%lld latents %d times, "
+                  "so diffc needs height and width to be multiples of %lld px for this pipeline (diffusers resizes "
+                  "the upsampled maps to fit other multiples of 8; diffc does not yet)",
+                  (long long)info->height, (long long)info->width, (long long)info->latent_h,
+                  (long long)info->latent_w, n - 1, (long long)px);
+}
+
 /* The size diffusers defaults to, and the checks it makes (check_inputs:
  * multiples of 8), with the latent size the VAE's downsampling gives. */
 static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_build_options *o,
@@ -223,6 +239,7 @@ static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_
   }
   info->latent_h = info->height / info->vae_scale;
   info->latent_w = info->width / info->vae_scale;
+  DC_TRY(check_unet_multiple(src, info));
   DC_TRY(read_int(&src->unet, "in_channels", 4, &info->latent_channels));
   info->batch = o->batch ? o->batch : 1;
   if (info->batch < 1 || info->batch > 64)

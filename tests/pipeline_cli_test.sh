@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# pipeline_cli_test.sh BUILD_DIR SOURCE_DIR — prompt to PNG from the command
+# line (issue 13): diffc on a pipeline folder and on single-file
+# checkpoints, diffrun's generation options, its outputs, and every bad
+# input a user can give, each a one-line message, a non-zero exit and
+# nothing left behind.
+set -u
+. "$(dirname "$0")/cli_lib.sh"
+cli_init "$1" "$2" diffc-pipeline
+sd=$fx/pipelines/sd
+sf=$fx/single_file
+
+"$diffc" "$sd" -o "$tmp/sd.dplan" 2>/dev/null && ok "the sd pipeline compiles" || bad "the sd pipeline compiles"
+
+# ---- a PNG with its parameters ----
+"$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 -o "$tmp/out.png" \
+  >"$tmp/run.out" 2>"$tmp/run.err" && ok "diffrun --prompt writes an image" || bad "diffrun --prompt: $(cat "$tmp/run.err")"
+[ "$(head -c 8 "$tmp/out.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok "out.png is a PNG" ||
+  bad "out.png is not a PNG"
+grep -aq "parameters" "$tmp/out.png" && grep -aq "an astronaut riding a horse on mars" "$tmp/out.png" &&
+  grep -aq "Seed: 0" "$tmp/out.png" && ok "the parameters chunk holds the prompt and seed" || bad "no parameters chunk"
+grep -q "s/step" "$tmp/run.out" && grep -q "device arena peak" "$tmp/run.out" && ok "the summary: $(head -1 "$tmp/run.out")" ||
+  bad "no summary: $(cat "$tmp/run.out")"
+grep -q $'\r' "$tmp/run.err" && bad "progress written to a non-terminal" || ok "no progress line when stderr is not a terminal"
+ls "$tmp"/out.png.* >/dev/null 2>&1 && bad "a temporary file left beside out.png" || ok "no temporary left"
+[ -z "$("$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 -o "$tmp/q.png" -q 2>&1)" ] && ok "-q prints nothing" ||
+  bad "-q printed something"
+
+# ---- the same seed, the same image; another seed, another ----
+"$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 -o "$tmp/again.png" -q
+cmp -s "$tmp/out.png" "$tmp/again.png" && ok "a seed gives the same PNG" || bad "the same seed gave another PNG"
+"$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 1 -o "$tmp/other.png" -q
+cmp -s "$tmp/out.png" "$tmp/other.png" && bad "another seed gave the same PNG" || ok "another seed, another image"
+
+# ---- --batch: one PNG per image ----
+"$diffc" "$sd" --batch 2 -o "$tmp/sd2.dplan" 2>/dev/null &&
+  "$diffrun" "$tmp/sd2.dplan" --prompt cat --steps 2 -o "$tmp/b.png" -q && [ -s "$tmp/b-0.png" ] && [ -s "$tmp/b-1.png" ] &&
+  [ ! -e "$tmp/b.png" ] && ok "--batch 2 writes b-0.png and b-1.png" || bad "--batch 2 images"
+
+# ---- a single-file checkpoint gives the folder's image ----
+for f in sd1 sdxl; do
+  "$diffc" "$sf/$f.safetensors" --config "$sf/$f" -o "$tmp/sf.dplan" 2>/dev/null &&
+    "$diffc" "$sf/$f" -o "$tmp/fo.dplan" 2>/dev/null &&
+    "$diffrun" "$tmp/sf.dplan" --prompt "a red cube" --steps 2 --seed 5 -o "$tmp/sf.png" -q &&
+    "$diffrun" "$tmp/fo.dplan" --prompt "a red cube" --steps 2 --seed 5 -o "$tmp/fo.png" -q &&
+    cmp -s "$tmp/sf.png" "$tmp/fo.png" && ok "$f.safetensors gives the folder's image" || bad "$f single file vs folder"
+done
+
+# ---- compile-time errors ----
+bad_pipe() { rm -rf "$tmp/p"; cp -rL "$sd" "$tmp/p"; } # -L: a copy, never links into the fixture
+bad_pipe; rm -r "$tmp/p/tokenizer"
+expect_fail "missing tokenizer folder" "tokenizer folder is missing" "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+bad_pipe; rm -r "$tmp/p/unet"
+expect_fail "missing unet folder" "unet" "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+bad_pipe; sed -i '5s/.*/thisisnotamerge/' "$tmp/p/tokenizer/merges.txt"
+expect_fail "a malformed merges.txt line" "merges.txt:5" "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+bad_pipe; sed -i 's/"StableDiffusionPipeline"/"StableVideoDiffusionPipeline"/' "$tmp/p/model_index.json"
+expect_fail "an unknown pipeline class" "pipeline class StableVideoDiffusionPipeline is not one diffc compiles" \
+  "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+bad_pipe; sed -i 's/"PNDMScheduler"/"UniPCMultistepScheduler"/' "$tmp/p/scheduler/scheduler_config.json"
+expect_fail "an unknown scheduler class" "UniPCMultistepScheduler" "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+bad_pipe; sed -i 's/"beta_schedule": *"[a-z_]*"/"beta_schedule": "sigmoid"/' "$tmp/p/scheduler/scheduler_config.json"
+expect_fail "an unsupported scheduler option" "beta_schedule" "$tmp/p.dplan" -- "$diffc" "$tmp/p" -o "$tmp/p.dplan"
+expect_fail "--height not a multiple of 8" "--height 60: must be a positive multiple of 8" "$tmp/h.dplan" -- \
+  "$diffc" "$sd" --height 60 -o "$tmp/h.dplan"
+expect_fail "--input on a pipeline" "a pipeline's inputs come from --height" "$tmp/h.dplan" -- \
+  "$diffc" "$sd" --input sample=1x4x8x8 -o "$tmp/h.dplan"
+
+# ---- run-time errors ----
+expect_fail "--steps 0" "--steps 0: expected an integer >= 1" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 0 -o "$tmp/e.png"
+expect_fail "--scheduler unknown" "NoSuchScheduler" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --scheduler NoSuchScheduler -o "$tmp/e.png"
+expect_fail "a prompt that is not UTF-8" "UTF-8" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt "$(printf 'caf\xe9')" --steps 1 -o "$tmp/e.png"
+expect_fail "-o image.jpg" "name the file *.png" "$tmp/e.jpg" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x -o "$tmp/e.jpg"
+expect_fail "--inputs on a pipeline plan" "is a pipeline plan" -- \
+  "$diffrun" "$tmp/sd.dplan" --random-inputs
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/unet.dplan" 2>/dev/null
+expect_fail "--prompt on one model's plan" "is one model's plan, not a pipeline" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/unet.dplan" --prompt x -o "$tmp/e.png"
+"$diffrun" "$tmp/sd2.dplan" --prompt x --steps 1 --outputs "$tmp/gen2.safetensors" -q # latents [2,4,8,8]
+expect_fail "--latents of another shape" "is F32[2,4,8,8], but the plan's latents are F32[1,4,8,8]" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --latents "$tmp/gen2.safetensors" -o "$tmp/e.png"
+expect_fail "--latents without the tensor" "no tensor \"latents\"" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --latents "$fx/unet_tiny/io_forward.safetensors" -o "$tmp/e.png"
+"$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --outputs "$tmp/lat.safetensors" -q
+"$diffrun" "$tmp/sd.dplan" --prompt x --steps 2 --latents "$tmp/lat.safetensors" -o "$tmp/fromlat.png" -q &&
+  [ -s "$tmp/fromlat.png" ] && ok "--latents reads a file's \"latents\" tensor" || bad "--latents"
+cli_finish
