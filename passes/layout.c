@@ -253,11 +253,19 @@ static dc_status *emit_nchw(lx *c, int32_t i) {
   return add(c, &n, &c->map[i]);
 }
 
+static int is_output(const lx *c, int32_t old_id) {
+  for (int i = 0; i < c->m->noutputs; i++)
+    if (c->m->outputs[i].node == old_id) return 1;
+  return 0;
+}
+
 static dc_status *rewrite(lx *c) {
   for (int32_t i = 0; i < c->nold; i++) {
     if (c->repack[i] == 1) DC_TRY(emit_repacked(c, i));
     else if (c->nhwc[i]) DC_TRY(emit_nhwc(c, i));
     else DC_TRY(emit_nchw(c, i));
+    int32_t back; /* an NHWC output leaves the region right where it is made, in its own phase */
+    if (c->nhwc[i] && is_output(c, i)) DC_TRY(to_nchw(c, i, c->old[i].scope, &back));
   }
   for (int i = 0; i < c->m->ninputs; i++) c->m->inputs[i].node = c->map[c->m->inputs[i].node];
   for (int i = 0; i < c->m->noutputs; i++) {

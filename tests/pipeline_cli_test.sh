@@ -37,6 +37,17 @@ cmp -s "$tmp/out.png" "$tmp/other.png" && bad "another seed gave the same PNG" |
   "$diffrun" "$tmp/sd2.dplan" --prompt cat --steps 2 -o "$tmp/b.png" -q && [ -s "$tmp/b-0.png" ] && [ -s "$tmp/b-1.png" ] &&
   [ ! -e "$tmp/b.png" ] && ok "--batch 2 writes b-0.png and b-1.png" || bad "--batch 2 images"
 
+# ---- memory options across components ----
+echo '{"text_encoder": "cpu", "unet": 0, "vae": 0}' > "$tmp/map.json"
+for opts in "--offload group --group-level block --prefetch --layout nhwc" "--offload sequential --storage-dtype bf16" \
+            "--device-map $tmp/map.json"; do
+  # shellcheck disable=SC2086
+  "$diffc" "$sd" $opts -o "$tmp/m.dplan" 2>/dev/null &&
+    "$diffrun" "$tmp/m.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 -o "$tmp/m.png" >"$tmp/m.out" &&
+    grep -q "uploaded [1-9]" "$tmp/m.out" && ok "pipeline with $opts: $(grep arena "$tmp/m.out")" ||
+    bad "pipeline with $opts: $(cat "$tmp/m.out")"
+done
+
 # ---- a single-file checkpoint gives the folder's image ----
 for f in sd1 sdxl; do
   "$diffc" "$sf/$f.safetensors" --config "$sf/$f" -o "$tmp/sf.dplan" 2>/dev/null &&
