@@ -107,7 +107,7 @@ static void memory_flags(const dc_compile_options *o, dc_buf *b) {
   dc_buf_u8(b, 0);
 }
 
-static char *options_json(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, const dc_buf *fit) {
+static char *options_json(const dc_compile_options *o, const target_ctx *t, const char *model_dir, const dc_buf *fit) {
   dc_buf mem;
   dc_buf_init(&mem);
   memory_flags(o, &mem);
@@ -118,7 +118,7 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
   if (o->offload_dir) cJSON_AddStringToObject(j, "offload_dir", o->offload_dir);
   if (fit && fit->len) cJSON_AddRawToObject(j, "fit", (const char *)fit->data);
   cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
-  char *model = dc_path_absolute(f->dir);
+  char *model = dc_path_absolute(model_dir);
   if (model) cJSON_AddStringToObject(j, "model", model);
   dc_free(model);
   if (o->component) cJSON_AddStringToObject(j, "component", o->component);
@@ -262,15 +262,64 @@ static dc_status *check_class_options(const dc_compile_options *o, const dc_fold
   return NULL;
 }
 
-/* The module, and (fit != NULL) the device bytes each offload alternative
- * would need (passes/fit.c), from the frontend graph before the passes. */
-static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m, dc_buf *fit,
-                                  const char *plan_path) {
-  memset(f, 0, sizeof *f);
-  *m = NULL;
-  DC_TRY(dc_memory_options_check(&o->memory));
-  dc_memory_options mem;
-  DC_TRY(resolve_host_memory(o, &mem));
+/* A single-file checkpoint (the original CompVis / Stability layout). */
+static int is_single_file(const char *path) {
+  size_t n = strlen(path);
+  return n > 12 && !strcmp(path + n - 12, ".safetensors") && dc_file_exists(path) && !dc_dir_exists(path);
+}
+
+/* Whether the options name a whole pipeline: a pipeline folder without
+ * --component, or a single-file checkpoint. */
+int dc_compile_is_pipeline(const dc_compile_options *o) {
+  if (is_single_file(o->model)) return 1;
+  if (o->component || !dc_dir_exists(o->model)) return 0;
+  char *mi = dc_path_join(o->model, "model_index.json");
+  int yes = mi && dc_file_exists(mi);
+  dc_free(mi);
+  return yes;
+}
+
+/* The options a pipeline does not take (they name one model's inputs). */
+static dc_status *check_pipeline_options(const dc_compile_options *o) {
+  if (o->entry) return dc_error(DC_ERR_ARGUMENT, "--entry %s: a pipeline has no entries; compile a component with --component NAME", o->entry);
+  if (o->clip_hidden_state || o->clip_final_norm)
+    return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a text encoder compiled alone; "
+                    "a pipeline takes the hidden state its class uses (--clip-skip N moves it back)");
+  if (o->nshapes)
+    return dc_error(DC_ERR_ARGUMENT, "--input %s: a pipeline's inputs come from --height, --width and --batch; --input "
+                    "applies to one component (--component NAME)", o->shapes[0].name);
+  return NULL;
+}
+
+static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipeline *pl, dc_module **m) {
+  DC_TRY(check_pipeline_options(o));
+  if (is_single_file(o->model)) {
+    if (o->component || o->variant)
+      return dc_error(DC_ERR_ARGUMENT, "%s is a single-file checkpoint: --component and --variant apply to folders",
+                      o->model);
+    DC_TRY(dc_single_file_open(o->model, o->config_dir, &pl->src));
+    if (o->verbose) fprintf(stderr, "diffc: %s: a %s checkpoint\n", o->model, pl->src.family);
+  } else {
+    if (o->config_dir) return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
+    DC_TRY(dc_pipeline_source_open_folder(o->model, o->variant, &pl->src));
+  }
+  pl->open = 1;
+  if (pl->src.has_safety_checker)
+    fprintf(stderr, "diffc: note: %s has a safety_checker; diffc does not run it\n", o->model);
+  dc_pipeline_build_options bo = {.height = o->height, .width = o->width, .batch = o->batch,
+                                  .clip_skip = o->clip_skip, .vae_slicing = o->vae_slicing,
+                                  .vae_tiling = o->vae_tiling, .tile_size = o->tile_size,
+                                  .tile_overlap = o->tile_overlap};
+  DC_TRY(dc_pipeline_build(&pl->src, &bo, m, &pl->info));
+  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d nodes\n", o->model, pl->src.class_name, (*m)->nnodes);
+  return NULL;
+}
+
+/* One model: the folder's class builds it. */
+static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_module **m) {
+  if (o->height || o->width || o->batch || o->clip_skip)
+    return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch and --clip-skip apply to a pipeline folder; for one "
+                    "model, give its input shapes with --input NAME=DIMS");
   dc_folder_options fo = {o->component, o->variant};
   DC_TRY(dc_folder_open(o->model, &fo, f));
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
@@ -284,10 +333,25 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
                          .clip_hidden_index = o->clip_hidden_state ? o->clip_hidden_index : -1,
                          .clip_hidden_final_norm = o->clip_final_norm};
   DC_TRY(check_class_options(o, f));
-  if ((o->tile_size || o->tile_overlap) && !o->vae_tiling)
-    return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
   DC_TRY(dc_frontend_build(f, &bo, m));
   if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
+  return NULL;
+}
+
+/* The module, and (fit != NULL) the device bytes each offload alternative
+ * would need (passes/fit.c), from the frontend graph before the passes. */
+static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_compile_pipeline *pl, dc_module **m,
+                                  dc_buf *fit, const char *plan_path) {
+  memset(f, 0, sizeof *f);
+  *m = NULL;
+  DC_TRY(dc_memory_options_check(&o->memory));
+  dc_memory_options mem;
+  DC_TRY(resolve_host_memory(o, &mem));
+  mem.no_hoist = o->no_hoist;
+  if ((o->tile_size || o->tile_overlap) && !o->vae_tiling)
+    return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
+  if (dc_compile_is_pipeline(o)) DC_TRY(build_pipeline(o, pl, m));
+  else DC_TRY(build_model(o, f, m));
   note_no_effect(*m, "vae_tiling", "--vae-tiling");
   note_no_effect(*m, "vae_slicing", "--vae-slicing");
   if (fit) DC_TRY(dc_fit_table(*m, &o->memory, fit));
@@ -313,7 +377,16 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_m
 }
 
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m) {
-  return compile_module(o, f, m, NULL, NULL);
+  dc_compile_pipeline pl; /* a pipeline's module holds nothing of its source */
+  memset(&pl, 0, sizeof pl);
+  dc_status *st = compile_module(o, f, &pl, m, NULL, NULL);
+  dc_compile_pipeline_close(&pl);
+  return st;
+}
+
+void dc_compile_pipeline_close(dc_compile_pipeline *pl) {
+  if (pl->open) dc_pipeline_source_close(&pl->src);
+  memset(pl, 0, sizeof *pl);
 }
 
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
@@ -353,8 +426,54 @@ static dc_status *emit_target(const dc_compile_options *o, const target_ctx *t, 
   return emit_kernels(o, m, &plan->kernels);
 }
 
-static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const dc_folder *f, dc_module *m,
-                       const dc_buf *fit, const char *plan_path, dc_compile_report *rep) {
+/* The PIPE section: what the host needs to run the phases (pipeline/
+ * generate.c reads it) and the tokenizer and scheduler files. */
+static char *pipeline_json(const dc_compile_options *o, const dc_compile_pipeline *pl) {
+  const dc_pipeline_info *pi = &pl->info;
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON_AddStringToObject(j, "class", pl->src.class_name);
+  cJSON_AddBoolToObject(j, "sdxl", pi->sdxl);
+  cJSON_AddNumberToObject(j, "height", (double)pi->height);
+  cJSON_AddNumberToObject(j, "width", (double)pi->width);
+  cJSON_AddNumberToObject(j, "batch", (double)pi->batch);
+  cJSON_AddNumberToObject(j, "tokens", (double)pi->tokens);
+  cJSON_AddNumberToObject(j, "vae_scale_factor", (double)pi->vae_scale);
+  cJSON_AddNumberToObject(j, "latent_channels", (double)pi->latent_channels);
+  cJSON_AddNumberToObject(j, "scaling_factor", pi->scaling_factor);
+  cJSON_AddNumberToObject(j, "shift_factor", pi->shift_factor);
+  cJSON_AddBoolToObject(j, "force_zeros_for_empty_prompt", pl->src.force_zeros_for_empty_prompt);
+  cJSON_AddBoolToObject(j, "has_safety_checker", pl->src.has_safety_checker);
+  cJSON_AddNumberToObject(j, "clip_skip", o->clip_skip);
+  char *s = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  return s;
+}
+
+static dc_status *add_files(dc_text_files *out, const char *dir, const dc_text_files *in) {
+  for (int i = 0; i < in->nfiles; i++) {
+    char name[300];
+    snprintf(name, sizeof name, "%s/%s", dir, in->files[i].name);
+    DC_TRY(dc_text_files_add(out, name, in->files[i].data, in->files[i].size));
+  }
+  return NULL;
+}
+
+static dc_status *pipeline_section(const dc_compile_options *o, const dc_compile_pipeline *pl, dc_plan *plan) {
+  char *json = pipeline_json(o, pl);
+  if (!json) return dc_nomem("writing the pipeline section");
+  plan->pipeline_json = dc_strdup(json);
+  cJSON_free(json);
+  plan->pipeline_files.origin = dc_strdup(pl->src.origin);
+  if (!plan->pipeline_json || !plan->pipeline_files.origin) return dc_nomem("writing the pipeline section");
+  DC_TRY(add_files(&plan->pipeline_files, "tokenizer", &pl->src.tokenizer));
+  DC_TRY(add_files(&plan->pipeline_files, "tokenizer_2", &pl->src.tokenizer_2));
+  return add_files(&plan->pipeline_files, "scheduler", &pl->src.scheduler);
+}
+
+static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const dc_folder *f,
+                       const dc_compile_pipeline *pl, dc_module *m, const dc_buf *fit, const char *plan_path,
+                       dc_compile_report *rep) {
   dc_buf text;
   dc_buf_init(&text);
   dc_status *st = dc_print(m, &text);
@@ -363,15 +482,18 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
     dc_buf_u8(&text, 0);
     st = dc_buf_status(&text, "printing the IR");
   }
-  char *opts = st ? NULL : options_json(o, t, f, fit);
+  char *opts = st ? NULL : options_json(o, t, pl->open ? pl->src.origin : f->dir, fit);
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
     dc_plan plan = {.target = t->cuda ? DC_TARGET_CUDA : DC_TARGET_CPU, .options_json = opts,
                     .ir_text = (char *)text.data, .module = m, .sign_secret = o->sign_secret};
-    st = emit_target(o, t, m, &plan, rep);
+    if (pl->open) st = pipeline_section(o, pl, &plan);
+    if (!st) st = emit_target(o, t, m, &plan, rep);
     if (!st) st = dc_plan_write(plan_path, &plan);
     dc_plan_kernels_deinit(&plan.kernels);
     dc_plan_cuda_deinit(&plan.cuda);
+    dc_free(plan.pipeline_json);
+    dc_text_files_free(&plan.pipeline_files);
   }
   if (opts) cJSON_free(opts);
   dc_buf_deinit(&text);
@@ -390,12 +512,14 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
   dc_module *m = NULL;
   dc_buf fit;
   dc_buf_init(&fit);
-  if (!st) st = compile_module(o, &f, &m, &fit, plan_path);
+  dc_compile_pipeline pl;
+  memset(&pl, 0, sizeof pl);
+  if (!st) st = compile_module(o, &f, &pl, &m, &fit, plan_path);
   if (!st) {
     dc_buf_u8(&fit, 0);
     st = dc_buf_status(&fit, "the memory alternatives");
   }
-  if (!st) st = emit(o, &t, &f, m, &fit, plan_path, rep);
+  if (!st) st = emit(o, &t, &f, &pl, m, &fit, plan_path, rep);
   dc_buf_deinit(&fit);
   if (!st && rep) {
     dc_liveness l;
@@ -412,5 +536,6 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
   close_target(&t);
   dc_module_destroy(m);
   dc_folder_close(&f);
+  dc_compile_pipeline_close(&pl);
   return st;
 }

@@ -3,6 +3,7 @@
 #ifndef DC_COMPILE_H
 #define DC_COMPILE_H
 
+#include "driver/pipeline_build.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
@@ -38,12 +39,29 @@ typedef struct {
   const uint8_t *sign_secret;
   int64_t tile_size;           /* --tile-size PX (0: the config's sample_size) */
   double tile_overlap;         /* --tile-overlap F (0: 0.25) */
+  /* a pipeline folder (model_index.json, no --component): */
+  int64_t height, width;       /* --height, --width (0: the pipeline's default) */
+  int64_t batch;               /* --batch: images per prompt (0: 1) */
+  int clip_skip;               /* --clip-skip */
+  int no_hoist;                /* --no-hoist (passes/hoist.c) */
+  const char *config_dir;      /* --config DIR: a single-file checkpoint's configs, tokenizers, scheduler */
   /* Text encoders: --clip-hidden-state K adds the output hidden_state =
    * hidden_states[K] (dc_build_options.clip_hidden_index), --clip-final-norm
    * puts it through final_layer_norm.  clip_hidden_state says K was given
    * (0 is an index: the embeddings). */
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
 } dc_compile_options;
+
+/* A pipeline being compiled: its source and what the build found. */
+typedef struct {
+  int open;
+  dc_pipeline_source src;
+  dc_pipeline_info info;
+} dc_compile_pipeline;
+void dc_compile_pipeline_close(dc_compile_pipeline *pl);
+/* Whether the options name a whole pipeline (a folder with model_index.json
+ * and no --component). */
+int dc_compile_is_pipeline(const dc_compile_options *o);
 
 typedef struct {
   int steps;
@@ -65,9 +83,11 @@ dc_status *dc_load_device_map(const char *path, dc_map_entry **out, int *n);
  * (also atomically, before the plan). */
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep);
 
-/* The front half of dc_compile: opens the folder into *f, builds the graph
- * and runs the pass pipeline into *m.  The caller closes f and destroys m,
- * also after an error (tests compile the module's kernels themselves). */
+/* The front half of dc_compile: opens the folder into *f (a pipeline
+ * folder's components are closed again: the module holds nothing of
+ * them), builds the graph and runs the pass pipeline into *m.  The caller
+ * closes f and destroys m, also after an error (tests compile the module's
+ * kernels themselves). */
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m);
 
 #endif

@@ -409,7 +409,7 @@ static dc_status *folder_build_entries(dc_folder *f) {
   for (int s = 0; s < f->nshards; s++)
     for (int i = 0; i < f->shards[s].ntensors; i++) {
       const dc_st_tensor *t = &f->shards[s].tensors[i];
-      f->entries[f->nentries++] = (struct dc_folder_entry){t->name, s, t};
+      f->entries[f->nentries++] = (struct dc_folder_entry){.name = t->name, .shard = s, .tensor = t};
     }
   qsort(f->entries, (size_t)f->nentries, sizeof *f->entries, folder_entry_cmp);
   for (int i = 1; i < f->nentries; i++) {
@@ -503,12 +503,47 @@ dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_fol
 }
 
 void dc_folder_close(dc_folder *f) {
-  for (int s = 0; s < f->nshards; s++) dc_st_close(&f->shards[s]);
-  dc_free(f->shards);
+  if (!f->borrowed) {
+    for (int s = 0; s < f->nshards; s++) dc_st_close(&f->shards[s]);
+    dc_free(f->shards);
+  }
   dc_free(f->entries);
   dc_json_free(&f->config);
   dc_free(f->dir);
   memset(f, 0, sizeof *f);
+}
+
+/* ---- a folder over another owner's tensors ---------------------------------- */
+
+static dc_status *folder_copy_entries(dc_folder *f, const struct dc_folder_entry *entries, int n) {
+  f->entries = dc_malloc(sizeof *f->entries * (size_t)(n ? n : 1));
+  if (!f->entries) return dc_nomem("listing tensors");
+  if (n) memcpy(f->entries, entries, sizeof *f->entries * (size_t)n);
+  f->nentries = n;
+  qsort(f->entries, (size_t)n, sizeof *f->entries, folder_entry_cmp);
+  for (int i = 0; i < n; i++) {
+    if (f->entries[i].shard != 0)
+      return dc_error(DC_ERR_INTERNAL, "%s: tensor \"%s\" refers to file %d of a one-file folder", f->dir,
+                      f->entries[i].name, f->entries[i].shard);
+    if (i && strcmp(f->entries[i - 1].name, f->entries[i].name) == 0)
+      return dc_error(DC_ERR_INTERNAL, "%s: two tensors are both called \"%s\"", f->dir, f->entries[i].name);
+  }
+  return NULL;
+}
+
+dc_status *dc_folder_from_views(const char *dir, const char *config_path, dc_st_file *file,
+                                const struct dc_folder_entry *entries, int n, dc_folder *out) {
+  memset(out, 0, sizeof *out);
+  out->borrowed = 1;
+  out->shards = file;
+  out->nshards = 1;
+  out->dir = dc_strdup(dir);
+  dc_status *st = out->dir ? NULL : dc_nomem("opening a model");
+  if (!st) st = dc_json_load(config_path, &out->config);
+  if (!st) st = dc_class_of_config(&out->config, &out->class_name, &out->desc);
+  if (!st) st = folder_copy_entries(out, entries, n);
+  if (st) dc_folder_close(out);
+  return st;
 }
 
 const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name) {

@@ -110,8 +110,16 @@ typedef struct {
     const char *name;
     int shard;
     const dc_st_tensor *tensor;
+    /* The bytes hold the 2-D transpose of the weight `name`: the tensor is
+     * [dims[1], dims[0]] of diffusers' tensor (OpenCLIP's text_projection is
+     * stored [D,P], transformers' is [P,D]).  dc_weights_get checks the
+     * transposed shape and binds a permute after the weight: no copy. */
+    int transposed;
   } *entries;
   int nentries;
+  /* The shards belong to another owner (dc_folder_from_views): close leaves
+   * them mapped and the tensors the entries point at alone. */
+  int borrowed;
   /* Record mode (dc_frontend_weight_list): no weight files; every weight a
    * builder asks for is appended here and bound to a placeholder.  NULL for
    * a folder opened from disk. */
@@ -137,6 +145,15 @@ dc_status *dc_folder_open(const char *path, const dc_folder_options *opt, dc_fol
  * "model" (transformers). */
 const char *dc_weights_stem(const dc_json_doc *config);
 void dc_folder_close(dc_folder *f);
+/* A folder over tensors another owner holds: a single-file checkpoint
+ * (frontend/single_file.c) presents each component's tensors under diffusers'
+ * names without copying them.  `dir` names the component in messages and as
+ * the plan's provenance ("sd15.safetensors (unet)"); the config is read from
+ * config_path.  The folder keeps a sorted copy of `entries` (names unique,
+ * shard 0 = `file`); `file` and the tensors the entries point at must
+ * outlive the folder. */
+dc_status *dc_folder_from_views(const char *dir, const char *config_path, dc_st_file *file,
+                                const struct dc_folder_entry *entries, int n, dc_folder *out);
 const struct dc_folder_entry *dc_folder_find(const dc_folder *f, const char *name);
 
 /* ---- binding weights into the IR -------------------------------------- */

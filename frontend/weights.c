@@ -5,7 +5,9 @@
  * and the checkpoint disagree, and the message says both shapes.  The weight
  * stays in its file: the IR gets a (file, offset, bytes, type) reference and
  * an OP_WEIGHT node, plus an OP_CAST to f32 when the stored dtype is not f32
- * or the data is not 4-byte aligned in the file.  Tensors no builder asked
+ * or the data is not 4-byte aligned in the file, and a [1,0] permute when
+ * the entry holds the transpose of the weight (a single-file checkpoint's
+ * OpenCLIP text_projection: the bytes stay as stored).  Tensors no builder asked
  * for are reported at the end, because a checkpoint with extra weights is a
  * sign that the graph is not the model.
  *
@@ -43,24 +45,51 @@ void dc_weights_deinit(dc_weights *w) {
   memset(w, 0, sizeof *w);
 }
 
-static int weights_same_shape(const dc_st_tensor *t, int rank, const int64_t *dims) {
-  if (t->rank != rank) return 0;
-  for (int i = 0; i < rank; i++)
-    if (t->dims[i] != dims[i]) return 0;
-  return 1;
+/* The shape the entry has under its diffusers name: the stored one, or its
+ * transpose for a transposed entry (always rank 2). */
+static int weights_entry_shape(const struct dc_folder_entry *e, int64_t *dims) {
+  const dc_st_tensor *t = e->tensor;
+  memcpy(dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  if (e->transposed) dims[0] = t->dims[1], dims[1] = t->dims[0];
+  return t->rank;
 }
 
-/* The node a previous get returned for this tensor: the cast right after
- * its OP_WEIGHT node if there is one, else the OP_WEIGHT node.  Repeated
- * gets are rare (shared weights), so a scan is fine. */
-static int32_t weights_find_node(const dc_module *m, const char *name) {
+static int weights_same_shape(const struct dc_folder_entry *e, int rank, const int64_t *dims) {
+  int64_t have[DC_MAX_DIMS];
+  if (weights_entry_shape(e, have) != rank) return 0;
+  return memcmp(have, dims, sizeof(int64_t) * (size_t)rank) == 0;
+}
+
+/* The node after `i` if it reads `i` and has op `op`; else i. */
+static int32_t weights_follow(const dc_module *m, int32_t i, dc_op op) {
+  const dc_node *next = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
+  return next && next->op == op && next->inputs[0] == i ? i + 1 : i;
+}
+
+/* The node a previous get returned for this tensor: its OP_WEIGHT node, then
+ * the cast right after it if there is one, then (for a transposed entry) the
+ * permute after that.  Repeated gets are rare (shared weights), so a scan is
+ * fine. */
+static int32_t weights_find_node(const dc_module *m, const char *name, int transposed) {
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
     if (n->op != OP_WEIGHT || strcmp(m->weights[n->ref].name, name) != 0) continue;
-    const dc_node *next = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
-    return next && next->op == OP_CAST && next->inputs[0] == i ? i + 1 : i;
+    int32_t id = weights_follow(m, i, OP_CAST);
+    return transposed ? weights_follow(m, id, OP_PERMUTE) : id;
   }
   return -1;
+}
+
+/* A transposed entry: the [1,0] permute of the bound weight, in its scope. */
+static dc_status *weights_transpose(dc_weights *w, int32_t id, int32_t *out) {
+  dc_node p = dc_node_make(OP_PERMUTE, 1, &id);
+  p.nlist = 2;
+  p.list[0] = 1, p.list[1] = 0;
+  p.layout = LAYOUT_ROWMAJOR;
+  p.scope = w->m->nodes[id].scope;
+  DC_TRY(dc_infer_type(w->m, &p, &p.type));
+  *out = dc_module_add_node(w->m, &p);
+  return *out < 0 ? dc_nomem("binding weights") : NULL;
 }
 
 /* "conv_in.weight" -> "conv_in", in the module's arena; NULL scope if the
@@ -126,7 +155,8 @@ static dc_status *weights_add(dc_weights *w, const struct dc_folder_entry *e, in
   wt.type.dtype = t->dtype;
   wt.type.rank = t->rank;
   memcpy(wt.type.dims, t->dims, sizeof wt.type.dims);
-  return weights_bind(w, &wt, out);
+  DC_TRY(weights_bind(w, &wt, out));
+  return e->transposed ? weights_transpose(w, *out, out) : NULL;
 }
 
 /* ---- record mode ------------------------------------------------------- */
@@ -184,7 +214,7 @@ static dc_status *weights_record(dc_weights *w, const char *name, int rank, cons
   }
   if (!s) DC_TRY(weights_list_append(l, name, rank, dims));
   /* A name new to the list is new to this module too: skip the scan. */
-  if (s && (*out = weights_find_node(w->m, name)) >= 0) return NULL;
+  if (s && (*out = weights_find_node(w->m, name, 0)) >= 0) return NULL;
   dc_weight wt = {.name = name, .offset = 0};
   wt.type.dtype = DT_F32;
   wt.type.rank = rank;
@@ -206,13 +236,16 @@ dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64
     return dc_error(DC_ERR_MISMATCH, "%s: weight \"%s\" is missing (the config implies %s)",
                     w->folder->dir, name, dc_dims_str(dims, rank, want, sizeof want));
   const dc_st_tensor *t = e->tensor;
-  if (!weights_same_shape(t, rank, dims))
+  if (!weights_same_shape(e, rank, dims)) {
+    int64_t shape[DC_MAX_DIMS];
+    int r = weights_entry_shape(e, shape);
     return dc_error(DC_ERR_MISMATCH, "%s: weight \"%s\" has shape %s but the config implies %s",
-                    w->folder->dir, name, dc_dims_str(t->dims, t->rank, have, sizeof have),
+                    w->folder->dir, name, dc_dims_str(shape, r, have, sizeof have),
                     dc_dims_str(dims, rank, want, sizeof want));
+  }
   size_t ei = (size_t)(e - w->folder->entries);
   if (w->used[ei]) {
-    *out = weights_find_node(w->m, t->name);
+    *out = weights_find_node(w->m, t->name, e->transposed);
     if (*out < 0)
       return dc_error(DC_ERR_INTERNAL, "weight \"%s\" was bound but its node is gone", name);
     return NULL;

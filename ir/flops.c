@@ -31,6 +31,8 @@ static uint64_t node_flops(const dc_module *m, const dc_node *n) {
   }
 }
 
+uint64_t dc_node_flops(const dc_module *m, int32_t id) { return node_flops(m, &m->nodes[id]); }
+
 uint64_t dc_module_flops(const dc_module *m) {
   uint64_t total = 0;
   for (int32_t i = 0; i < m->nnodes; i++) total += node_flops(m, &m->nodes[i]);

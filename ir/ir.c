@@ -136,6 +136,7 @@ dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs) {
   n.ref = -1;
   n.offset = -1;
   n.type.dtype = DT_F32;
+  n.phase = DC_PHASE_INHERIT;
   return n;
 }
 
@@ -218,7 +219,14 @@ static int grow(void **arr, int32_t *cap, int32_t count, size_t elem) {
 
 int32_t dc_module_add_node(dc_module *m, const dc_node *n) {
   if (grow((void **)&m->nodes, &m->cap_nodes, m->nnodes, sizeof *n)) return -1;
-  m->nodes[m->nnodes] = *n;
+  dc_node c = *n;
+  if (c.phase == DC_PHASE_INHERIT) { /* the latest of its neighbour's and its inputs' phases */
+    c.phase = m->nnodes > 0 ? m->nodes[m->nnodes - 1].phase : 0;
+    for (int i = 0; i < c.ninputs; i++)
+      if (c.inputs[i] >= 0 && c.inputs[i] < m->nnodes && m->nodes[c.inputs[i]].phase > c.phase)
+        c.phase = m->nodes[c.inputs[i]].phase;
+  }
+  m->nodes[m->nnodes] = c;
   return m->nnodes++;
 }
 

@@ -145,7 +145,13 @@ typedef struct {
   const char *scope;              /* module path, e.g. "down_blocks.0.resnets.1.conv1"; may be NULL */
   const char *absorbed;           /* what fusion folded into this node, by module path: "silu(mid_block.resnets.0.nonlinearity)"; may be NULL */
   int64_t offset;                 /* byte offset in the activation arena, -1 until memory is planned */
+  /* The phase of the run this node belongs to (ir/phases.c); 0 in a module
+   * without phases.  dc_node_make sets DC_PHASE_INHERIT, which
+   * dc_module_add_node resolves to the latest of the previous node's phase
+   * and the inputs' phases: a node a pass inserts joins its neighbours. */
+  int32_t phase;
 } dc_node;
+#define DC_PHASE_INHERIT (-1)
 
 /* Epilogue inputs of conv2d and linear (see ops.def): -1 when absent. */
 int32_t dc_node_bias(const dc_node *n);
@@ -217,7 +223,17 @@ typedef struct dc_module {
    * frontend, NULL for a module parsed or read from a plan; not part of the
    * text or binary form (the plan records what the passes did with them). */
   const dc_model_facts *facts;
+  /* Phases (ir/phases.c): a pipeline's module runs in parts the host
+   * sequences (text encoding, the denoising loop's bodies, decode).  0
+   * phases: one run of the whole schedule. */
+  struct dc_phase {
+    const char *name; /* "text", "prologue", "denoise.cond", "decode" (arena-owned) */
+    int loop;         /* runs many times; consecutive loop phases form one loop */
+  } phases[8];
+  int32_t nphases;
 } dc_module;
+#define DC_MAX_PHASES 8
+typedef struct dc_phase dc_phase;
 
 dc_module *dc_module_create(void);
 void dc_module_destroy(dc_module *m);
@@ -251,6 +267,44 @@ void dc_node_set_int(dc_node *n, const char *attr, int64_t v);
 void dc_node_set_float(dc_node *n, const char *attr, double v);
 int64_t dc_node_int(const dc_node *n, const char *attr);
 double dc_node_float(const dc_node *n, const char *attr);
+
+/* ---- phases (ir/phases.c) ---------------------------------------------
+ * A module may be split into phases: contiguous runs of the schedule that
+ * the runtime runs separately (drt_run_phase), the host working between
+ * them (a scheduler step between two UNet forwards).  Every node belongs to
+ * one (dc_node.phase), phases never decrease along the schedule, and a node
+ * reads only values of its own or earlier phases.  A loop phase may run
+ * many times; consecutive loop phases form one loop (the two CFG halves of
+ * a denoising step), and:
+ *   - a value computed before a loop and read inside it stays live until
+ *     the loop's end (liveness), since every iteration reads it again;
+ *   - a loop phase reads no value another loop phase computed (a phase may
+ *     be skipped: guidance <= 1 runs no unconditional half), nor does a
+ *     later phase read one;
+ *   - a graph input belongs to its phase: the host sets it before that
+ *     phase runs; it lives from the phase's first step; a graph output
+ *     lives to its phase's end, where the host reads it.
+ * The table is stored in the module's metadata "phases" ("text@0
+ * prologue@812 denoise.cond*@900 decode@2900": name, * for a loop, first
+ * node), which dc_phases_sync_meta rewrites after every pass and
+ * dc_phases_from_meta reads back (plans, parsed dumps). */
+/* Appends a phase; returns its index or -1 (too many, or OOM). */
+int32_t dc_module_add_phase(dc_module *m, const char *name, int loop);
+/* The phase called name, or -1. */
+int32_t dc_phase_find(const dc_module *m, const char *name);
+/* first[p], end[p]: the node range [first, end) of each phase (empty
+ * phases: first == end), for p < max(1, nphases). */
+void dc_phase_spans(const dc_module *m, int32_t *first, int32_t *end);
+/* The last node + 1 of the loop phase p's loop (the consecutive loop
+ * phases around p), or of p itself when it is not a loop. */
+int32_t dc_phase_region_end(const dc_module *m, const int32_t *end, int32_t p);
+/* Writes the metadata "phases" from the nodes (no-op without phases). */
+dc_status *dc_phases_sync_meta(dc_module *m);
+/* Reads the metadata "phases" (if present) into m->phases and every
+ * node's phase; errors name what is malformed. */
+dc_status *dc_phases_from_meta(dc_module *m);
+/* The phase rules above (dc_verify calls it). */
+dc_status *dc_phases_verify(const dc_module *m, const char *after);
 
 /* ---- type inference (ir/infer.c) -------------------------------------- */
 /* Computes the output type of node n from its inputs' types and attributes.
@@ -330,6 +384,7 @@ dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l);
 /* ---- arithmetic (ir/flops.c) ------------------------------------------ */
 /* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */
 uint64_t dc_module_flops(const dc_module *m);
+uint64_t dc_node_flops(const dc_module *m, int32_t id); /* one node's */
 
 /* ---- text dump (ir/print.c) ------------------------------------------- */
 dc_status *dc_print(const dc_module *m, dc_buf *out);

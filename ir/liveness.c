@@ -20,7 +20,14 @@ int dc_node_is_output(const dc_module *m, int32_t id) {
   return 0;
 }
 
-int32_t dc_value_first_step(const dc_module *m, int32_t id) { return m->nodes[id].op == OP_INPUT ? 0 : id; }
+/* An input is written before its phase runs: it lives from the phase's
+ * first step (the whole run's, without phases). */
+int32_t dc_value_first_step(const dc_module *m, int32_t id) {
+  if (m->nodes[id].op != OP_INPUT) return id;
+  int32_t j = id;
+  while (j > 0 && m->nodes[j - 1].phase == m->nodes[id].phase) j--;
+  return j;
+}
 
 /* conv2d and linear may write over their residual: every kernel of them,
  * reference and generated, reads residual[i] before anything writes out[i]
@@ -44,6 +51,9 @@ int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id) 
   int32_t p = n->inputs[k];
   const dc_node *pn = &m->nodes[p];
   if (!dc_node_is_activation(pn) || pn->op == OP_INPUT || dc_node_is_output(m, p)) return -1;
+  /* a loop's next iteration reads the value again: a value from before the
+   * loop is never overwritten inside it, even by its last reader */
+  if (m->nphases && pn->phase != n->phase && m->phases[n->phase].loop) return -1;
   if (l->last_use[p] != id || !dc_type_equal(&pn->type, &n->type)) return -1;
   int reads = 0; /* add(a, a) reads a twice: the second read would see the first write */
   for (int i = 0; i < n->ninputs; i++) reads += n->inputs[i] == p;
@@ -168,6 +178,36 @@ static void arena_peak(const dc_module *m, dc_liveness *l) {
   }
 }
 
+/* What phases add to the last uses (ir.h, "phases"): a value computed
+ * before a loop and read inside it lives to the loop's end; an output to
+ * its phase's end (where the host reads it); a held upload (--offload
+ * model) to the end of the phase, or loop, of its last reader.  Without
+ * phases the whole run is one phase. */
+static void phase_lifetimes(const dc_module *m, int32_t *last_use) {
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *node = &m->nodes[i];
+    if (m->nphases == 0 || !m->phases[node->phase].loop) continue;
+    int32_t region_end = dc_phase_region_end(m, end, node->phase);
+    int32_t loop_start = node->phase;
+    while (loop_start > 0 && m->phases[loop_start - 1].loop) loop_start--;
+    for (int k = 0; k < node->ninputs; k++) {
+      int32_t v = node->inputs[k];
+      if (m->nodes[v].phase < loop_start && last_use[v] < region_end - 1) last_use[v] = region_end - 1;
+    }
+  }
+  for (int32_t i = 0; i < m->nnodes; i++) {
+    const dc_node *node = &m->nodes[i];
+    if (dc_node_is_output(m, i)) last_use[i] = end[m->nphases ? node->phase : 0] - 1;
+    else if (node->op == OP_UPLOAD && dc_node_int(node, "hold")) {
+      int32_t p = m->nphases ? m->nodes[last_use[i]].phase : 0;
+      int32_t e = dc_phase_region_end(m, end, p) - 1;
+      if (last_use[i] < e) last_use[i] = e;
+    }
+  }
+}
+
 dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
   int32_t n = m->nnodes;
   memset(l, 0, sizeof *l);
@@ -181,9 +221,7 @@ dc_status *dc_liveness_compute(const dc_module *m, dc_liveness *l) {
   for (int32_t i = 0; i < n; i++) l->last_use[i] = i;
   for (int32_t i = 0; i < n; i++)
     for (int k = 0; k < m->nodes[i].ninputs; k++) l->last_use[m->nodes[i].inputs[k]] = i;
-  for (int32_t i = 0; i < n; i++)
-    if (dc_node_is_output(m, i) || (m->nodes[i].op == OP_UPLOAD && dc_node_int(&m->nodes[i], "hold")))
-      l->last_use[i] = n - 1;
+  phase_lifetimes(m, l->last_use);
   l->planned = is_planned(m);
   l->ndevices = 1;
   for (int32_t i = 0; i < n; i++)

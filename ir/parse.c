@@ -523,7 +523,8 @@ dc_status *dc_parse(const char *text, size_t len, const char *what, dc_module **
   }
   if (!ps.err) {
     if (ps.arena_planned) ps.m->arena_bytes = ps.peak_bytes;
-    ps.err = dc_verify(ps.m, "parsing");
+    ps.err = dc_phases_from_meta(ps.m);
+    if (!ps.err) ps.err = dc_verify(ps.m, "parsing");
     if (!ps.err && ps.arena_planned) ps.err = check_memory_plan(ps.m);
     if (ps.err) ps.err = dc_status_annotate(ps.err, "%s", what);
   }

@@ -240,6 +240,7 @@ dc_status *dc_deserialize(const void *weights, size_t weights_size, const char *
     get_schedule(&r, m);
     st = r.err;
   }
+  if (!st) st = dc_status_annotate(dc_phases_from_meta(m), "%s", what);
   if (!st) {
     st = dc_verify(m, "loading");
     if (st) st = dc_status_annotate(st, "%s", what);

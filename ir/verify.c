@@ -89,6 +89,7 @@ dc_status *dc_verify(const dc_module *m, const char *after) {
                       after, wt->name);
   }
   for (int32_t i = 0; i < m->nnodes; i++) DC_TRY(verify_node(m, i, after));
+  DC_TRY(dc_phases_verify(m, after));
   DC_TRY(verify_io(m, m->inputs, m->ninputs, "input", after));
   DC_TRY(verify_io(m, m->outputs, m->noutputs, "output", after));
   if (m->noutputs == 0) return dc_error(DC_ERR_INTERNAL, "IR verifier (after %s): the module has no outputs", after);

@@ -134,7 +134,10 @@ static int block_key(const dc_model_facts *facts, const char *name, int per_grou
 static int option_key(const dc_module *m, const dc_memory_options *o, const dc_node *w, char *key, size_t cap) {
   const char *name = m->weights[w->ref].name;
   switch (o->offload) {
-    case DC_OFFLOAD_MODEL: snprintf(key, cap, "model"); return 1;
+    case DC_OFFLOAD_MODEL: /* one group per component of a pipeline (its path's first component) */
+      if (m->nphases == 0) snprintf(key, cap, "model");
+      else snprintf(key, cap, "model:%.*s", (int)component(name), name);
+      return 1;
     case DC_OFFLOAD_SEQUENTIAL: snprintf(key, cap, "%s", w->scope ? w->scope : name); return 1;
     case DC_OFFLOAD_GROUP:
       if (o->group_level == DC_GROUP_LEAF) {
@@ -176,6 +179,7 @@ typedef struct {
   int32_t *first_use;  /* per instance: the first node that reads one of its weights */
   int32_t *rank;       /* per instance: position in order of first use */
   int32_t *anchor;     /* per instance: the node its uploads go right before */
+  int32_t *phase;      /* per instance: the phase its uploads belong to */
   int32_t ngroups;     /* keys */
 } grouping;
 
@@ -184,6 +188,7 @@ typedef struct {
 static void grouping_free(grouping *g) {
   dc_free(g->group_of), dc_free(g->slot_pair), dc_free(g->pair_w), dc_free(g->pair_inst);
   dc_free(g->inst_key), dc_free(g->inst_occ), dc_free(g->first_use), dc_free(g->rank), dc_free(g->anchor);
+  dc_free(g->phase);
 }
 
 static int has_reader(const dc_module *m, int32_t id) {
@@ -262,8 +267,34 @@ static int by_first_use(const void *a, const void *b) {
   return fx != fy ? (fx > fy) - (fx < fy) : (x > y) - (x < y);
 }
 
+/* The anchor of a prefetched instance, kept inside the phase of its first
+ * use: an upload issued in another phase would be lost when that phase is
+ * skipped or repeated (a static schedule cannot prefetch across a loop's
+ * iterations). */
+static int32_t anchor_in_phase(const dc_module *m, const int32_t *phase_first, int32_t anchor, int32_t use) {
+  int32_t p = m->nodes[use].phase;
+  return m->nodes[anchor].phase == p ? anchor : phase_first[p];
+}
+
+/* --offload model: a component held for a loop is uploaded once, before
+ * it, in the phase before the loop (the prologue), not in the loop's first
+ * phase: the other phases of the loop read it too, and that first phase
+ * may be skipped. */
+static void held_before_loop(const dc_module *m, const int32_t *phase_first, int32_t *anchor, int32_t *phase) {
+  int32_t p = m->nodes[*anchor].phase;
+  if (m->nphases == 0 || !m->phases[p].loop) return;
+  while (p > 0 && m->phases[p - 1].loop) p--;
+  if (p == 0) return; /* no phase before the loop: the verifier will say so */
+  *anchor = phase_first[p];
+  *phase = p - 1;
+}
+
 /* rank and anchor of every group instance. */
-static dc_status *order_groups(const dc_memory_options *o, grouping *g) {
+static dc_status *order_groups(const dc_module *m, const dc_memory_options *o, grouping *g) {
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
+  g->phase = dc_calloc((size_t)g->ninst + 1, sizeof *g->phase);
+  if (!g->phase) return dc_nomem("ordering offload groups");
   int32_t *order = dc_calloc((size_t)g->ninst + 1, sizeof *order);
   g->rank = dc_calloc((size_t)g->ninst + 1, sizeof *g->rank);
   g->anchor = dc_calloc((size_t)g->ninst + 1, sizeof *g->anchor);
@@ -277,7 +308,9 @@ static dc_status *order_groups(const dc_memory_options *o, grouping *g) {
   for (int32_t r = 0; r < g->ninst; r++) {
     g->rank[order[r]] = r;
     int32_t ahead = r - o->prefetch < 0 ? 0 : r - o->prefetch;
-    g->anchor[order[r]] = g->first_use[order[ahead]];
+    g->anchor[order[r]] = anchor_in_phase(m, first, g->first_use[order[ahead]], g->first_use[order[r]]);
+    g->phase[order[r]] = m->nodes[g->anchor[order[r]]].phase;
+    if (o->offload == DC_OFFLOAD_MODEL) held_before_loop(m, first, &g->anchor[order[r]], &g->phase[order[r]]);
   }
   dc_free(order);
   return NULL;
@@ -297,8 +330,13 @@ static dc_status *emit_uploads_before(dc_module *m, const dc_node *old, const gr
   for (int32_t p = 0; p < g->npairs; p++) {
     int32_t w = g->pair_w[p], inst = g->pair_inst[p];
     if (g->anchor[inst] != at) continue;
-    if (map[w] < 0) DC_TRY(add(m, &old[w], &map[w]));
+    if (map[w] < 0) { /* the weight leaf joins its first upload's phase */
+      dc_node wn = old[w];
+      wn.phase = g->phase[inst];
+      DC_TRY(add(m, &wn, &map[w]));
+    }
     dc_node u = dc_node_make(OP_UPLOAD, 1, &map[w]);
+    u.phase = g->phase[inst];
     u.type = old[w].type;
     u.layout = old[w].layout;
     u.device = old[w].device;
@@ -323,8 +361,8 @@ static dc_status *rewrite(dc_module *m, const grouping *g, int hold) {
   m->nnodes = 0;
   dc_status *st = NULL;
   for (int32_t i = 0; i < n && !st; i++) {
-    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its first upload */
     st = emit_uploads_before(m, old, g, hold, i, map, upload);
+    if (g->group_of[i] >= 0) continue; /* an offloaded weight: emitted with its first upload */
     dc_node node = old[i];
     for (int k = 0; k < node.ninputs; k++) {
       int32_t p = g->slot_pair[SLOT(i, k)];
@@ -372,7 +410,7 @@ dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *o) {
                   "down_blocks.N) to group; use --group-level leaf",
                   dc_module_get_meta(m, "class") ? dc_module_get_meta(m, "class") : "model");
   if (!st) st = assign_instances(m, o->offload == DC_OFFLOAD_MODEL, &g);
-  if (!st) st = order_groups(o, &g);
+  if (!st) st = order_groups(m, o, &g);
   if (!st) st = rewrite(m, &g, o->offload == DC_OFFLOAD_MODEL);
   if (!st) st = describe(m, o, g.ninst);
   grouping_free(&g);

@@ -15,6 +15,7 @@
  *   passes/layout.c:      dc_pass_layout (--layout nhwc)
  *   passes/place.c:       dc_pass_place, dc_parse_max_memory, dc_place_check_budgets (--device-map)
  *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
+ *   passes/hoist.c:       dc_pass_hoist — loop-invariant work moved before the loop
  *   passes/fit.c:         dc_fit_table — each offload alternative's device bytes
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
  */
@@ -66,6 +67,7 @@ typedef struct {
   const struct dc_map_entry *map; /* DC_MAP_FILE: module path -> device, as the file says */
   int nmap;
   dc_max_memory max_memory;      /* --max-memory */
+  int no_hoist;                  /* --no-hoist: compute nothing of a loop before it (passes/hoist.c) */
 } dc_memory_options;
 
 /* Names for messages and the plan's options ("none", "model", ...). */
@@ -133,6 +135,7 @@ dc_status *dc_pass_offload(dc_module *m, const dc_memory_options *mem);
  * the pass writes them to the sink set by dc_memplan_trace (diffc --debug
  * memplan; process-wide, NULL to stop). */
 dc_status *dc_pass_memplan(dc_module *m);
+dc_status *dc_pass_hoist(dc_module *m, const dc_memory_options *mem);
 dc_status *dc_memplan(dc_module *m, FILE *trace);
 void dc_memplan_trace(FILE *f);
 

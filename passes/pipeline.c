@@ -41,6 +41,10 @@ static const dc_pass passes[] = {
      * arena space like any value). */
     {"offload", "keep weights in host memory and upload each group into the arena before use (--offload)",
      dc_pass_offload},
+    /* After offload (its held uploads move too); before memplan, which
+     * sees the hoisted values live through the loop. */
+    {"hoist", "compute once, before a loop, what every iteration would compute alike (and upload held weights once)",
+     dc_pass_hoist},
     /* memplan stays last: the offsets it assigns hold for this node order only. */
     {"memplan", "assign every activation an offset in one arena (best fit, in place where allowed)",
      memplan},
@@ -74,11 +78,13 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     return dc_error(DC_ERR_ARGUMENT, "--dump-after %s: no such pass (passes: %s, all)", opt->dump_after, names);
   }
   if (opt && opt->memory) DC_TRY(dc_memory_options_check(opt->memory));
+  DC_TRY(dc_phases_sync_meta(m));
   DC_TRY(dc_verify(m, "frontend"));
   DC_TRY(maybe_dump(opt, "frontend", m));
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
     double t0 = dc_now_seconds();
     DC_TRY(dc_status_annotate(passes[i].run(m, opt ? opt->memory : NULL), "pass %s", passes[i].name));
+    DC_TRY(dc_phases_sync_meta(m)); /* node ids moved: the table's first nodes follow */
     DC_TRY(dc_verify(m, passes[i].name));
     if (opt && opt->verbose)
       fprintf(stderr, "diffc: pass %-12s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,

@@ -279,12 +279,13 @@ static dc_status *insert_transfers(dc_module *m, int *ntransfers) {
         continue;
       }
       int32_t *c = &copy[(size_t)v * DC_MAX_DEVICES + (size_t)node.device];
-      if (*c < 0) {
+      if (*c < 0 || m->nodes[*c].phase != node.phase) { /* one copy per value, device and phase */
         dc_node t = dc_node_make(OP_TRANSFER, 1, &map[v]);
         t.type = old[v].type;
         t.layout = old[v].layout;
         t.device = node.device;
         t.scope = node.scope;
+        t.phase = node.phase; /* copied where it is read, in the reader's phase */
         *c = dc_module_add_node(m, &t);
         if (*c < 0) st = dc_nomem("placing modules");
         else (*ntransfers)++;

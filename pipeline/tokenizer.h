@@ -1,18 +1,23 @@
-/* tokenizer.h — CLIP's byte-level BPE tokenizer, as transformers'
- * CLIPTokenizer (tokenization_clip.py) computes token ids.
+/* tokenizer.h — CLIP's byte-level BPE tokenizer, giving the ids of
+ * transformers 5's CLIPTokenizer (its `tokenizers` pipeline; checked id for
+ * id against transformers 5.24 by tests/test_tokenizer.c).
  *
  * Files (a tokenizer folder of a diffusers pipeline): vocab.json +
- * merges.txt, or tokenizer.json (its "model" holds vocab and merges), with
- * tokenizer_config.json / special_tokens_map.json for bos, eos, pad,
- * unk and model_max_length.  Nothing is assumed that the files say:
- * SD1.x pads with <|endoftext|>, SDXL's second tokenizer with "!".
+ * merges.txt, or tokenizer.json (its "model" holds vocab and merges; it wins
+ * when both are there, as in transformers), with tokenizer_config.json /
+ * special_tokens_map.json for bos, eos, pad, unk and model_max_length.
+ * Nothing is assumed that the files say: SD1.x pads with <|endoftext|>,
+ * SDXL's second tokenizer with "!" — which, being a special token, is then
+ * also cut out of prompts as id 0, as transformers does.
  *
- * Encoding: NFC (utf8proc), whitespace runs collapsed and stripped,
- * lower-cased, split by CLIP's pre-tokenisation pattern (Unicode letter
- * and number classes from utf8proc), each piece mapped byte-wise to
- * GPT-2's byte-to-unicode characters, BPE by merge rank with "</w>" on the
- * piece's last symbol; then bos + ids + eos, truncated to model_max_length
- * (the cut text reported) and padded with the pad id. */
+ * Encoding (tokenizer.c has the details): special tokens cut out of the raw
+ * prompt (or, for those marked "normalized", out of the normalized text);
+ * NFC (utf8proc), whitespace runs to one space, lower case; split by CLIP's
+ * pre-tokenisation pattern (Unicode letter and number classes from
+ * utf8proc) and again by GPT-2's; each word's bytes mapped to GPT-2's
+ * byte-to-unicode characters, BPE by merge rank with "</w>" on the word's
+ * last symbol; then bos + ids + eos, truncated to model_max_length (the cut
+ * text reported) and padded with the pad id. */
 #ifndef DC_TOKENIZER_H
 #define DC_TOKENIZER_H
 

@@ -36,6 +36,11 @@
  *         index (-1 for leaves, 0..n-1 for every other node).  A str is a
  *         u32 length and the bytes, no NUL
  *   IRTX  the IR dump text, for `diffrun --print-ir` and people
+ *   PIPE  optional, a pipeline plan (diffc PIPELINE_DIR; version 6 on): str
+ *         pipeline JSON (class, sizes, scaling factor, the phases' roles:
+ *         pipeline/generate.h), u32 n files, each str name
+ *         ("tokenizer/vocab.json", "scheduler/scheduler_config.json"), u64
+ *         size, the bytes: what the host needs besides the module
  *   SIGN  optional (diffc --sign), the last section: u32 algorithm (1 =
  *         Ed25519 over a BLAKE2b-512 digest), the signer's 32-byte public
  *         key, the 64-byte signature.  The digest covers every byte of the
@@ -48,12 +53,15 @@
 #define DC_PLAN_FORMAT_H
 
 #include "../ir/ir.h"
+#include "../pipeline/text_files.h"
 #include "plan_sign.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-/* 5: integer dtypes (i32, i64), constants (their bytes in SCHD) and nodes
- * of up to DC_MAX_INPUTS inputs; 4: weight content hashes. */
-#define DC_PLAN_VERSION 5u
+/* 6: phases (module metadata "phases", whose liveness rules a version 5
+ * reader would not apply) and the PIPE section; 5: integer dtypes (i32,
+ * i64), constants (their bytes in SCHD) and nodes of up to DC_MAX_INPUTS
+ * inputs; 4: weight content hashes. */
+#define DC_PLAN_VERSION 6u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u
@@ -118,6 +126,9 @@ typedef struct {
   dc_module *module; /* with weights and files from WREF */
   dc_plan_kernels kernels; /* target CPU */
   dc_plan_cuda cuda;       /* target CUDA */
+  /* PIPE: NULL / empty for a plan of one model */
+  char *pipeline_json;
+  dc_text_files pipeline_files;
   /* Writer: sign with this Ed25519 secret key (libsodium's 64 bytes), or
    * NULL for an unsigned plan. */
   const uint8_t *sign_secret;

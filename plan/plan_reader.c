@@ -25,7 +25,7 @@ static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_
   if (version < DC_PLAN_VERSION)
     return dc_error(DC_ERR_FORMAT,
                     "%s: plan format version %u, written by an older diffc; this diffrun reads version %u (since "
-                    "version 5 a plan may hold integer inputs and constants; since version 4 it records a content "
+                    "version 6 a plan may be a whole pipeline in phases; since version 5 it may hold integer inputs and constants; since version 4 it records a content "
                     "hash of every weight it reads, which diffrun checks at load); recompile the model with this version of diffc",
                     path, version, DC_PLAN_VERSION);
   if (version != DC_PLAN_VERSION)
@@ -385,6 +385,32 @@ static dc_status *read_signature(const char *path, const dc_mapped_file *f, cons
   return keys ? check_signature(path, f, e, n, i, keys, out) : NULL;
 }
 
+/* PIPE (plan_format.h): the pipeline's JSON and files, bounded by the
+ * section's bytes. */
+static dc_status *read_pipe(const char *path, const dc_mapped_file *f, const entry *e, dc_plan *out) {
+  char what[600];
+  snprintf(what, sizeof what, "%s: section PIPE", path);
+  dc_reader r;
+  dc_reader_init(&r, f->data + e->offset, e->size, what);
+  out->pipeline_json = dc_read_str(&r, NULL, 1u << 20);
+  uint32_t nfiles = dc_read_u32(&r);
+  if (!r.err && nfiles > 64) dc_reader_fail(&r, "%u files (at most 64)", nfiles);
+  out->pipeline_files.origin = r.err ? NULL : dc_strdup(path);
+  if (!r.err && !out->pipeline_files.origin) return dc_nomem("reading a plan");
+  for (uint32_t i = 0; i < nfiles && !r.err; i++) {
+    char *name = dc_read_str(&r, NULL, 256);
+    uint64_t size = dc_read_u64(&r);
+    if (!r.err && size > r.size - r.pos) dc_reader_fail(&r, "file %s: %llu bytes past the end", name, (unsigned long long)size);
+    const void *bytes = r.err ? NULL : dc_read_bytes(&r, (size_t)size);
+    dc_status *st = r.err ? NULL : dc_text_files_add(&out->pipeline_files, name, bytes, (size_t)size);
+    dc_free(name);
+    DC_TRY(st);
+  }
+  if (!r.err && r.pos != r.size) dc_reader_fail(&r, "%zu bytes left over", r.size - r.pos);
+  if (!r.err && !out->module->nphases) dc_reader_fail(&r, "a pipeline section, but the schedule has no phases");
+  return r.err;
+}
+
 static dc_status *read_sections(const char *path, const dc_mapped_file *f, const entry *e, uint32_t n,
                                 dc_plan *out) {
   const entry *opts, *wref, *schd, *kern, *irtx;
@@ -406,7 +432,12 @@ static dc_status *read_sections(const char *path, const dc_mapped_file *f, const
   dc_reader r;
   dc_reader_init(&r, f->data + kern->offset, kern->size, kwhat);
   get_kernels(&r, out->target, out->module, out);
-  return r.err;
+  if (r.err) return r.err;
+  for (uint32_t i = 0; i < n; i++)
+    if (!memcmp(e[i].tag, "PIPE", 4)) return read_pipe(path, f, &e[i], out);
+  if (out->module->nphases)
+    return dc_error(DC_ERR_FORMAT, "%s: the schedule has phases (a pipeline) but the plan has no PIPE section", path);
+  return NULL;
 }
 
 dc_status *dc_plan_read_trusted(const char *path, const dc_trusted_keys *keys, dc_plan *out) {
@@ -439,5 +470,7 @@ void dc_plan_deinit(dc_plan *plan) {
   dc_module_destroy(plan->module);
   dc_plan_kernels_deinit(&plan->kernels);
   dc_plan_cuda_deinit(&plan->cuda);
+  dc_free(plan->pipeline_json);
+  dc_text_files_free(&plan->pipeline_files);
   memset(plan, 0, sizeof *plan);
 }

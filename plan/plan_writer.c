@@ -117,6 +117,19 @@ static dc_status *build_sections(const dc_plan *plan, section *s) {
   return NULL;
 }
 
+static dc_status *build_pipe_section(const dc_plan *plan, section *s) {
+  memcpy(s->tag, "PIPE", 4);
+  dc_buf_str(&s->data, plan->pipeline_json);
+  const dc_text_files *fs = &plan->pipeline_files;
+  dc_buf_u32(&s->data, (uint32_t)fs->nfiles);
+  for (int i = 0; i < fs->nfiles; i++) {
+    dc_buf_str(&s->data, fs->files[i].name);
+    dc_buf_u64(&s->data, fs->files[i].size);
+    dc_buf_append(&s->data, fs->files[i].data, fs->files[i].size);
+  }
+  return dc_buf_status(&s->data, "building the pipeline section");
+}
+
 /* The SIGN section, its signature zero until the file around it exists. */
 static dc_status *build_sign_section(const uint8_t *sk, section *s) {
   memcpy(s->tag, "SIGN", 4);
@@ -205,13 +218,14 @@ static dc_status *write_file(const char *path, uint32_t target, section *s, int 
 }
 
 dc_status *dc_plan_write(const char *path, const dc_plan *plan) {
-  section s[6];
-  int n = plan->sign_secret ? 6 : 5; /* SIGN last */
+  section s[7];
+  int n = 5;
   memset(s, 0, sizeof s);
-  for (int i = 0; i < 6; i++) dc_buf_init(&s[i].data);
+  for (int i = 0; i < 7; i++) dc_buf_init(&s[i].data);
   dc_status *st = build_sections(plan, s);
-  if (!st && plan->sign_secret) st = build_sign_section(plan->sign_secret, &s[5]);
+  if (!st && plan->pipeline_json) st = build_pipe_section(plan, &s[n++]);
+  if (!st && plan->sign_secret) st = build_sign_section(plan->sign_secret, &s[n++]); /* SIGN last */
   if (!st) st = write_file(path, plan->target, s, n, plan->sign_secret);
-  for (int i = 0; i < 6; i++) dc_buf_deinit(&s[i].data);
+  for (int i = 0; i < 7; i++) dc_buf_deinit(&s[i].data);
   return st;
 }

@@ -16,7 +16,8 @@
  *                   in host memory as the plan's host_memory says;
  *   load_kernels    the kernels made callable (linked, modules loaded);
  *   then per run:
- *     begin_run     inputs copied host -> device;
+ *     begin_run     the run's steps (all, or one phase); their inputs
+ *                   copied host -> device;
  *     run_step      a kernel step (or a constant placing its bytes);
  *     copy          an upload of an offloaded weight;
  *     transfer      a value copied from another device's arena;
@@ -68,7 +69,11 @@ typedef struct drt_backend_i {
   float *(*output)(void *be, int i);
   /* step_seconds: NULL, or one entry per node to which each step's time
    * (wall time on the CPU, device time on a GPU) is added by this run. */
-  dc_status *(*begin_run)(void *be, double *step_seconds);
+  /* first, end: the steps this run covers, [first, end) — the whole
+   * schedule, or one phase of a pipeline (ir.h, "phases"): only the inputs
+   * among those steps are copied in, only the outputs among them out, only
+   * the uploads among them issued. */
+  dc_status *(*begin_run)(void *be, double *step_seconds, int32_t first, int32_t end);
   dc_status *(*run_step)(void *be, int32_t step);
   dc_status *(*copy)(void *be, int32_t step);
   dc_status *(*transfer)(void *be, int32_t step);

@@ -48,6 +48,7 @@ typedef struct {
   char reference_ops[96];      /* their ops, "blend, ..." (drt_stats.reference_ops) */
   double *step_seconds;        /* this run's, or NULL */
   dc_copy_stream copies;
+  int32_t first, end; /* the steps of the run in progress */
   int copying;                 /* the copy stream runs (the plan has uploads) */
 } cpu_backend;
 
@@ -201,17 +202,18 @@ static int has_uploads(const dc_module *m) {
 
 /* Inputs host -> device, then the copy stream starts when there is
  * anything to upload. */
-static dc_status *begin_run(void *be, double *step_seconds) {
+static dc_status *begin_run(void *be, double *step_seconds, int32_t first, int32_t end) {
   cpu_backend *c = be;
   const dc_module *m = c->m;
   memset(c->arena_top, 0, sizeof c->arena_top);
   c->step_seconds = step_seconds;
+  c->first = first, c->end = end;
   for (int i = 0; i < m->ninputs; i++) {
     int32_t v = m->inputs[i].node;
-    memcpy(place(c, v), c->host_in[i], dc_type_bytes(&m->nodes[v].type));
+    if (v >= first && v < end) memcpy(place(c, v), c->host_in[i], dc_type_bytes(&m->nodes[v].type));
   }
   if (!has_uploads(m)) return NULL;
-  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds));
+  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, first, end));
   c->copying = 1;
   return NULL;
 }
@@ -322,7 +324,7 @@ static dc_status *synchronise(void *be, dc_status *st) {
   if (st) return st;
   for (int i = 0; i < m->noutputs; i++) {
     int32_t v = m->outputs[i].node;
-    memcpy(c->host_out[i], c->value[v], dc_type_bytes(&m->nodes[v].type));
+    if (v >= c->first && v < c->end) memcpy(c->host_out[i], c->value[v], dc_type_bytes(&m->nodes[v].type));
   }
   return NULL;
 }

@@ -30,14 +30,15 @@ static int copy_one(dc_copy_stream *c, int32_t s) {
 
 static void *copy_stream_main(void *arg) {
   dc_copy_stream *c = arg;
-  for (int32_t s = 0; s < c->m->nnodes; s++)
+  for (int32_t s = c->first; s < c->end; s++)
     if (c->m->nodes[s].op == OP_UPLOAD && !copy_one(c, s)) break;
   return NULL;
 }
 
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
-                                uint8_t *const *arena, double *step_seconds) {
-  *c = (dc_copy_stream){.path = path, .m = m, .host = host, .arena = arena, .step_seconds = step_seconds};
+                                uint8_t *const *arena, double *step_seconds, int32_t first, int32_t end) {
+  *c = (dc_copy_stream){.path = path, .m = m, .host = host, .arena = arena, .step_seconds = step_seconds,
+                        .first = first, .end = end};
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   if (pthread_create(&c->thread, NULL, copy_stream_main, c) == 0) return NULL;

@@ -24,6 +24,7 @@ typedef struct {
   dc_host_weights *host;
   uint8_t *const *arena;       /* per device: its arena (values at arena + offset) */
   double *step_seconds;        /* NULL, or per node: each upload's time is added */
+  int32_t first, end;          /* the run's steps */
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -34,10 +35,11 @@ typedef struct {
   dc_status *err;              /* the copy stream failed (a weight read): the compute stream stops */
 } dc_copy_stream;
 
-/* Starts the thread; it copies nothing until dc_copy_stream_may_start.
+/* Starts the thread for the uploads among steps [first, end) (the run's:
+ * all, or one phase); it copies nothing until dc_copy_stream_may_start.
  * On failure nothing is left to stop. */
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
-                                uint8_t *const *arena, double *step_seconds);
+                                uint8_t *const *arena, double *step_seconds, int32_t first, int32_t end);
 
 /* The compute stream has reached upload step s: every step before it is
  * done, so the upload may overwrite its place. */

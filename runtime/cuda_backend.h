@@ -139,7 +139,8 @@ dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double 
  * status the walk ended with (NULL: every step enqueued): on success it
  * copies the outputs down, waits and reads the times; on failure it waits
  * for every stream and returns st.  dc_cuda_backend_run is exactly these. */
-dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds);
+/* Steps [first, end) (all, or one phase): their inputs in, their outputs out at the end. */
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, int32_t first, int32_t end);
 dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s);
 dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds);
 

@@ -69,6 +69,7 @@ struct dc_cuda_backend {
   float *check_buf;              /* pinned, the largest f32 step output (check_step only) */
   /* The run in progress (dc_cuda_backend_begin .. _end). */
   double *step_seconds;          /* NULL, or per node: device times are added at the end */
+  int32_t run_first, run_end;    /* the run's steps */
   int started;                   /* work was enqueued: a failed run waits for every stream */
 };
 

@@ -153,7 +153,7 @@ static dc_status *inputs_in(dc_cuda_backend *b) {
     DC_TRY(dc_cuda_use_device(b, d));
     for (int i = 0; i < m->ninputs; i++) {
       int32_t v = m->inputs[i].node;
-      if (m->nodes[v].device != d) continue;
+      if (m->nodes[v].device != d || v < b->run_first || v >= b->run_end) continue;
       DC_TRY(dc_status_annotate(CU(b, MemcpyHtoDAsync, b->value[v], b->host_in[i], dc_type_bytes(&m->nodes[v].type),
                                    g->copy),
                                 "%s: copying input \"%s\" to the device", b->path, m->inputs[i].name));
@@ -177,7 +177,7 @@ static dc_status *outputs_out(dc_cuda_backend *b) {
     DC_TRY(CU(b, StreamWaitEvent, g->copy, g->end, 0));
     for (int i = 0; i < m->noutputs; i++) {
       int32_t v = m->outputs[i].node;
-      if (m->nodes[v].device != d) continue;
+      if (m->nodes[v].device != d || v < b->run_first || v >= b->run_end) continue;
       DC_TRY(dc_status_annotate(CU(b, MemcpyDtoHAsync, b->host_out[i], b->value[v],
                                    dc_type_bytes(&m->nodes[v].type), g->copy),
                                 "%s: copying output \"%s\" to the host", b->path, m->outputs[i].name));
@@ -213,7 +213,7 @@ static dc_status *read_times(dc_cuda_backend *b, double *step_seconds, double *k
   if (!step_seconds) return NULL;
   dc_cu_event prev[DC_MAX_DEVICES];
   for (int d = 0; d < b->ndevices; d++) prev[d] = b->dev[d].begin;
-  for (int32_t s = 0; s < b->m->nnodes; s++) {
+  for (int32_t s = b->run_first; s < b->run_end; s++) { /* the events this run recorded */
     if (!b->step_done[s]) continue;
     int d = b->m->nodes[s].device;
     DC_TRY(elapsed(b, prev[d], b->step_done[s], &t));
@@ -224,7 +224,8 @@ static dc_status *read_times(dc_cuda_backend *b, double *step_seconds, double *k
 }
 
 /* ---- a run, step by step ------------------------------------------------------------ */
-dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds) {
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, int32_t first, int32_t end) {
+  b->run_first = first, b->run_end = end;
   b->current = -1; /* the caller's thread may not be the one that loaded, or have another context current */
   b->started = 0;
   b->step_seconds = step_seconds;
@@ -262,7 +263,7 @@ dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel
 }
 
 dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds) {
-  dc_status *st = dc_cuda_backend_begin(b, step_seconds);
+  dc_status *st = dc_cuda_backend_begin(b, step_seconds, 0, b->m->nnodes);
   for (int32_t s = 0; s < b->m->nnodes && !st; s++) st = dc_cuda_backend_step(b, s);
   return dc_cuda_backend_end(b, st, kernel_seconds);
 }

@@ -176,6 +176,21 @@ dc_status *drt_set_input_data(drt_plan *p, const char *name, const char *dtype, 
 #define DRT_RANDOM_INT_END 1000
 void drt_set_random_inputs(drt_plan *p, uint64_t seed);
 dc_status *drt_run(drt_plan *p, drt_stats *stats);
+/* Phases (a pipeline plan: text encoding, the denoising loop's bodies,
+ * decode; see docs/ARCHITECTURE.md): 0 for a plan without.  drt_run runs
+ * every phase once in order; drt_run_phase runs one: the inputs that belong
+ * to it are copied in, its steps run, the outputs that belong to it are
+ * copied out (the others keep their last values).  The host runs them in
+ * the order the plan's pipeline says, a loop phase as often as it needs. */
+int drt_phase_count(const drt_plan *p);
+/* A pipeline plan's description (JSON: class, sizes, scaling factor) and
+ * files (tokenizer/..., scheduler/...): pipeline/generate.c runs it.  NULL
+ * for a plan of one model / past the last file. */
+const char *drt_pipeline_json(const drt_plan *p);
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size);
+const char *drt_phase_name(const drt_plan *p, int i); /* NULL out of range */
+int drt_phase_find(const drt_plan *p, const char *name); /* -1 when absent */
+dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats);
 /* Valid after a successful drt_run until the next run or destroy. */
 const float *drt_output(const drt_plan *p, const char *name, size_t *numel);
 

@@ -443,9 +443,9 @@ void drt_set_random_inputs(drt_plan *p, uint64_t seed) {
 /* Every step in schedule order, through the table.  Inputs and weights
  * need no call: inputs were copied in by begin_run, weights bound at load.
  * A constant is a step like a kernel's: it places its bytes in the arena. */
-static dc_status *walk_schedule(drt_plan *p) {
+static dc_status *walk_schedule(drt_plan *p, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
-  for (int32_t s = 0; s < m->nnodes; s++) {
+  for (int32_t s = first; s < end; s++) {
     dc_op op = m->nodes[s].op;
     if (op == OP_INPUT || op == OP_WEIGHT) continue;
     dc_status *st = op == OP_UPLOAD     ? p->be->copy(p->backend, s)
@@ -457,7 +457,7 @@ static dc_status *walk_schedule(drt_plan *p) {
 }
 
 /* The plan's own figures; then the backend adds what it measured. */
-static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
+static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats, int32_t first, int32_t end) {
   const dc_module *m = p->plan.module;
   memset(stats, 0, sizeof *stats);
   stats->seconds = seconds;
@@ -467,11 +467,11 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   stats->weight_bytes = p->live.weight_bytes;
   stats->host_weight_bytes = p->live.host_weight_bytes;
   stats->host_memory = p->host.on_demand ? "on-demand" : stats->host_weight_bytes ? "pinned" : "";
-  for (int32_t i = 0; i < m->nnodes; i++) {
+  for (int32_t i = first; i < end; i++) { /* the run's steps: all, or one phase's */
     if (m->nodes[i].op == OP_UPLOAD) stats->uploaded_bytes += dc_type_bytes(&m->nodes[i].type);
     if (m->nodes[i].op == OP_TRANSFER) stats->transferred_bytes += dc_type_bytes(&m->nodes[i].type);
   }
-  stats->steps = m->nnodes;
+  stats->steps = end - first;
   stats->ndevices = p->live.ndevices;
   for (int d = 0; d < p->live.ndevices; d++) {
     stats->dev_predicted_bytes[d] = p->live.dev_peak[d];
@@ -481,17 +481,65 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats) {
   p->be->stats(p->backend, stats);
 }
 
-dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+/* Steps [first, end): their inputs in, the steps, their outputs out. */
+static dc_status *run_span(drt_plan *p, int32_t first, int32_t end) {
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
                     "to run it", p->path);
+  dc_status *st = p->be->begin_run(p->backend, p->step_seconds, first, end);
+  if (!st) st = walk_schedule(p, first, end);
+  return p->be->synchronise(p->backend, st);
+}
+
+/* Every phase once, in order (the whole schedule when there are none):
+ * each phase's inputs are copied in just before it runs. */
+dc_status *drt_run(drt_plan *p, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
-  dc_status *st = p->be->begin_run(p->backend, p->step_seconds);
-  if (!st) st = walk_schedule(p);
-  st = p->be->synchronise(p->backend, st);
+  dc_status *st = NULL;
+  drt_stats most = {0}, one;
+  for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++) {
+    if (m->nphases && first[ph] == end[ph]) continue;
+    st = run_span(p, first[ph], end[ph]);
+    if (st || !stats) continue;
+    fill_stats(p, 0, &one, first[ph], end[ph]); /* each phase's measured arena: the run's is the most */
+    if (one.device_peak_bytes > most.device_peak_bytes) most.device_peak_bytes = one.device_peak_bytes;
+    for (int d = 0; d < one.ndevices && d < DC_MAX_DEVICES; d++)
+      if (one.dev_peak_bytes[d] > most.dev_peak_bytes[d]) most.dev_peak_bytes[d] = one.dev_peak_bytes[d];
+  }
   double t1 = dc_now_seconds();
   if (st) return st;
-  if (stats) fill_stats(p, t1 - t0, stats);
+  if (!stats) return NULL;
+  fill_stats(p, t1 - t0, stats, 0, m->nnodes);
+  stats->device_peak_bytes = most.device_peak_bytes;
+  memcpy(stats->dev_peak_bytes, most.dev_peak_bytes, sizeof most.dev_peak_bytes);
+  return NULL;
+}
+
+int drt_phase_count(const drt_plan *p) { return p->plan.module->nphases; }
+const char *drt_pipeline_json(const drt_plan *p) { return p->plan.pipeline_json; }
+const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_t *size) {
+  const dc_text_files *fs = &p->plan.pipeline_files;
+  if (i < 0 || i >= fs->nfiles) return NULL;
+  *data = fs->files[i].data, *size = fs->files[i].size;
+  return fs->files[i].name;
+}
+const char *drt_phase_name(const drt_plan *p, int i) {
+  return i >= 0 && i < p->plan.module->nphases ? p->plan.module->phases[i].name : NULL;
+}
+int drt_phase_find(const drt_plan *p, const char *name) { return dc_phase_find(p->plan.module, name); }
+
+dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats) {
+  const dc_module *m = p->plan.module;
+  if (phase < 0 || phase >= m->nphases)
+    return dc_error(DC_ERR_ARGUMENT, "%s: no phase %d (the plan has %d)", p->path, phase, m->nphases);
+  int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
+  dc_phase_spans(m, first, end);
+  double t0 = dc_now_seconds();
+  DC_TRY(run_span(p, first[phase], end[phase]));
+  if (stats) fill_stats(p, dc_now_seconds() - t0, stats, first[phase], end[phase]);
   return NULL;
 }
 

@@ -16,15 +16,35 @@
 
 static const char usage[] =
     "usage: diffc MODEL_DIR -o PLAN [options]\n"
+    "       diffc PIPELINE_DIR -o PLAN [--height H] [--width W] [--batch N] [options]\n"
+    "       diffc CHECKPOINT.safetensors -o PLAN [--config DIR] [pipeline options]\n"
     "       diffc keygen SECRETFILE PUBFILE\n"
     "\n"
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
     "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
+    "A pipeline folder (model_index.json: StableDiffusionPipeline, StableDiffusionXLPipeline)\n"
+    "compiles whole: text encoders, the denoising loop and the VAE decoder in one plan that\n"
+    "diffrun PLAN --prompt TEXT -o out.png runs; the memory options apply across components.\n"
+    "A single-file checkpoint in the original CompVis/Stability layout (SD1.x, SD2.x, SDXL base)\n"
+    "compiles the same way, its tensors read in place under diffusers' names; its configs,\n"
+    "tokenizers and scheduler come from diffc's bundled defaults for the family it is, or from\n"
+    "--config DIR (a diffusers pipeline folder of that family).\n"
     "\n"
     "options:\n"
     "  -o, --output PLAN        where to write the plan (written to a temporary name, then renamed)\n"
-    "  --component NAME         MODEL_DIR is a pipeline folder (model_index.json): compile this\n"
-    "                           component, e.g. unet or vae\n"
+    "  --component NAME         MODEL_DIR is a pipeline folder (model_index.json): compile only this\n"
+    "                           component, e.g. unet, vae or text_encoder\n"
+    "  --height H, --width W    pipeline: the image size in pixels, multiples of 8 (default: the\n"
+    "                           UNet's sample_size x the VAE's scale factor, as diffusers)\n"
+    "  --batch N                pipeline: images per prompt (default 1)\n"
+    "  --clip-skip N            pipeline: take the text encoder's hidden state N layers before the\n"
+    "                           last, as diffusers' clip_skip (default 0)\n"
+    "  --config DIR             single-file checkpoint: take configs, tokenizers and scheduler from\n"
+    "                           this diffusers pipeline folder instead of the bundled defaults\n"
+    "  --no-hoist               pipeline: compute nothing once before the denoising loop (by\n"
+    "                           default the text embeddings' cross-attention keys and values and\n"
+    "                           SDXL's added-condition embedding are computed once per image and\n"
+    "                           kept; the dump's \"hoist\" line says the bytes held and FLOPs saved)\n"
     "  --variant NAME           read diffusion_pytorch_model.NAME.safetensors (e.g. fp16, bf16;\n"
     "                           model.NAME.safetensors for a transformers model)\n"
     "  --entry NAME             what to compile: one of the model class's entries (listed below;\n"
@@ -154,12 +174,13 @@ static void print_usage(void) {
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu, *conv_algo;
-  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign;
+  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir;
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
-  int64_t tile_size;
+  int64_t tile_size, height, width, batch;
+  int clip_skip, no_hoist;
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
@@ -328,6 +349,20 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       o->no_kernel_cache = 1;
       continue;
     }
+    if (!strcmp(a, "--no-hoist")) {
+      o->no_hoist = 1;
+      continue;
+    }
+    int64_t *size = !strcmp(a, "--height") ? &o->height : !strcmp(a, "--width") ? &o->width
+                    : !strcmp(a, "--batch") ? &o->batch : NULL;
+    if (size || !strcmp(a, "--clip-skip")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], size ? 1 : 0, size ? 1 << 16 : 64, &v));
+      if (size) *size = v;
+      else o->clip_skip = (int)v;
+      continue;
+    }
     if (!strcmp(a, "--clip-final-norm")) {
       o->clip_final_norm = 1;
       continue;
@@ -356,6 +391,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--compute-dtype")) slot = &o->compute;
     else if (!strcmp(a, "--kernel-cache")) slot = &o->kernel_cache;
     else if (!strcmp(a, "--sign")) slot = &o->sign;
+    else if (!strcmp(a, "--config")) slot = &o->config_dir;
     else if (!strcmp(a, "--input")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--input needs NAME=DIMS");
       if (o->nshapes == MAX_SHAPES) return dc_error(DC_ERR_ARGUMENT, "too many --input options");
@@ -436,6 +472,12 @@ int main(int argc, char **argv) {
                              .vae_tiling = o.vae_tiling,
                              .tile_size = o.tile_size,
                              .tile_overlap = o.tile_overlap,
+                             .height = o.height,
+                             .width = o.width,
+                             .batch = o.batch,
+                             .clip_skip = o.clip_skip,
+                             .no_hoist = o.no_hoist,
+                             .config_dir = o.config_dir,
                              .clip_hidden_state = o.clip_hidden_state,
                              .clip_hidden_index = o.clip_hidden_index,
                              .clip_final_norm = o.clip_final_norm,

@@ -5,16 +5,49 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "frontend/frontend.h"
+#include "pipeline/generate.h"
+#include "pipeline/png.h"
+#include "driver/compile.h"
 #include "runtime/diffrun.h"
 
 static const char usage[] =
     "usage: diffrun PLAN [options]\n"
+    "       diffrun PIPELINE_PLAN --prompt TEXT [generation options] -o out.png\n"
     "\n"
     "Executes a plan written by diffc: a CPU plan on this machine's CPU, a plan compiled with\n"
     "diffc --target cuda on an NVIDIA GPU (through the driver, libcuda.so.1, found at run time).\n"
+    "A pipeline plan (diffc PIPELINE_DIR) goes from a prompt to images as diffusers' pipeline does;\n"
+    "steps, guidance, scheduler and prompts change without recompiling.\n"
+    "\n"
+    "generation options (a pipeline plan):\n"
+    "  --prompt TEXT       what to draw (UTF-8; the tokenizer cuts it at 77 tokens and says what it cut)\n"
+    "  --negative-prompt TEXT  what to steer away from (default: none; SDXL then uses zeros, as\n"
+    "                      diffusers' force_zeros_for_empty_prompt)\n"
+    "  --steps N           denoising steps (default 50)\n"
+    "  --guidance G        classifier-free guidance scale (default 7.5; SDXL 5.0); G <= 1 runs no\n"
+    "                      unconditional half\n"
+    "  --guidance-rescale F  diffusers' guidance_rescale (default 0)\n"
+    "  --scheduler NAME    a scheduler class instead of the pipeline's (from its config, as\n"
+    "                      diffusers' from_config): PNDMScheduler, EulerDiscreteScheduler,\n"
+    "                      EulerAncestralDiscreteScheduler, DDIMScheduler,\n"
+    "                      DPMSolverMultistepScheduler, LMSDiscreteScheduler\n"
+    "  --scheduler-set KEY=VALUE  change one key of the scheduler's config (a JSON value), as\n"
+    "                      from_config(config, KEY=VALUE): e.g. use_karras_sigmas=true; repeatable\n"
+    "  --seed N            the initial noise: torch.randn from torch.Generator().manual_seed(N),\n"
+    "                      diffusers' latents for that seed (default 0)\n"
+    "  --latents FILE      start from the tensor \"latents\" [B,C,H/8,W/8] of a .safetensors file\n"
+    "                      instead (diffusers' latents= argument)\n"
+    "  --original-size HxW, --crop TOPxLEFT, --target-size HxW\n"
+    "                      SDXL's size conditioning (default: the image size, 0x0, the image size)\n"
+    "  -o, --output FILE.png  write the image (8-bit RGB; the parameters in a \"parameters\" text\n"
+    "                      chunk); with --batch N plans, FILE-0.png ... FILE-(N-1).png\n"
+    "  --outputs FILE      also write \"image\" [B,3,H,W] in [0,1] (diffusers' output_type=\"pt\") and\n"
+    "                      the final \"latents\" to a .safetensors file\n"
     "\n"
     "options:\n"
     "  --inputs FILE       read the inputs from a .safetensors file: one tensor per plan input,\n"
@@ -67,6 +100,14 @@ static const char usage[] =
 
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
+  /* a pipeline plan */
+  const char *prompt, *negative_prompt, *scheduler, *latents, *png;
+  const char *scheduler_set[16];
+  int nscheduler_set;
+  int steps, has_seed, generation;
+  double guidance, guidance_rescale;
+  int64_t original_size[2], crop[2], target_size[2];
+  int has_original_size, has_crop, has_target_size;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights;
   const char *trusted_keys;
@@ -97,15 +138,83 @@ static dc_status *check_output_name(const char *path) {
                   path, dot + 1);
 }
 
+/* "HxW" (or "TOPxLEFT") as two non-negative integers. */
+static dc_status *parse_pair(const char *opt, const char *v, int64_t out[2]) {
+  char *end;
+  errno = 0;
+  long long a = strtoll(v, &end, 10);
+  if (end == v || *end != 'x' || a < 0 || errno) return dc_error(DC_ERR_ARGUMENT, "%s %s: expected AxB, e.g. 1024x1024", opt, v);
+  const char *b = end + 1;
+  long long c = strtoll(b, &end, 10);
+  if (end == b || *end || c < 0 || errno) return dc_error(DC_ERR_ARGUMENT, "%s %s: expected AxB, e.g. 1024x1024", opt, v);
+  out[0] = a, out[1] = c;
+  return NULL;
+}
+
+static dc_status *parse_real(const char *opt, const char *v, double lo, double *out) {
+  char *end;
+  double x = strtod(v, &end);
+  if (!*v || *end || !isfinite(x) || x < lo) return dc_error(DC_ERR_ARGUMENT, "%s %s: expected a number >= %g", opt, v, lo);
+  *out = x;
+  return NULL;
+}
+
+/* The generation options of a pipeline plan; *used = 0 for another. */
+static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int *used) {
+  static const char *const names[] = {"--prompt", "--negative-prompt", "--steps", "--guidance", "--guidance-rescale",
+                                      "--scheduler", "--latents", "--original-size", "--crop", "--target-size",
+                                      "--scheduler-set", "-o", "--output"};
+  const char *a = argv[*i];
+  int k = -1;
+  for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
+    if (!strcmp(a, names[j])) k = j;
+  *used = k >= 0;
+  if (k < 0) return NULL;
+  if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
+  const char *v = argv[++*i];
+  long long x;
+  o->generation = 1;
+  switch (k) {
+    case 0: return o->prompt = v, NULL;
+    case 1: return o->negative_prompt = v, NULL;
+    case 2:
+      DC_TRY(parse_int(a, v, 1, &x));
+      return o->steps = (int)(x > 100000 ? 100000 : x), NULL;
+    case 3: return parse_real(a, v, 0, &o->guidance);
+    case 4: return parse_real(a, v, 0, &o->guidance_rescale);
+    case 5: return o->scheduler = v, NULL;
+    case 6: return o->latents = v, NULL;
+    case 7: o->has_original_size = 1; return parse_pair(a, v, o->original_size);
+    case 8: o->has_crop = 1; return parse_pair(a, v, o->crop);
+    case 9: o->has_target_size = 1; return parse_pair(a, v, o->target_size);
+    case 10:
+      if (o->nscheduler_set == 16) return dc_error(DC_ERR_ARGUMENT, "--scheduler-set: at most 16");
+      if (!strchr(v, '=')) return dc_error(DC_ERR_ARGUMENT, "--scheduler-set %s: expected KEY=VALUE, e.g. use_karras_sigmas=true", v);
+      o->scheduler_set[o->nscheduler_set++] = v;
+      return NULL;
+    default: return o->png = v, NULL;
+  }
+}
+
+static dc_status *check_png_name(const char *path) {
+  size_t n = strlen(path);
+  if (n > 4 && !strcasecmp(path + n - 4, ".png")) return NULL;
+  return dc_error(DC_ERR_ARGUMENT, "-o %s: diffrun writes images as PNG: name the file *.png", path);
+}
+
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   memset(o, 0, sizeof *o);
   o->repeat = 1;
+  o->guidance = NAN;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(usage, stdout);
       return *exit_now = 1, NULL;
     }
+    int used = 0;
+    DC_TRY(generation_arg(argc, argv, &i, o, &used));
+    if (used) continue;
     if (!strcmp(a, "--random-inputs")) o->random_inputs = 1;
     else if (!strcmp(a, "--print-ir")) o->print_ir = 1;
     else if (!strcmp(a, "--info")) o->info = 1;
@@ -133,6 +242,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       else if (!strcmp(a, "--seed")) {
         DC_TRY(parse_int(a, v, 0, &x));
         o->seed = (unsigned long long)x;
+        o->has_seed = 1;
       } else if (!strcmp(a, "--threads")) {
         DC_TRY(parse_int(a, v, 1, &x));
         o->threads = (int)(x > 256 ? 256 : x);
@@ -158,6 +268,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   if (!o->plan) return dc_error(DC_ERR_ARGUMENT, "no plan given (see diffrun --help)");
   if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
   if (o->outputs) DC_TRY(check_output_name(o->outputs));
+  if (o->png) DC_TRY(check_png_name(o->png));
+  if (o->generation && (o->inputs || o->random_inputs))
+    return dc_error(DC_ERR_ARGUMENT, "--inputs/--random-inputs run one model's plan; the generation options (--prompt, "
+                    "--steps, ...) run a pipeline plan: give one kind");
   return NULL;
 }
 
@@ -366,6 +480,142 @@ static void print_run(int r, const drt_stats *s) {
   printf("\n");
 }
 
+/* ---- a pipeline plan: prompt to image ---------------------------------------------- */
+
+/* One line on a terminal, rewritten per step: phase, step, s/step, ETA. */
+typedef struct {
+  int tty;
+  double start, step_start;
+} progress_state;
+
+static void progress(void *ctx, const char *phase, int step, int n) {
+  progress_state *s = ctx;
+  double now = dc_now_seconds();
+  if (!s->tty) return;
+  if (!strcmp(phase, "denoise")) {
+    if (step == 1) s->step_start = now;
+    double per = step > 1 ? (now - s->step_start) / (step - 1) : 0;
+    if (per > 0)
+      fprintf(stderr, "\r\033[Kdenoise %d/%d  %.2f s/step  ETA %.0f s", step, n, per, per * (n - step + 1));
+    else fprintf(stderr, "\r\033[Kdenoise %d/%d", step, n);
+  } else {
+    fprintf(stderr, "\r\033[K%s", !strcmp(phase, "text") ? "text encoding" : "decode");
+  }
+  fflush(stderr);
+}
+
+static void note(void *ctx, const char *text) {
+  progress_state *s = ctx;
+  fprintf(stderr, "%sdiffrun: note: %s\n", s->tty ? "\r\033[K" : "", text);
+}
+
+/* --latents FILE: the tensor "latents" with the plan's latent shape, F32. */
+static dc_status *read_latents(drt_plan *p, const char *path, float **out) {
+  int64_t want[4];
+  DC_TRY(dc_generate_latent_shape(p, want));
+  dc_st_file f;
+  DC_TRY(dc_st_open(path, &f));
+  const dc_st_tensor *t = dc_st_find(&f, "latents");
+  char b1[160], b2[160];
+  dc_status *st = NULL;
+  if (!t) st = dc_error(DC_ERR_MISMATCH, "%s: no tensor \"latents\" (expected F32%s)", path, dims_str(4, want, b1, sizeof b1));
+  else if (t->dtype != DT_F32 || t->rank != 4 || memcmp(t->dims, want, sizeof want))
+    st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"latents\" is %s%s, but the plan's latents are F32%s", path,
+                  dc_dtype_safetensors_name(t->dtype), dims_str(t->rank, t->dims, b1, sizeof b1),
+                  dims_str(4, want, b2, sizeof b2));
+  if (!st && !(*out = dc_malloc(t->bytes))) st = dc_nomem("reading the latents");
+  if (!st) memcpy(*out, f.file.data + t->offset, t->bytes);
+  dc_st_close(&f);
+  return st;
+}
+
+/* The A1111-style parameters text image tools show. */
+static char *parameters_text(const options *o, const dc_generate_result *r, drt_plan *p) {
+  const char *model = drt_meta(p, "model");
+  const char *base = model ? strrchr(model, '/') : NULL;
+  return dc_asprintf("%s\n%s%s%sSteps: %d, Sampler: %s, CFG scale: %g, Seed: %llu, Size: %lldx%lld, Model: %s, "
+                     "Generator: diffc %s",
+                     o->prompt ? o->prompt : "", o->negative_prompt ? "Negative prompt: " : "",
+                     o->negative_prompt ? o->negative_prompt : "", o->negative_prompt ? "\n" : "",
+                     o->steps ? o->steps : 50, r->scheduler, r->guidance, o->seed, (long long)r->width,
+                     (long long)r->height, base ? base + 1 : model ? model : "?", DIFFC_VERSION);
+}
+
+/* FILE.png, or FILE-0.png ... for a batch. */
+static char *image_path(const char *png, int64_t batch, int64_t i) {
+  if (batch == 1) return dc_strdup(png);
+  size_t n = strlen(png) - 4;
+  return dc_asprintf("%.*s-%lld%s", (int)n, png, (long long)i, png + n);
+}
+
+static dc_status *write_images(const options *o, drt_plan *p, const dc_generate_result *r) {
+  char *params = parameters_text(o, r, p);
+  if (!params) return dc_nomem("writing the image");
+  dc_png_text text = {"parameters", params};
+  size_t per = (size_t)(3 * r->height * r->width);
+  dc_status *st = NULL;
+  for (int64_t b = 0; b < r->batch && !st; b++) {
+    char *path = image_path(o->png, r->batch, b);
+    st = path ? dc_png_write_chw(path, r->image + per * (size_t)b, (int)r->height, (int)r->width, &text, 1)
+              : dc_nomem("writing the image");
+    if (!st && !o->quiet) printf("wrote %s\n", path);
+    dc_free(path);
+  }
+  dc_free(params);
+  return st;
+}
+
+static dc_status *write_generation(const char *path, const dc_generate_result *r) {
+  dc_st_out t[2] = {{"image", {DT_F32, 4, {r->batch, 3, r->height, r->width}}, r->image},
+                    {"latents", {DT_F32, 4, {r->batch, r->latent_channels, r->latent_h, r->latent_w}}, r->latents}};
+  return dc_st_write(path, t, 2);
+}
+
+static void print_generation(const dc_generate_result *r) {
+  char b1[32], b2[32], b3[32], b4[32];
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("%lld image(s) %lldx%lld: %.3f s (text %.3f s, denoise %.3f s = %.3f s/step over %d steps with %d UNet "
+         "runs, decode %.3f s), %s, guidance %g, backend %s",
+         (long long)r->batch, (long long)r->width, (long long)r->height,
+         r->text_seconds + r->denoise_seconds + r->decode_seconds, r->text_seconds, r->denoise_seconds,
+         r->steps ? r->denoise_seconds / r->steps : 0, r->steps, r->unet_runs, r->decode_seconds, r->scheduler,
+         r->guidance, r->backend ? r->backend : "?");
+  if (r->threads) printf(" on %d thread(s)", r->threads);
+  printf("\ndevice arena peak: %s measured, %s predicted by the plan; uploaded %s; host peak RSS: %s\n",
+         dc_format_bytes(r->device_peak_bytes, b1, sizeof b1), dc_format_bytes(r->device_predicted_bytes, b2, sizeof b2),
+         dc_format_bytes(r->uploaded_bytes, b3, sizeof b3), dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b4, sizeof b4));
+}
+
+static dc_status *run_pipeline(const options *o, drt_plan *p) {
+  if (!o->png && !o->outputs)
+    return dc_error(DC_ERR_ARGUMENT, "nowhere to put the image: give -o FILE.png and/or --outputs FILE.safetensors");
+  float *latents = NULL;
+  if (o->latents) DC_TRY(read_latents(p, o->latents, &latents));
+  progress_state ps = {.tty = !o->quiet && isatty(2), .start = dc_now_seconds()};
+  dc_generate_options go = {.prompt = o->prompt, .negative_prompt = o->negative_prompt, .steps = o->steps,
+                            .guidance = o->guidance, .guidance_rescale = o->guidance_rescale,
+                            .scheduler = o->scheduler, .scheduler_set = o->scheduler_set,
+                            .nscheduler_set = o->nscheduler_set, .seed = o->seed, .latents = latents,
+                            .has_original_size = o->has_original_size, .has_crops = o->has_crop,
+                            .has_target_size = o->has_target_size, .progress = progress, .progress_ctx = &ps,
+                            .note = o->quiet ? NULL : note, .note_ctx = &ps};
+  memcpy(go.original_size, o->original_size, sizeof go.original_size);
+  memcpy(go.crops_coords_top_left, o->crop, sizeof go.crops_coords_top_left);
+  memcpy(go.target_size, o->target_size, sizeof go.target_size);
+  dc_generate_result r;
+  dc_status *st = dc_generate(p, &go, &r);
+  if (ps.tty) fprintf(stderr, "\r\033[K");
+  dc_free(latents);
+  if (!st && o->png) st = write_images(o, p, &r);
+  if (!st && o->outputs) st = write_generation(o->outputs, &r);
+  if (!st && !o->quiet) print_generation(&r);
+  if (!st && r.device_peak_bytes > r.device_predicted_bytes)
+    st = dc_error(DC_ERR_INTERNAL, "measured device peak exceeds the plan's prediction");
+  dc_generate_result_free(&r);
+  return st;
+}
+
 static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
@@ -375,7 +625,16 @@ static dc_status *run(const options *o) {
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
   else if (o->info) print_info(p);
-  else {
+  else if (dc_plan_is_pipeline(p)) {
+    if (o->inputs || o->random_inputs || o->repeat > 1 || o->profile)
+      st = dc_error(DC_ERR_ARGUMENT, "%s is a pipeline plan: run it with --prompt TEXT -o out.png (--inputs, "
+                    "--random-inputs, --repeat and --profile run one model's plan)", o->plan);
+    else st = run_pipeline(o, p);
+  } else if (o->generation) {
+    st = dc_error(DC_ERR_ARGUMENT, "%s is one model's plan, not a pipeline: --prompt, --steps, -o and the other "
+                  "generation options need a plan compiled from a pipeline folder; run this one with --inputs FILE",
+                  o->plan);
+  } else {
     if (o->inputs) st = bind_inputs(p, o->inputs);
     else if (o->random_inputs) {
       drt_set_random_inputs(p, o->seed);

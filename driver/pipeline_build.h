@@ -1,0 +1,30 @@
+/* pipeline_build.h — a text-to-image pipeline (a dc_pipeline_source) as
+ * one module with phases: text encoding, a prologue, the denoising loop's
+ * two CFG halves, decode (pipeline_build.c says how). */
+#ifndef DC_PIPELINE_BUILD_H
+#define DC_PIPELINE_BUILD_H
+
+#include "frontend/pipeline_source.h"
+
+typedef struct {
+  int64_t height, width; /* 0: diffusers' default, the UNet's sample_size x the VAE's scale factor */
+  int64_t batch;         /* images per prompt; 0 = 1 */
+  int clip_skip;         /* diffusers' clip_skip (0: none) */
+  int tokens;            /* the tokenizers' model_max_length; 0 = 77 */
+  int vae_slicing, vae_tiling;
+  int64_t tile_size;
+  double tile_overlap;
+} dc_pipeline_build_options;
+
+/* What the host needs to run the module (stored in the plan's PIPE section). */
+typedef struct {
+  int sdxl;
+  int64_t height, width, batch, tokens;
+  int64_t vae_scale, latent_channels, latent_h, latent_w;
+  double scaling_factor, shift_factor;
+} dc_pipeline_info;
+
+dc_status *dc_pipeline_build(const dc_pipeline_source *src, const dc_pipeline_build_options *o, dc_module **out,
+                             dc_pipeline_info *info);
+
+#endif

@@ -1,0 +1,143 @@
+/* pipeline_source.c — a diffusers pipeline folder as a dc_pipeline_source
+ * (pipeline_source.h): model_index.json names the pipeline class and its
+ * components; each model component opens as a folder, the tokenizers and
+ * the scheduler are read into memory. */
+#include "pipeline_source.h"
+
+#include <string.h>
+
+#include "pipeline/tokenizer.h"
+
+/* The pipelines diffc compiles, and what each needs. */
+typedef struct {
+  const char *name;
+  int sdxl;
+} pipeline_class;
+
+static const pipeline_class pipeline_classes[] = {
+    {"StableDiffusionPipeline", 0},
+    {"StableDiffusionXLPipeline", 1},
+};
+enum { NPIPELINE_CLASSES = sizeof pipeline_classes / sizeof pipeline_classes[0] };
+
+const char *dc_pipeline_class_names(void) { return "StableDiffusionPipeline, StableDiffusionXLPipeline"; }
+
+int dc_pipeline_class_is_sdxl(const char *class_name) {
+  for (int i = 0; i < NPIPELINE_CLASSES; i++)
+    if (!strcmp(pipeline_classes[i].name, class_name)) return pipeline_classes[i].sdxl;
+  return 0;
+}
+
+static const pipeline_class *find_class(const char *name) {
+  for (int i = 0; i < NPIPELINE_CLASSES; i++)
+    if (!strcmp(pipeline_classes[i].name, name)) return &pipeline_classes[i];
+  return NULL;
+}
+
+/* A component entry: ["library", "Class"]; null entries are absent. */
+static int entry_present(const cJSON *v) {
+  return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsString(v->child) && cJSON_IsString(v->child->next);
+}
+
+static dc_status *require_entry(const dc_json_doc *mi, const char *component) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(mi->root, component);
+  if (entry_present(v)) return NULL;
+  if (!v)
+    return dc_error(DC_ERR_FORMAT, "%s: the pipeline has no \"%s\" entry (expected [\"library\", \"Class\"])", mi->path,
+                    component);
+  char *s = cJSON_PrintUnformatted(v);
+  dc_status *st = dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be [\"library\", \"Class\"], found %s", mi->path, component,
+                           s ? s : "?");
+  cJSON_free(s);
+  return st;
+}
+
+static dc_status *open_model(const char *dir, const dc_json_doc *mi, const char *component, const char *variant,
+                             dc_folder *out) {
+  DC_TRY(require_entry(mi, component));
+  dc_folder_options fo = {component, variant};
+  return dc_folder_open(dir, &fo, out);
+}
+
+static dc_status *read_files(const char *dir, const dc_json_doc *mi, const char *component,
+                             const char *const *names, const char *needed, dc_text_files *out) {
+  DC_TRY(require_entry(mi, component));
+  char *sub = dc_path_join(dir, component);
+  if (!sub) return dc_nomem("reading a pipeline folder");
+  dc_status *st = NULL;
+  if (!dc_dir_exists(sub))
+    st = dc_error(DC_ERR_IO, "%s: the pipeline's %s folder is missing (model_index.json names it)", sub, component);
+  if (!st) st = dc_text_files_read_dir(sub, names, out);
+  if (!st && needed && !dc_text_files_find(out, needed))
+    st = dc_error(DC_ERR_IO, "%s: no %s in the %s folder", sub, needed, component);
+  dc_free(sub);
+  return st;
+}
+
+static const char *const scheduler_files[] = {"scheduler_config.json", NULL};
+
+static dc_status *read_flags(const dc_json_doc *mi, int sdxl, dc_pipeline_source *out) {
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(mi->root, "safety_checker");
+  out->has_safety_checker = entry_present(sc);
+  int fz = 0;
+  DC_TRY(dc_json_bool(mi, "force_zeros_for_empty_prompt", sdxl, &fz));
+  out->force_zeros_for_empty_prompt = sdxl ? fz : 0;
+  return NULL;
+}
+
+static dc_status *open_parts(const char *dir, const dc_json_doc *mi, int sdxl, const char *variant,
+                             dc_pipeline_source *out) {
+  DC_TRY(read_flags(mi, sdxl, out));
+  DC_TRY(open_model(dir, mi, "unet", variant, &out->unet));
+  DC_TRY(open_model(dir, mi, "vae", variant, &out->vae));
+  DC_TRY(open_model(dir, mi, "text_encoder", variant, &out->text_encoder));
+  DC_TRY(read_files(dir, mi, "tokenizer", dc_clip_tokenizer_file_names, NULL, &out->tokenizer));
+  DC_TRY(read_files(dir, mi, "scheduler", scheduler_files, "scheduler_config.json", &out->scheduler));
+  if (!sdxl) return NULL;
+  DC_TRY(open_model(dir, mi, "text_encoder_2", variant, &out->text_encoder_2));
+  out->has_text_encoder_2 = 1;
+  return read_files(dir, mi, "tokenizer_2", dc_clip_tokenizer_file_names, NULL, &out->tokenizer_2);
+}
+
+dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, dc_pipeline_source *out) {
+  memset(out, 0, sizeof *out);
+  char *mi_path = dc_path_join(dir, "model_index.json");
+  if (!mi_path) return dc_nomem("opening a pipeline folder");
+  dc_json_doc mi;
+  dc_status *st = dc_json_load(mi_path, &mi);
+  dc_free(mi_path);
+  if (st) return st;
+  const char *cls = NULL;
+  st = dc_json_str(&mi, "_class_name", NULL, &cls);
+  if (!st && !cls) st = dc_error(DC_ERR_FORMAT, "%s: no \"_class_name\" (the pipeline class)", mi.path);
+  const pipeline_class *pc = st ? NULL : find_class(cls);
+  if (!st && !pc)
+    st = dc_error(DC_ERR_UNSUPPORTED, "%s: pipeline class %s is not one diffc compiles (it compiles %s); compile a "
+                  "component of it with --component NAME",
+                  mi.path, cls, dc_pipeline_class_names());
+  if (!st) {
+    out->origin = dc_strdup(dir);
+    out->class_name = dc_strdup(cls);
+    if (!out->origin || !out->class_name) st = dc_nomem("opening a pipeline folder");
+  }
+  if (!st) st = open_parts(dir, &mi, pc->sdxl, variant, out);
+  dc_json_free(&mi);
+  if (st) dc_pipeline_source_close(out);
+  return st;
+}
+
+static int folder_open(const dc_folder *f) { return f->dir != NULL; }
+
+void dc_pipeline_source_close(dc_pipeline_source *s) {
+  if (folder_open(&s->unet)) dc_folder_close(&s->unet);
+  if (folder_open(&s->vae)) dc_folder_close(&s->vae);
+  if (folder_open(&s->text_encoder)) dc_folder_close(&s->text_encoder);
+  if (folder_open(&s->text_encoder_2)) dc_folder_close(&s->text_encoder_2);
+  dc_text_files_free(&s->tokenizer);
+  dc_text_files_free(&s->tokenizer_2);
+  dc_text_files_free(&s->scheduler);
+  if (s->close_owned) s->close_owned(s->owned);
+  dc_free(s->origin);
+  dc_free(s->class_name);
+  memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,387 @@
+/* generate.c — see generate.h.  The order of operations follows diffusers'
+ * pipeline_stable_diffusion.py / pipeline_stable_diffusion_xl.py __call__. */
+#include "generate.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "scheduler.h"
+#include "tokenizer.h"
+#include "torch_rng.h"
+
+/* ---- the plan's pipeline section ------------------------------------------ */
+
+typedef struct {
+  int sdxl, force_zeros;
+  int64_t batch, height, width, tokens, channels, lh, lw;
+  double scaling_factor, shift_factor;
+} pipe_info;
+
+int dc_plan_is_pipeline(const drt_plan *p) { return drt_pipeline_json(p) != NULL; }
+
+static dc_status *json_int(const cJSON *j, const char *key, int64_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < 0)
+    return dc_error(DC_ERR_FORMAT, "the plan's pipeline section: \"%s\" is not a non-negative integer", key);
+  *out = (int64_t)v->valuedouble;
+  return NULL;
+}
+
+static dc_status *read_info(const drt_plan *p, pipe_info *pi) {
+  const char *text = drt_pipeline_json(p);
+  if (!text) return dc_error(DC_ERR_ARGUMENT, "the plan is one model, not a pipeline (compile a pipeline folder)");
+  cJSON *j = cJSON_Parse(text);
+  if (!j) return dc_error(DC_ERR_FORMAT, "the plan's pipeline section is not valid JSON");
+  int64_t vae = 0;
+  dc_status *st = json_int(j, "batch", &pi->batch);
+  if (!st) st = json_int(j, "height", &pi->height);
+  if (!st) st = json_int(j, "width", &pi->width);
+  if (!st) st = json_int(j, "tokens", &pi->tokens);
+  if (!st) st = json_int(j, "latent_channels", &pi->channels);
+  if (!st) st = json_int(j, "vae_scale_factor", &vae);
+  if (!st && (vae < 1 || pi->batch < 1 || pi->tokens < 2 || pi->tokens > 4096))
+    st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: sizes out of range");
+  const cJSON *sf = cJSON_GetObjectItemCaseSensitive(j, "scaling_factor");
+  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shift_factor");
+  if (!st && (!cJSON_IsNumber(sf) || !cJSON_IsNumber(sh) || sf->valuedouble == 0))
+    st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: no scaling_factor / shift_factor");
+  if (!st) {
+    pi->scaling_factor = sf->valuedouble, pi->shift_factor = sh->valuedouble;
+    pi->sdxl = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "sdxl"));
+    pi->force_zeros = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "force_zeros_for_empty_prompt"));
+    pi->lh = pi->height / vae, pi->lw = pi->width / vae;
+  }
+  cJSON_Delete(j);
+  return st;
+}
+
+/* The plan's files under dir/ ("tokenizer", "scheduler"), names without it;
+ * the set borrows the plan's bytes. */
+static dc_status *files_under(const drt_plan *p, const char *dir, dc_text_files *out, dc_text_file *buf, int cap) {
+  size_t n = strlen(dir);
+  out->origin = dir;
+  out->files = buf;
+  out->nfiles = 0;
+  const void *data;
+  size_t size;
+  const char *name;
+  for (int i = 0; (name = drt_pipeline_file(p, i, &data, &size)); i++) {
+    if (strncmp(name, dir, n) != 0 || name[n] != '/') continue;
+    if (out->nfiles == cap) return dc_error(DC_ERR_FORMAT, "the plan's pipeline section: too many %s files", dir);
+    buf[out->nfiles++] = (dc_text_file){name + n + 1, data, size};
+  }
+  return NULL;
+}
+
+/* ---- the parts the host keeps --------------------------------------------------- */
+
+typedef struct {
+  drt_plan *p;
+  const dc_generate_options *o;
+  dc_generate_result *r;
+  pipe_info pi;
+  dc_clip_tokenizer *tok, *tok2;
+  dc_scheduler *sched;
+  dc_torch_gen gen;
+  int cfg;
+  double guidance;
+  size_t nlat;    /* latent floats */
+  float *lat, *x, *eps_u, *eps_c;
+} gen_ctx;
+
+static void note(const gen_ctx *g, const char *fmt, const char *a, const char *b) {
+  if (!g->o->note) return;
+  char *s = dc_asprintf(fmt, a, b);
+  if (s) g->o->note(g->o->note_ctx, s);
+  dc_free(s);
+}
+
+static void progress(const gen_ctx *g, const char *phase, int step, int n) {
+  if (g->o->progress) g->o->progress(g->o->progress_ctx, phase, step, n);
+}
+
+static dc_status *open_tokenizer(const drt_plan *p, const char *dir, dc_clip_tokenizer **out) {
+  dc_text_file buf[8];
+  dc_text_files fs;
+  DC_TRY(files_under(p, dir, &fs, buf, 8));
+  return dc_status_annotate(dc_clip_tokenizer_parse(&fs, out), "the plan's %s", dir);
+}
+
+/* --scheduler-set KEY=VALUE: the config with those keys set (a JSON value,
+ * or else a string), the file in fs replaced by the new text (*text, to
+ * free with cJSON_free). */
+static dc_status *scheduler_with_changes(gen_ctx *g, dc_text_files *fs, char **text) {
+  if (g->o->nscheduler_set == 0) return NULL;
+  dc_text_file *f = NULL;
+  for (int i = 0; i < fs->nfiles; i++)
+    if (!strcmp(fs->files[i].name, "scheduler_config.json")) f = (dc_text_file *)&fs->files[i];
+  if (!f) return dc_error(DC_ERR_FORMAT, "the plan has no scheduler/scheduler_config.json");
+  cJSON *j = cJSON_ParseWithLength((const char *)f->data, f->size);
+  if (!cJSON_IsObject(j)) return cJSON_Delete(j), dc_error(DC_ERR_FORMAT, "the plan's scheduler_config.json is not a JSON object");
+  dc_status *st = NULL;
+  for (int i = 0; i < g->o->nscheduler_set && !st; i++) {
+    const char *kv = g->o->scheduler_set[i], *eq = strchr(kv, '=');
+    char *key = eq ? dc_strndup(kv, (size_t)(eq - kv)) : NULL;
+    cJSON *v = eq ? cJSON_Parse(eq + 1) : NULL;
+    if (eq && !v) v = cJSON_CreateString(eq + 1);
+    if (!key || !v || !key[0]) st = dc_error(DC_ERR_ARGUMENT, "--scheduler-set %s: expected KEY=VALUE", kv);
+    else {
+      cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+      cJSON_AddItemToObject(j, key, v);
+      v = NULL;
+    }
+    cJSON_Delete(v);
+    dc_free(key);
+  }
+  if (!st && !(*text = cJSON_PrintUnformatted(j))) st = dc_nomem("the scheduler's config");
+  cJSON_Delete(j);
+  if (!st) f->data = (const uint8_t *)*text, f->size = strlen(*text);
+  return st;
+}
+
+static dc_status *open_parts(gen_ctx *g) {
+  DC_TRY(open_tokenizer(g->p, "tokenizer", &g->tok));
+  if (g->pi.sdxl) DC_TRY(open_tokenizer(g->p, "tokenizer_2", &g->tok2));
+  dc_text_file buf[4];
+  dc_text_files fs;
+  DC_TRY(files_under(g->p, "scheduler", &fs, buf, 4));
+  char *changed = NULL;
+  DC_TRY(scheduler_with_changes(g, &fs, &changed));
+  dc_status *st = dc_scheduler_parse(&fs, g->o->scheduler, &g->sched);
+  cJSON_free(changed);
+  DC_TRY(st);
+  g->nlat = (size_t)(g->pi.batch * g->pi.channels * g->pi.lh * g->pi.lw);
+  g->lat = dc_malloc(g->nlat * sizeof(float));
+  g->x = dc_malloc(g->nlat * sizeof(float));
+  g->eps_u = dc_malloc(g->nlat * sizeof(float));
+  g->eps_c = dc_malloc(g->nlat * sizeof(float));
+  return g->lat && g->x && g->eps_u && g->eps_c ? NULL : dc_nomem("the latents");
+}
+
+static void close_parts(gen_ctx *g) {
+  dc_clip_tokenizer_free(g->tok);
+  dc_clip_tokenizer_free(g->tok2);
+  dc_scheduler_free(g->sched);
+  dc_free(g->lat), dc_free(g->x), dc_free(g->eps_u), dc_free(g->eps_c);
+}
+
+/* ---- phases ---------------------------------------------------------------------- */
+
+static dc_status *run_phase(gen_ctx *g, const char *name) {
+  int ph = drt_phase_find(g->p, name);
+  if (ph < 0) return dc_error(DC_ERR_FORMAT, "the plan has no phase \"%s\" (not a pipeline plan of this diffc)", name);
+  drt_stats s;
+  DC_TRY(drt_run_phase(g->p, ph, &s));
+  dc_generate_result *r = g->r;
+  if (s.device_peak_bytes > r->device_peak_bytes) r->device_peak_bytes = s.device_peak_bytes;
+  r->device_predicted_bytes = s.device_predicted_bytes;
+  r->backend = s.backend, r->threads = s.threads;
+  r->uploaded_bytes += s.uploaded_bytes;
+  return NULL;
+}
+
+static dc_status *set_f32(gen_ctx *g, const char *name, const float *v, size_t n) {
+  return drt_set_input(g->p, name, v, n);
+}
+
+static dc_status *read_output(gen_ctx *g, const char *name, float *out, size_t n) {
+  size_t got = 0;
+  const float *v = drt_output(g->p, name, &got);
+  if (!v || got != n) return dc_error(DC_ERR_FORMAT, "the plan's output \"%s\" is missing or not %zu values", name, n);
+  memcpy(out, v, n * sizeof *out);
+  return NULL;
+}
+
+/* The ids of one prompt for one tokenizer, as the input `name`. */
+static dc_status *tokenize(gen_ctx *g, const dc_clip_tokenizer *t, const char *prompt, const char *name) {
+  int64_t ids[4096];
+  if (dc_clip_tokenizer_max_length(t) != g->pi.tokens)
+    return dc_error(DC_ERR_FORMAT, "the plan's tokenizer pads to %d tokens but its text encoder takes %lld",
+                    dc_clip_tokenizer_max_length(t), (long long)g->pi.tokens);
+  dc_tokenize_report rep = {0};
+  DC_TRY(dc_clip_tokenizer_encode(t, prompt, ids, &rep));
+  if (rep.truncated)
+    note(g, "the prompt is longer than the text encoder's %s tokens; this part was cut: \"%s\"",
+         g->pi.tokens == 77 ? "77" : "maximum", rep.removed_text ? rep.removed_text : "");
+  dc_free(rep.removed_text);
+  return drt_set_input_data(g->p, name, "i64", ids, (size_t)g->pi.tokens);
+}
+
+/* SDXL's add_time_ids: (original_size, crops_coords_top_left, target_size),
+ * one row per image. */
+static dc_status *set_time_ids(gen_ctx *g) {
+  const dc_generate_options *o = g->o;
+  int64_t h = g->pi.height, w = g->pi.width;
+  float row[6] = {(float)(o->has_original_size ? o->original_size[0] : h),
+                  (float)(o->has_original_size ? o->original_size[1] : w),
+                  (float)(o->has_crops ? o->crops_coords_top_left[0] : 0),
+                  (float)(o->has_crops ? o->crops_coords_top_left[1] : 0),
+                  (float)(o->has_target_size ? o->target_size[0] : h),
+                  (float)(o->has_target_size ? o->target_size[1] : w)};
+  size_t n = (size_t)g->pi.batch * 6;
+  float *ids = dc_malloc(n * sizeof *ids);
+  if (!ids) return dc_nomem("the time ids");
+  for (size_t i = 0; i < n; i++) ids[i] = row[i % 6];
+  dc_status *st = set_f32(g, "add_time_ids", ids, n);
+  if (!st) st = set_f32(g, "negative_add_time_ids", ids, n);
+  dc_free(ids);
+  return st;
+}
+
+static dc_status *encode_prompts(gen_ctx *g) {
+  const char *prompt = g->o->prompt ? g->o->prompt : "";
+  const char *neg = g->o->negative_prompt ? g->o->negative_prompt : "";
+  DC_TRY(tokenize(g, g->tok, prompt, "input_ids"));
+  DC_TRY(tokenize(g, g->tok, neg, "negative_input_ids"));
+  if (g->pi.sdxl) {
+    DC_TRY(tokenize(g, g->tok2, prompt, "input_ids_2"));
+    DC_TRY(tokenize(g, g->tok2, neg, "negative_input_ids_2"));
+    if (g->pi.force_zeros) { /* negative_prompt None: zeros, not the encoding of "" */
+      float scale = g->o->negative_prompt ? 1.0f : 0.0f;
+      DC_TRY(set_f32(g, "negative_scale", &scale, 1));
+    }
+  }
+  progress(g, "text", 0, 0);
+  DC_TRY(run_phase(g, "text"));
+  if (g->pi.sdxl) DC_TRY(set_time_ids(g));
+  return run_phase(g, "prologue");
+}
+
+/* prepare_latents: torch.randn(shape, generator) (or the given latents),
+ * times init_noise_sigma. */
+static void initial_latents(gen_ctx *g) {
+  if (g->o->latents) memcpy(g->lat, g->o->latents, g->nlat * sizeof(float));
+  else dc_torch_randn(&g->gen, g->lat, g->nlat);
+  float s = dc_scheduler_init_noise_sigma(g->sched);
+  for (size_t i = 0; i < g->nlat; i++) g->lat[i] = g->lat[i] * s;
+}
+
+/* rescale_noise_cfg: per image, the guided prediction rescaled to the
+ * conditional one's standard deviation (unbiased, over C, H, W), mixed by
+ * guidance_rescale. */
+static void rescale_cfg(gen_ctx *g, float *cfg, const float *text) {
+  size_t per = g->nlat / (size_t)g->pi.batch;
+  float phi = (float)g->o->guidance_rescale;
+  for (int64_t b = 0; b < g->pi.batch; b++) {
+    float *y = cfg + (size_t)b * per;
+    const float *t = text + (size_t)b * per;
+    double mt = 0, my = 0, vt = 0, vy = 0;
+    for (size_t i = 0; i < per; i++) mt += t[i], my += y[i];
+    mt /= (double)per, my /= (double)per;
+    for (size_t i = 0; i < per; i++) vt += (t[i] - mt) * (t[i] - mt), vy += (y[i] - my) * (y[i] - my);
+    float ratio = (float)sqrt(vt / (double)(per - 1)) / (float)sqrt(vy / (double)(per - 1));
+    for (size_t i = 0; i < per; i++) {
+      float rescaled = y[i] * ratio;
+      y[i] = phi * rescaled + (1.0f - phi) * y[i];
+    }
+  }
+}
+
+/* One UNet half: the scaled latents and the timestep in, its prediction out. */
+static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
+  g->r->unet_runs++;
+  char name[48];
+  snprintf(name, sizeof name, "sample.%s", half);
+  DC_TRY(set_f32(g, name, g->x, g->nlat));
+  float ts[64];
+  for (int64_t b = 0; b < g->pi.batch; b++) ts[b] = t;
+  snprintf(name, sizeof name, "timestep.%s", half);
+  DC_TRY(set_f32(g, name, ts, (size_t)g->pi.batch));
+  snprintf(name, sizeof name, "denoise.%s", half);
+  DC_TRY(run_phase(g, name));
+  snprintf(name, sizeof name, "noise_pred.%s", half);
+  return read_output(g, name, eps, g->nlat);
+}
+
+static dc_status *denoise_step(gen_ctx *g, int i) {
+  float t = dc_scheduler_timestep(g->sched, i);
+  memcpy(g->x, g->lat, g->nlat * sizeof(float));
+  dc_scheduler_scale_model_input(g->sched, i, g->x, g->nlat);
+  if (g->cfg) DC_TRY(unet_half(g, "uncond", t, g->eps_u));
+  DC_TRY(unet_half(g, "cond", t, g->eps_c));
+  if (g->cfg) { /* noise_pred_uncond + guidance_scale * (noise_pred_text - noise_pred_uncond) */
+    float s = (float)g->guidance;
+    for (size_t k = 0; k < g->nlat; k++) g->eps_u[k] = g->eps_u[k] + s * (g->eps_c[k] - g->eps_u[k]);
+    if (g->o->guidance_rescale > 0) rescale_cfg(g, g->eps_u, g->eps_c);
+  }
+  return dc_scheduler_step(g->sched, i, g->cfg ? g->eps_u : g->eps_c, g->lat, g->nlat, &g->gen);
+}
+
+static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
+  int steps = g->o->steps ? g->o->steps : 50;
+  DC_TRY(dc_scheduler_set_timesteps(g->sched, steps));
+  initial_latents(g);
+  int n = dc_scheduler_loop_length(g->sched);
+  r->steps = n;
+  for (int i = 0; i < n; i++) {
+    progress(g, "denoise", i + 1, n);
+    DC_TRY(dc_status_annotate(denoise_step(g, i), "denoising step %d of %d", i + 1, n));
+  }
+  return NULL;
+}
+
+/* latents / scaling_factor (+ shift_factor), the decoder, then
+ * (image / 2 + 0.5).clamp(0, 1). */
+static dc_status *decode(gen_ctx *g, dc_generate_result *r) {
+  float sf = (float)g->pi.scaling_factor, shift = (float)g->pi.shift_factor;
+  for (size_t i = 0; i < g->nlat; i++) g->x[i] = g->lat[i] / sf + shift;
+  progress(g, "decode", 0, 0);
+  DC_TRY(set_f32(g, "latents", g->x, g->nlat));
+  DC_TRY(run_phase(g, "decode"));
+  size_t n = (size_t)(g->pi.batch * 3 * g->pi.height * g->pi.width);
+  r->image = dc_malloc(n * sizeof(float));
+  if (!r->image) return dc_nomem("the image");
+  DC_TRY(read_output(g, "image", r->image, n));
+  for (size_t i = 0; i < n; i++) {
+    float v = r->image[i] / 2.0f + 0.5f;
+    r->image[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+  }
+  return NULL;
+}
+
+static dc_status *run_all(gen_ctx *g, dc_generate_result *r) {
+  double t0 = dc_now_seconds();
+  DC_TRY(encode_prompts(g));
+  double t1 = dc_now_seconds();
+  DC_TRY(denoise(g, r));
+  double t2 = dc_now_seconds();
+  r->latents = dc_malloc(g->nlat * sizeof(float));
+  if (!r->latents) return dc_nomem("the latents");
+  memcpy(r->latents, g->lat, g->nlat * sizeof(float));
+  DC_TRY(decode(g, r));
+  r->text_seconds = t1 - t0, r->denoise_seconds = t2 - t1, r->decode_seconds = dc_now_seconds() - t2;
+  return NULL;
+}
+
+dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]) {
+  pipe_info pi;
+  DC_TRY(read_info(p, &pi));
+  dims[0] = pi.batch, dims[1] = pi.channels, dims[2] = pi.lh, dims[3] = pi.lw;
+  return NULL;
+}
+
+dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_result *r) {
+  memset(r, 0, sizeof *r);
+  gen_ctx g = {.p = p, .o = o, .r = r};
+  DC_TRY(read_info(p, &g.pi));
+  if (o->steps < 0) return dc_error(DC_ERR_ARGUMENT, "--steps %d: must be at least 1", o->steps);
+  g.guidance = isnan(o->guidance) ? (g.pi.sdxl ? 5.0 : 7.5) : o->guidance;
+  g.cfg = g.guidance > 1.0;
+  r->guidance = g.guidance;
+  r->batch = g.pi.batch, r->height = g.pi.height, r->width = g.pi.width;
+  r->latent_channels = g.pi.channels, r->latent_h = g.pi.lh, r->latent_w = g.pi.lw;
+  dc_torch_manual_seed(&g.gen, o->seed);
+  dc_status *st = open_parts(&g);
+  if (!st) snprintf(r->scheduler, sizeof r->scheduler, "%s", dc_scheduler_class(g.sched));
+  if (!st) st = run_all(&g, r);
+  close_parts(&g);
+  if (st) dc_generate_result_free(r);
+  return st;
+}
+
+void dc_generate_result_free(dc_generate_result *r) {
+  dc_free(r->image);
+  dc_free(r->latents);
+  r->image = r->latents = NULL;
+}

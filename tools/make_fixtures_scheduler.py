@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Reference data for diffc's schedulers and torch's CPU random numbers, with diffusers and torch as
+the oracles (tests/test_scheduler.c, tests/test_torch_rng.c).
+
+Usage:  python tools/make_fixtures_scheduler.py --out tests/fixtures/schedulers
+(with the fixture venv's python: tools/python-env.sh).  Writes, deterministically:
+
+  torch_rng.json, torch_rng.safetensors
+      torch.randn(n, generator=torch.Generator().manual_seed(seed)) for several seeds and sizes: per
+      size two successive draws from a fresh generator, and one generator through all the sizes in
+      turn (twice), so that the n < 16 path's cached normal crosses calls.  Draws of up to 1024
+      values are stored; larger ones as the SHA-256 of their float32 little-endian bytes.
+  configs/<name>.json
+      scheduler_config.json files: hand-written ones as the released pipelines ship them, and ones
+      written by diffusers' save_config (every argument, -Infinity included).
+  cases.json, <case>.safetensors
+      one denoising loop per case, as StableDiffusionPipeline runs it: latents =
+      randn(shape, generator) * init_noise_sigma, then per loop index i: x = scale_model_input(
+      latents, t), a stand-in model output = x * coef[i] + table, latents = step(output, t,
+      latents, generator=..., eta=0).  Stored: timesteps (as float32, what the UNet receives),
+      init_noise_sigma, the initial latents, coef, table, every step's scaled input
+      (input.<i>) and sample (sample.<i>).
+
+LMSDiscreteScheduler integrates its coefficients with scipy.integrate.quad(f, a, b, epsrel=1e-4);
+scipy is not in the fixture venv, so quad is QUADPACK's dqagse first stage (the 21-point
+Gauss-Kronrod estimate and its acceptance test, in dqk21's summation order), which is what scipy
+returns for these integrands (polynomials of degree < 4): the stand-in raises if the test would
+ask for more, and every result is checked against mpmath's integral of the same function.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import types
+
+import numpy as np
+import torch
+from safetensors.numpy import save_file
+
+SHAPE = (2, 4, 3, 5)  # 120 values: not a multiple of 16, so randn's ragged tail is exercised
+
+# ---- scipy.integrate.quad for LMSDiscreteScheduler -------------------------------------------
+
+XGK = [0.995657163025808080735527280689003, 0.973906528517171720077964012084452,
+       0.930157491355708226001207180059508, 0.865063366688984510732096688423493,
+       0.780817726586416897063717578345042, 0.679409568299024406234327365114874,
+       0.562757134668604683339000099272694, 0.433395394129247190799265943165784,
+       0.294392862701460198131126603103866, 0.148874338981631210884826001129720,
+       0.000000000000000000000000000000000]
+WGK = [0.011694638867371874278064396062192, 0.032558162307964727478818972459390,
+       0.054755896574351996031381300244580, 0.075039674810919952767043140916190,
+       0.093125454583697605535065465083366, 0.109387158802297641899210590325805,
+       0.123491976262065851077600525452488, 0.134709217311473325928054001771707,
+       0.142775938577060080797094273138717, 0.147739104901338491374841515972068,
+       0.149445554002916905664936468389821]
+WG = [0.066671344308688137593568809893332, 0.149451349150580593145776339657697,
+      0.219086362515982043995534934228163, 0.269266719309996355091226921569469,
+      0.295524224714752870173892994651338]
+EPMACH = 2.220446049250313e-16
+UFLOW = 2.2250738585072014e-308
+
+
+def dqk21(f, a, b):
+    centr = 0.5 * (a + b)
+    hlgth = 0.5 * (b - a)
+    dhlgth = abs(hlgth)
+    resg = 0.0
+    fc = float(f(centr))
+    resk = WGK[10] * fc
+    resabs = abs(resk)
+    fv1, fv2 = [0.0] * 10, [0.0] * 10
+    for j in range(1, 6):  # QUADPACK's 1-based jtw = 2j: the Gauss nodes
+        jtw = 2 * j - 1
+        absc = hlgth * XGK[jtw]
+        f1, f2 = float(f(centr - absc)), float(f(centr + absc))
+        fv1[jtw], fv2[jtw] = f1, f2
+        fsum = f1 + f2
+        resg = resg + WG[j - 1] * fsum
+        resk = resk + WGK[jtw] * fsum
+        resabs = resabs + WGK[jtw] * (abs(f1) + abs(f2))
+    for j in range(1, 6):  # jtwm1 = 2j - 1: the other Kronrod nodes
+        jtwm1 = 2 * j - 2
+        absc = hlgth * XGK[jtwm1]
+        f1, f2 = float(f(centr - absc)), float(f(centr + absc))
+        fv1[jtwm1], fv2[jtwm1] = f1, f2
+        fsum = f1 + f2
+        resk = resk + WGK[jtwm1] * fsum
+        resabs = resabs + WGK[jtwm1] * (abs(f1) + abs(f2))
+    reskh = resk * 0.5
+    resasc = WGK[10] * abs(fc - reskh)
+    for j in range(10):
+        resasc = resasc + WGK[j] * (abs(fv1[j] - reskh) + abs(fv2[j] - reskh))
+    result = resk * hlgth
+    resabs = resabs * dhlgth
+    resasc = resasc * dhlgth
+    abserr = abs((resk - resg) * hlgth)
+    if resasc != 0.0 and abserr != 0.0:
+        abserr = resasc * min(1.0, (200.0 * abserr / resasc) ** 1.5)
+    if resabs > UFLOW / (50.0 * EPMACH):
+        abserr = max((EPMACH * 50.0) * resabs, abserr)
+    return result, abserr, resabs, resasc
+
+
+def quad(f, a, b, args=(), epsabs=1.49e-8, epsrel=1.49e-8, limit=50, **unused):
+    import mpmath
+    a, b = float(a), float(b)  # diffusers passes 0-d float32 tensors; scipy reads them as doubles
+    result, abserr, defabs, resasc = dqk21(f, a, b)
+    errbnd = max(epsabs, epsrel * abs(result))
+    roundoff = abserr <= 100.0 * EPMACH * defabs and abserr > errbnd
+    if not (roundoff or (abserr <= errbnd and abserr != resasc) or abserr == 0.0):
+        raise SystemExit(f"quad stand-in: dqagse would subdivide [{a}, {b}] (err {abserr}, bound {errbnd})")
+    exact = float(mpmath.quad(lambda x: float(f(float(x))), [a, b]))
+    if abs(result - exact) > 1e-5 * max(abs(exact), 1e-3 * abs(b - a)):
+        raise SystemExit(f"quad stand-in: {result} differs from mpmath's {exact}")
+    return result, abserr
+
+
+def lms_class():
+    """LMSDiscreteScheduler with the quad stand-in in place of scipy."""
+    import diffusers  # noqa: F401  (import first: its scipy check must not see the stand-in)
+    scipy = types.ModuleType("scipy")
+    scipy.integrate = types.ModuleType("scipy.integrate")
+    scipy.integrate.quad = quad
+    sys.modules["scipy"], sys.modules["scipy.integrate"] = scipy, scipy.integrate
+    from diffusers.schedulers.scheduling_lms_discrete import LMSDiscreteScheduler
+    return LMSDiscreteScheduler
+
+
+def scheduler_class(name):
+    if name == "LMSDiscreteScheduler":
+        return lms_class()
+    import diffusers
+    return getattr(diffusers, name)
+
+
+# ---- torch's random numbers ------------------------------------------------------------------
+
+RNG_SEEDS = [0, 1, 42, 2**32 + 5, 0xFEDCBA9876543210]
+RNG_SIZES = [1, 7, 15, 16, 17, 31, 100, 4 * 4 * 8 * 8, 2 * 4 * 64 * 64]
+RNG_STORED_MAX = 1024
+
+
+def make_rng(out):
+    tensors, draws = {}, []
+
+    def record(kind, seed, index, n, values):
+        d = {"kind": kind, "seed": str(seed), "index": index, "n": n}
+        arr = values.numpy().astype("<f4")
+        if n <= RNG_STORED_MAX:
+            d["tensor"] = f"{kind}.{seed}.{index}"
+            tensors[d["tensor"]] = arr
+        else:
+            d["sha256"] = hashlib.sha256(arr.tobytes()).hexdigest()
+        draws.append(d)
+
+    for seed in RNG_SEEDS:
+        for n in RNG_SIZES:  # two successive draws from a fresh generator
+            g = torch.Generator().manual_seed(seed)
+            for k in range(2):
+                record(f"fresh{n}", seed, k, n, torch.randn(n, generator=g))
+        g = torch.Generator().manual_seed(seed)  # one generator through every size, twice
+        for k, n in enumerate(RNG_SIZES + RNG_SIZES):
+            record("sequence", seed, k, n, torch.randn(n, generator=g))
+    save_file(tensors, os.path.join(out, "torch_rng.safetensors"))
+    with open(os.path.join(out, "torch_rng.json"), "w") as f:
+        json.dump({"description": "torch.randn(n, generator=torch.Generator().manual_seed(seed)), float32, "
+                   "bitwise; kind freshN: two successive draws of N from a fresh generator; kind "
+                   "sequence: one generator through the sizes in order",
+                   "draws": draws}, f, indent=1)
+        f.write("\n")
+
+
+# ---- scheduler configs -----------------------------------------------------------------------
+
+# As the released pipelines ship them (runwayml SD1.5, stabilityai SDXL base, SD2.1).
+SD15_PNDM = {"_class_name": "PNDMScheduler", "_diffusers_version": "0.6.0", "beta_end": 0.012,
+             "beta_schedule": "scaled_linear", "beta_start": 0.00085, "num_train_timesteps": 1000,
+             "set_alpha_to_one": False, "skip_prk_steps": True, "steps_offset": 1, "trained_betas": None,
+             "clip_sample": False}
+SDXL_EULER = {"_class_name": "EulerDiscreteScheduler", "_diffusers_version": "0.19.0.dev0", "beta_end": 0.012,
+              "beta_schedule": "scaled_linear", "beta_start": 0.00085, "clip_sample": False,
+              "interpolation_type": "linear", "num_train_timesteps": 1000, "prediction_type": "epsilon",
+              "sample_max_value": 1.0, "set_alpha_to_one": False, "skip_prk_steps": True, "steps_offset": 1,
+              "timestep_spacing": "leading", "trained_betas": None, "use_karras_sigmas": False}
+SD21_DDIM = {"_class_name": "DDIMScheduler", "_diffusers_version": "0.8.0", "beta_end": 0.012,
+             "beta_schedule": "scaled_linear", "beta_start": 0.00085, "clip_sample": False,
+             "num_train_timesteps": 1000, "prediction_type": "v_prediction", "set_alpha_to_one": False,
+             "skip_prk_steps": True, "steps_offset": 1, "trained_betas": None}
+SD_BETAS = {"beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear"}
+
+
+def saved(cls_name, extra=None, **kwargs):
+    """A config as save_config writes it (every argument, _class_name, _diffusers_version), plus
+    extra keys (another class's, which from_config keeps as hidden config)."""
+    return ("save_config", cls_name, kwargs, extra or {})
+
+
+CONFIGS = {
+    "sd15_pndm": SD15_PNDM,
+    "sdxl_euler": SDXL_EULER,
+    "sd21_ddim": SD21_DDIM,
+    "pndm_prk": saved("PNDMScheduler"),
+    "pndm_prk_v_trailing": saved("PNDMScheduler", prediction_type="v_prediction", timestep_spacing="trailing",
+                                 **SD_BETAS),
+    "pndm_linspace": saved("PNDMScheduler", skip_prk_steps=True, timestep_spacing="linspace", **SD_BETAS),
+    "euler_v_trailing": saved("EulerDiscreteScheduler", prediction_type="v_prediction", timestep_spacing="trailing",
+                              **SD_BETAS),
+    "euler_linspace": saved("EulerDiscreteScheduler", **SD_BETAS),
+    "euler_karras": saved("EulerDiscreteScheduler", use_karras_sigmas=True, timestep_spacing="leading",
+                          steps_offset=1, **SD_BETAS),
+    "euler_karras_range": saved("EulerDiscreteScheduler", use_karras_sigmas=True, sigma_min=0.1, sigma_max=10.0,
+                                final_sigmas_type="sigma_min", **SD_BETAS),
+    "euler_exponential": saved("EulerDiscreteScheduler", use_exponential_sigmas=True, **SD_BETAS),
+    "euler_log_linear": saved("EulerDiscreteScheduler", interpolation_type="log_linear", **SD_BETAS),
+    "euler_continuous_v": saved("EulerDiscreteScheduler", timestep_type="continuous",
+                                prediction_type="v_prediction", **SD_BETAS),
+    "euler_zero_snr": saved("EulerDiscreteScheduler", rescale_betas_zero_snr=True, prediction_type="v_prediction",
+                            timestep_spacing="trailing", **SD_BETAS),
+    "euler_sample_linear": saved("EulerDiscreteScheduler", prediction_type="sample", timestep_spacing="leading"),
+    "euler_a_sd": saved("EulerAncestralDiscreteScheduler", timestep_spacing="leading", steps_offset=1, **SD_BETAS),
+    "euler_a_v_trailing": saved("EulerAncestralDiscreteScheduler", prediction_type="v_prediction",
+                                timestep_spacing="trailing", rescale_betas_zero_snr=True, **SD_BETAS),
+    "ddim_clip": saved("DDIMScheduler"),
+    "ddim_trailing_zero_snr": saved("DDIMScheduler", timestep_spacing="trailing", rescale_betas_zero_snr=True,
+                                    prediction_type="v_prediction", clip_sample=False, **SD_BETAS),
+    "ddim_linspace_sample": saved("DDIMScheduler", timestep_spacing="linspace", prediction_type="sample",
+                                  clip_sample=True, clip_sample_range=1.5, **SD_BETAS),
+    "ddim_cosine": saved("DDIMScheduler", beta_schedule="squaredcos_cap_v2", clip_sample=False),
+    "dpm_sd": saved("DPMSolverMultistepScheduler", timestep_spacing="leading", steps_offset=1, **SD_BETAS),
+    "dpm_karras": saved("DPMSolverMultistepScheduler", use_karras_sigmas=True, **SD_BETAS),
+    "dpm_karras_cosine": saved("DPMSolverMultistepScheduler", use_karras_sigmas=True,
+                               beta_schedule="squaredcos_cap_v2"),
+    "dpm_lu_cosine": saved("DPMSolverMultistepScheduler", use_lu_lambdas=True, beta_schedule="squaredcos_cap_v2"),
+    "dpm_order1": saved("DPMSolverMultistepScheduler", solver_order=1, **SD_BETAS),
+    "dpm_order3": saved("DPMSolverMultistepScheduler", solver_order=3, lower_order_final=False,
+                        final_sigmas_type="sigma_min", **SD_BETAS),
+    "dpm_heun_sigma_min": saved("DPMSolverMultistepScheduler", solver_type="heun", final_sigmas_type="sigma_min",
+                                **SD_BETAS),
+    "dpm_euler_final": saved("DPMSolverMultistepScheduler", euler_at_final=True, final_sigmas_type="sigma_min",
+                             lower_order_final=False, **SD_BETAS),
+    "dpm_lu": saved("DPMSolverMultistepScheduler", use_lu_lambdas=True, **SD_BETAS),
+    "dpm_exponential": saved("DPMSolverMultistepScheduler", use_exponential_sigmas=True, **SD_BETAS),
+    "dpm_v_trailing": saved("DPMSolverMultistepScheduler", prediction_type="v_prediction",
+                            timestep_spacing="trailing", rescale_betas_zero_snr=True, **SD_BETAS),
+    "dpm_sample_clipped": saved("DPMSolverMultistepScheduler", prediction_type="sample", lambda_min_clipped=-5.1,
+                                **SD_BETAS),
+    "dpm_karras_hidden_bounds": saved("DPMSolverMultistepScheduler", extra={"sigma_min": 0.5, "sigma_max": 20.0},
+                                      use_karras_sigmas=True, **SD_BETAS),
+    "lms_exponential_hidden_max": saved("LMSDiscreteScheduler", extra={"sigma_min": None, "sigma_max": 9.0},
+                                        use_exponential_sigmas=True, **SD_BETAS),
+    "lms_karras_hidden_min": saved("LMSDiscreteScheduler", extra={"sigma_min": 0.3}, use_karras_sigmas=True,
+                                   **SD_BETAS),
+    "lms_sd": saved("LMSDiscreteScheduler", **SD_BETAS),
+    "lms_karras": saved("LMSDiscreteScheduler", use_karras_sigmas=True, **SD_BETAS),
+    "lms_leading_v": saved("LMSDiscreteScheduler", timestep_spacing="leading", steps_offset=1,
+                           prediction_type="v_prediction", **SD_BETAS),
+    "lms_exponential_sample": saved("LMSDiscreteScheduler", use_exponential_sigmas=True, prediction_type="sample",
+                                    **SD_BETAS),
+    "ddim_trained_betas": saved("DDIMScheduler", num_train_timesteps=100, clip_sample=False,
+                                trained_betas=[float(b) for b in np.linspace(0.001, 0.05, 100)]),
+}
+
+# (case name, config, class override or None, steps)
+CASES = [(f"sd15_pndm_{n}", "sd15_pndm", None, n) for n in (1, 2, 3, 20)]
+CASES += [(f"sd15_pndm_to_{c}", "sd15_pndm", cls, 20) for c, cls in [
+    ("euler", "EulerDiscreteScheduler"), ("euler_a", "EulerAncestralDiscreteScheduler"), ("ddim", "DDIMScheduler"),
+    ("dpm", "DPMSolverMultistepScheduler"), ("lms", "LMSDiscreteScheduler")]]
+CASES += [(f"sdxl_euler_{n}", "sdxl_euler", None, n) for n in (1, 2, 3, 20)]
+CASES += [("sdxl_euler_to_euler_a_3", "sdxl_euler", "EulerAncestralDiscreteScheduler", 3),
+          ("sdxl_euler_to_dpm_10", "sdxl_euler", "DPMSolverMultistepScheduler", 10)]
+CASES += [(f"sd21_ddim_{n}", "sd21_ddim", None, n) for n in (1, 2, 3, 20)]
+CASES += [("pndm_prk_4", "pndm_prk", None, 4), ("pndm_prk_10", "pndm_prk", None, 10),
+          ("pndm_prk_v_trailing_7", "pndm_prk_v_trailing", None, 7), ("pndm_linspace_9", "pndm_linspace", None, 9)]
+CASES += [(f"{c}_{n}", c, None, n) for c, n in [
+    ("euler_v_trailing", 20), ("euler_v_trailing", 3), ("euler_linspace", 20), ("euler_karras", 25),
+    ("euler_karras", 2), ("euler_karras_range", 12), ("euler_exponential", 15), ("euler_log_linear", 10),
+    ("euler_continuous_v", 8), ("euler_zero_snr", 12), ("euler_sample_linear", 6),
+    ("euler_a_sd", 1), ("euler_a_sd", 2), ("euler_a_sd", 3), ("euler_a_sd", 20), ("euler_a_v_trailing", 12),
+    ("ddim_clip", 20), ("ddim_trailing_zero_snr", 12), ("ddim_linspace_sample", 9), ("ddim_cosine", 7),
+    ("dpm_sd", 1), ("dpm_sd", 2), ("dpm_sd", 3), ("dpm_sd", 10), ("dpm_sd", 25), ("dpm_karras", 20),
+    ("dpm_karras_cosine", 3), ("dpm_lu_cosine", 9), ("dpm_order1", 6), ("dpm_order3", 12), ("dpm_order3", 20),
+    ("dpm_heun_sigma_min", 10), ("dpm_euler_final", 16), ("dpm_lu", 14), ("dpm_exponential", 11),
+    ("dpm_v_trailing", 12), ("dpm_sample_clipped", 8),
+    ("lms_sd", 1), ("lms_sd", 2), ("lms_sd", 3), ("lms_sd", 20), ("lms_karras", 20), ("lms_leading_v", 10),
+    ("lms_exponential_sample", 7), ("ddim_trained_betas", 10), ("dpm_karras_hidden_bounds", 9),
+    ("lms_exponential_hidden_max", 8), ("lms_karras_hidden_min", 8)]]
+# Euler's config, its sigma_min and sigma_max kept for DPM-Solver (from_config's hidden config)
+CASES += [("euler_karras_range_to_dpm_10", "euler_karras_range", "DPMSolverMultistepScheduler", 10)]
+
+
+def write_config(out, name, spec):
+    path = os.path.join(out, "configs", f"{name}.json")
+    if isinstance(spec, dict):
+        with open(path, "w") as f:
+            json.dump(spec, f, indent=2, sort_keys=True)
+            f.write("\n")
+        return
+    _, cls_name, kwargs, extra = spec
+    with tempfile.TemporaryDirectory() as tmp:
+        scheduler_class(cls_name)(**kwargs).save_config(tmp)
+        with open(os.path.join(tmp, "scheduler_config.json")) as f:
+            text = f.read()
+    if extra:
+        config = json.loads(text)
+        config.update(extra)
+        text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def load_config(out, name):
+    with open(os.path.join(out, "configs", f"{name}.json")) as f:
+        return json.load(f)  # Python's json reads -Infinity
+
+
+# ---- one denoising loop ----------------------------------------------------------------------
+
+def run_case(out, name, config_name, override, steps, seed):
+    import inspect
+    config = load_config(out, config_name)
+    sched = scheduler_class(override or config["_class_name"]).from_config(config)
+    table = torch.randn(SHAPE, generator=torch.Generator().manual_seed(1234 + seed))
+    gen = torch.Generator().manual_seed(seed)
+    sched.set_timesteps(steps)
+    timesteps = sched.timesteps
+    coef = (0.05 + 0.004 * torch.arange(len(timesteps), dtype=torch.float64)).to(torch.float32)
+    latents = torch.randn(SHAPE, generator=gen, dtype=torch.float32) * sched.init_noise_sigma
+    accepted = set(inspect.signature(sched.step).parameters)
+    extra = {k: v for k, v in (("eta", 0.0), ("generator", gen)) if k in accepted}
+    tensors = {"timesteps": timesteps.to(torch.float32).numpy(),
+               "init_noise_sigma": np.array([float(sched.init_noise_sigma)], np.float32),
+               "latents": latents.numpy().copy(), "table": table.numpy(), "coef": coef.numpy()}
+    for i, t in enumerate(timesteps):
+        x = sched.scale_model_input(latents, t)
+        tensors[f"input.{i}"] = x.numpy().copy()
+        output = x * float(coef[i]) + table
+        latents = sched.step(output, t, latents, **extra).prev_sample
+        tensors[f"sample.{i}"] = latents.numpy().copy()
+    save_file({k: np.ascontiguousarray(v, dtype="<f4") for k, v in tensors.items()},
+              os.path.join(out, f"{name}.safetensors"))
+    return {"name": name, "config": f"configs/{config_name}.json", "class_override": override, "steps": steps,
+            "seed": seed, "loop_length": len(timesteps), "class": type(sched).__name__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="tests/fixtures/schedulers")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    import diffusers
+    print(f"diffusers {diffusers.__version__}, torch {torch.__version__}, numpy {np.__version__}")
+    os.makedirs(os.path.join(args.out, "configs"), exist_ok=True)
+    make_rng(args.out)
+    for name, spec in CONFIGS.items():
+        write_config(args.out, name, spec)
+    cases = [run_case(args.out, name, cfg, override, steps, 100 + k)
+             for k, (name, cfg, override, steps) in enumerate(CASES)]
+    with open(os.path.join(args.out, "cases.json"), "w") as f:
+        json.dump({"description": "one denoising loop per case (tools/make_fixtures_scheduler.py); shape "
+                   + "x".join(map(str, SHAPE)), "shape": list(SHAPE), "cases": cases}, f, indent=1)
+        f.write("\n")
+    print(f"{len(cases)} cases, {len(CONFIGS)} configs")
+
+
+if __name__ == "__main__":
+    main()
