@@ -24,9 +24,20 @@ grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "
 "$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/v3.dplan" --input z=1x4x8x8 --cpu x86-64-v3 2>/dev/null &&
   "$diffrun" "$tmp/v3.dplan" --info | grep -q "cpu x86-64-v3" && ok "--cpu x86-64-v3 (AVX2 kernels)" || bad "--cpu x86-64-v3"
+# a text encoder: token ids (int64) in, its outputs and SD's clip-skip hidden state out
+if "$diffc" "$fx/clip_sd15/model" -o "$tmp/t.dplan" --input input_ids=2x77 --clip-hidden-state 2 --clip-final-norm 2>/dev/null &&
+   "$diffrun" "$tmp/t.dplan" --info | grep -q "^input  *input_ids  *i64\[2,77\]" &&
+   "$diffrun" "$tmp/t.dplan" --inputs "$fx/clip_sd15/io_clip_skip.safetensors" --outputs "$tmp/t.safetensors" -q &&
+   [ -s "$tmp/t.safetensors" ]; then
+  ok "compile and run a text encoder from token ids, with --clip-hidden-state"
+else
+  bad "compile and run clip_sd15"
+fi
+expect_fail "clip option on a UNet" "--clip-hidden-state and --clip-final-norm apply to a CLIPTextModel, CLIPTextModelWithProjection" \
+  "$tmp/c.dplan" -- "$diffc" "$fx/unet_tiny/model" -o "$tmp/c.dplan" --clip-hidden-state 1
 
 # ---- help tells the truth: every option the parser knows is documented ----
-for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version; do
+for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version --clip-hidden-state --clip-final-norm; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --quiet --help; do

@@ -157,6 +157,9 @@ int main(int argc, char **argv) {
   dc_cu_api_set_override(&api);
   run_fixture("fixtures/unet_tiny", "forward", "io_forward.safetensors");
   if (!skip) run_fixture("fixtures/vae_tiny", "decode", "io_decode.safetensors");
+  /* A text encoder: int64 token ids into the pinned input buffer, the
+   * embedding, causal attention and eos pooling kernels, sharded weights. */
+  if (!skip) run_fixture("fixtures/clip_sdxl2", "forward", "io_forward.safetensors");
   /* The memory techniques through the real backend: fp8 weights read by the
    * GEMMs, uploads on the copy stream ordered by events. */
   dc_memory_options mo = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1,

@@ -134,14 +134,15 @@ static void test_corruption(const char *plan_path) {
   d[n - 100] ^= 0x40;
   d[8] = 9;
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 5");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 6");
   d[8] = 3; /* before weight content hashes: the message says what changed */
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 3, written by an older diffc; this diffrun reads version 5");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 3, written by an older diffc; this diffrun reads version 6");
   d[8] = 4; /* before integer dtypes and constants */
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 4, written by an older diffc; this diffrun reads version 5 "
-                                               "(since version 5 a plan may hold integer inputs and constants");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 4, written by an older diffc; this diffrun reads version 6 "
+                                               "(since version 6 a plan may be a whole pipeline in phases; since version 5 "
+                                               "it may hold integer inputs and constants");
   d[0] = 'X';
   tu_write_file(bad, d, n);
   CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "not a diffc plan");

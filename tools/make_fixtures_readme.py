@@ -19,11 +19,12 @@ Made by `tools/make_fixtures.sh` (which creates or reuses a virtual environment,
 repository root unless `DIFFC_FIXTURE_VENV` says otherwise, installs torch, diffusers, safetensors and
 numpy from PyPI, and runs `python tools/make_fixtures.py --out tests/fixtures`).
 
-Made with diffusers {diffusers}, torch {torch}, safetensors {safetensors}, numpy {numpy}, Python {python}.
+Made with diffusers {diffusers}, transformers {transformers}, torch {torch}, safetensors {safetensors}, numpy
+{numpy}, Python {python}.
 
 Nothing is downloaded: every model is built from a config dict, its weights are re-initialised from a
 seeded generator (conv/linear weights N(0, 1/fan_in), biases 0.05 N(0, 1), GroupNorm/LayerNorm weights
-1 + 0.1 N(0, 1), their biases 0.1 N(0, 1)), and it is saved with `save_pretrained`. Each reference run
+1 + 0.1 N(0, 1), their biases 0.1 N(0, 1), embedding tables N(0, 1)), and it is saved with `save_pretrained`. Each reference run
 loads the saved folder back with `from_pretrained(..., torch_dtype=float32)` in a fresh Python process and
 runs it in float32 on the CPU, `eval()`, `torch.no_grad()`, `torch.set_num_threads(2)`. Inputs are
 random normal from seeded `torch.Generator`s; timesteps are distinct per batch element.
@@ -35,8 +36,9 @@ fields of `case.json` (`diffusers_seconds*`, `diffusers_*_rss_bytes`). The timin
 ## Layout
 
 `<name>/model/` is a diffusers model folder as `save_pretrained` writes it (for `pipeline_sd`, a
-pipeline folder with `model_index.json`). `<name>/io_<entry>[_<tag>].safetensors` holds float32 tensors:
-inputs under their diffusers argument names and outputs under `out.<name>`. `<name>/case.json`:
+pipeline folder with `model_index.json`; for the `clip_*` fixtures, a transformers model folder).
+`<name>/io_<entry>[_<tag>].safetensors` holds float32 tensors (token ids: int64): inputs under their
+diffusers (transformers) argument names and outputs under `out.<name>`. `<name>/case.json`:
 
     {{"runs": [{{"entry": "forward" | "encode" | "decode", "io": "...", "tolerance": 1e-4,
                 "component": null | "unet" | "vae", "variant": null | "bf16",
@@ -61,6 +63,11 @@ The tolerance is on relative L2 error. Entries:
   `vae.encode(sample).latent_dist` (diffusers clamps logvar to [-30, 20]).
 - `decode` (AutoencoderKL): input `z`; output `out.sample` = `vae.decode(z).sample`. No scaling_factor
   is applied in either direction.
+- `forward` (CLIPTextModel, CLIPTextModelWithProjection): input `input_ids` [B,77] int64; outputs
+  `out.last_hidden_state` and `out.pooler_output` (CLIPTextModel) or `out.text_embeds`
+  (CLIPTextModelWithProjection); a run with `--clip-hidden-state K` in `diffc_options` also records
+  `out.hidden_state` = `hidden_states[K]` of `model(input_ids, output_hidden_states=True)`, through
+  `final_layer_norm` when `--clip-final-norm` is there too.
 
 `diffusers_peak_rss_bytes` includes the Python interpreter, torch and diffusers themselves (several
 hundred MB), since each run is measured in its own process; subtract `diffusers_baseline_rss_bytes`
@@ -108,6 +115,23 @@ for what the model and its activations added.
 - The pipeline folder loads with `DiffusionPipeline.from_pretrained(path, text_encoder=None,
   tokenizer=None, safety_checker=None, feature_extractor=None)`; without those keywords diffusers
   refuses the null components.
+
+## transformers behaviour the clip_* fixtures pin down
+
+- CLIPTextModel is pre-LN (`layer_norm1`, causal self-attention with q/k/v/out_proj biases and scale
+  head_dim ** -0.5, residual; `layer_norm2`, `fc1`, `hidden_act`, `fc2`, residual), then
+  `final_layer_norm`; `quick_gelu` is x * sigmoid(1.702 x), `gelu` the exact (erf) one. With no
+  attention_mask only the causal mask applies. `hidden_states` has num_hidden_layers + 1 entries: the
+  embeddings, then each layer's output before `final_layer_norm`.
+- pooler_output is last_hidden_state at the first position whose id is eos_token_id (position 0 when
+  none is: `(ids == eos).int().argmax(-1)`), except for configs with eos_token_id 2 (SD1.x's and SDXL's
+  released text encoders), where it is argmax(input_ids) (the first of the largest id, 49407).
+- transformers 5.24 saves a CLIPTextModel without the `text_model.` prefix the released checkpoints
+  have (and CLIPTextModelWithProjection with it); it loads both, and drops the `position_ids` buffer
+  transformers before 4.31 saved. `clip_sd15` is written in the released layout (its loaded outputs
+  equal the in-memory model's, so transformers reads it as the same model).
+- Tokenizer padding: SD1.x pads with `<|endoftext|>` (49407), SDXL's tokenizer_2 with `!` (0); prompts
+  longer than 77 tokens are truncated with the eos at position 76.
 """
 
 
@@ -115,6 +139,7 @@ def write_readme(out_root):
     import diffusers
     import numpy
     import safetensors
+    import transformers
     parts = []
     for fx in FIXTURES:
         cfg = ""
@@ -122,7 +147,7 @@ def write_readme(out_root):
             cfg = f"\n  Config: `{json.dumps(fx['config'])}`"
         runs = ", ".join(f"`{r['io']}` ({r['entry']}, tolerance {r['tolerance']:g})" for r in fx["runs"])
         parts.append(f"- `{fx['name']}`: {fx['description']}{cfg}\n  Runs: {runs}.")
-    text = README_TEMPLATE.format(diffusers=diffusers.__version__, torch=torch.__version__.split("+")[0],
+    text = README_TEMPLATE.format(diffusers=diffusers.__version__, transformers=transformers.__version__, torch=torch.__version__.split("+")[0],
                                   safetensors=safetensors.__version__, numpy=numpy.__version__,
                                   python=".".join(map(str, sys.version_info[:3])),
                                   fixtures="\n".join(parts))
