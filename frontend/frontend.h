@@ -76,6 +76,9 @@ void dc_json_free(dc_json_doc *d);
  * error returns NULL with *err_at the byte offset and why[] its description;
  * running out of memory returns NULL with why[0] == 0. */
 cJSON *dc_json_parse_bytes(const char *text, size_t n, size_t *err_at, char why[64]);
+/* The value as JSON text, shortened to fit cap ("\"gelu\"", "2.5",
+ * "[[1,2],[3]]", "absent" for NULL), into buf; returns buf.  For messages. */
+const char *dc_json_show(const cJSON *v, char *buf, size_t cap);
 /* "string", "number", "bool", "list", "object", "null" — for messages. */
 const char *dc_json_type_name(const cJSON *v);
 /* Typed getters.  `def` is used when the key is absent or null; a present key

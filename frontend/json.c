@@ -428,3 +428,12 @@ dc_status *dc_json_str_list(const dc_json_doc *d, const char *key, const char **
   *out_n = n;
   return NULL;
 }
+
+const char *dc_json_show(const cJSON *v, char *buf, size_t cap) {
+  char *s = v ? cJSON_PrintUnformatted(v) : NULL;
+  if (!s) return snprintf(buf, cap, "%s", v ? "a value" : "absent"), buf;
+  if (strlen(s) >= cap) snprintf(buf, cap, "%.*s...", (int)cap - 4, s);
+  else snprintf(buf, cap, "%s", s);
+  cJSON_free(s);
+  return buf;
+}

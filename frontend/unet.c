@@ -53,15 +53,7 @@ static const cJSON *raw(const unet_cfg *c, const char *key) {
   return cJSON_GetObjectItemCaseSensitive(c->doc->root, key);
 }
 
-/* The value as JSON text, shortened: "\"gelu\"", "2.5", "[[1,2],[3]]". */
-static const char *show(const cJSON *v, char *buf, size_t cap) {
-  char *s = v ? cJSON_PrintUnformatted(v) : NULL;
-  if (!s) return snprintf(buf, cap, "%s", v ? "a value" : "absent"), buf;
-  if (strlen(s) >= cap) snprintf(buf, cap, "%.*s...", (int)cap - 4, s);
-  else snprintf(buf, cap, "%s", s);
-  cJSON_free(s);
-  return buf;
-}
+static const char *show(const cJSON *v, char *buf, size_t cap) { return dc_json_show(v, buf, cap); }
 
 static dc_status *unsupported(const unet_cfg *c, const char *key, const char *supported) {
   char buf[96];

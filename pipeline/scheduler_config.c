@@ -292,15 +292,7 @@ typedef struct {
   sched_cfg *cfg;
 } reader;
 
-/* The value as JSON text, shortened, for messages. */
-static const char *show(const cJSON *v, char *buf, size_t cap) {
-  char *s = v ? cJSON_PrintUnformatted(v) : NULL;
-  if (!s) return snprintf(buf, cap, "%s", v ? "a value" : "absent"), buf;
-  if (strlen(s) >= cap) snprintf(buf, cap, "%.*s...", (int)cap - 4, s);
-  else snprintf(buf, cap, "%s", s);
-  cJSON_free(s);
-  return buf;
-}
+static const char *show(const cJSON *v, char *buf, size_t cap) { return dc_json_show(v, buf, cap); }
 
 static dc_status *unsupported(const reader *r, const char *key) {
   const dc_config_key *k = dc_config_key_find(r->c, key);

@@ -57,6 +57,17 @@ for f in sd1 sdxl; do
     cmp -s "$tmp/sf.png" "$tmp/fo.png" && ok "$f.safetensors gives the folder's image" || bad "$f single file vs folder"
 done
 
+# ---- the CUDA target compiles a whole pipeline (NVRTC; no GPU needed) ----
+if msg=$("$diffc" "$sd" --target cuda -o "$tmp/cuda.dplan" 2>&1); then
+  "$diffrun" "$tmp/cuda.dplan" --info | grep -q "target: cuda" && ok "--target cuda: ${msg##*$'\n'}" ||
+    bad "the CUDA pipeline plan's --info"
+  # the reference kernels run any plan: the CUDA plan's schedule gives the CPU plan's image
+  "$diffrun" "$tmp/cuda.dplan" --backend reference --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 \
+    -o "$tmp/cuda-ref.png" -q && ok "the CUDA pipeline plan runs on the reference backend" || bad "CUDA plan on reference"
+else
+  case "$msg" in *NVRTC*|*nvrtc*) echo "  (skipped: no NVRTC here: $msg)" ;; *) bad "--target cuda: $msg" ;; esac
+fi
+
 # ---- compile-time errors ----
 bad_pipe() { rm -rf "$tmp/p"; cp -rL "$sd" "$tmp/p"; } # -L: a copy, never links into the fixture
 bad_pipe; rm -r "$tmp/p/tokenizer"

@@ -100,13 +100,6 @@ static const struct {
 };
 #define NTABLE ((int)(sizeof numpy_table / sizeof numpy_table[0]))
 
-static int tmp_files_left(void) {
-  DIR *d = opendir(tu_tmpdir());
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
-  closedir(d);
-  return n;
-}
 
 /* ---- tests ---- */
 
@@ -185,7 +178,7 @@ static void test_image_and_text(void) {
   r = read_file(path);
   CHECK(r.ok && r.width == 1 && r.height == 1 && r.ntexts == 0 && r.rgb[0] == 0);
   free(r.rgb);
-  CHECK(tmp_files_left() == 0);
+  CHECK(tu_tmp_files_left() == 0);
   free(path);
 }
 
@@ -194,7 +187,7 @@ static void expect_error_nothing_left(const char *path, const float *img, int h,
   CHECK_ERR(dc_png_write_chw(path, img, h, w, t, nt), needle);
   struct stat sb;
   CHECK(stat(path, &sb) != 0);
-  CHECK(tmp_files_left() == 0);
+  CHECK(tu_tmp_files_left() == 0);
 }
 
 static void test_bad_arguments(void) {
@@ -227,7 +220,7 @@ static void test_unwritable(void) {
   path = tu_path("a_folder.png");
   mkdir(path, 0755);
   CHECK_ERR(dc_png_write_chw(path, img, 2, 2, NULL, 0), "a_folder.png: cannot rename into place");
-  CHECK(dc_dir_exists(path) && tmp_files_left() == 0);
+  CHECK(dc_dir_exists(path) && tu_tmp_files_left() == 0);
   free(path);
 }
 
@@ -250,7 +243,7 @@ static void test_write_error(void) {
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, prev);
   struct stat sb;
-  CHECK(stat(path, &sb) != 0 && tmp_files_left() == 0);
+  CHECK(stat(path, &sb) != 0 && tu_tmp_files_left() == 0);
   CHECK_OK(dc_png_write_chw(path, img, H, Wd, NULL, 0)); /* and without the limit it works */
   CHECK(stat(path, &sb) == 0 && sb.st_size > 8192);
   free(path);
@@ -276,7 +269,7 @@ static void test_alloc_failures(void) {
     CHECK(dc_status_code_of(st) == DC_ERR_NOMEM);
     dc_status_free(st);
     struct stat sb;
-    CHECK(stat(path, &sb) != 0 && tmp_files_left() == 0);
+    CHECK(stat(path, &sb) != 0 && tu_tmp_files_left() == 0);
   }
   printf("  %d failures, then success\n", fails);
   CHECK(done && fails > 5);

@@ -45,13 +45,6 @@ static void check_good(const char *header, size_t data_len, int ntensors) {
   free(path);
 }
 
-static int tmp_files_left(void) {
-  DIR *d = opendir(tu_tmpdir());
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
-  closedir(d);
-  return n;
-}
 
 static void test_round_trip(void) {
   printf("dc_st_write then dc_st_open\n");
@@ -69,7 +62,7 @@ static void test_round_trip(void) {
   int n = (int)(sizeof t / sizeof *t);
   char *path = tu_path("rt.safetensors");
   CHECK_OK(dc_st_write(path, t, n));
-  CHECK(tmp_files_left() == 0);
+  CHECK(tu_tmp_files_left() == 0);
   dc_st_file f;
   CHECK_OK(dc_st_open(path, &f));
   CHECK(f.ntensors == n);
@@ -117,7 +110,7 @@ static void test_write_errors(void) {
   CHECK_ERR(dc_st_write(path, neg, 1), "tensor \"x\" has a bad shape");
   dc_st_out nodata[] = {{"x", {DT_F32, 1, {2}}, NULL}};
   CHECK_ERR(dc_st_write(path, nodata, 1), "tensor \"x\" has no data");
-  CHECK(!dc_file_exists(path) && tmp_files_left() == 0);
+  CHECK(!dc_file_exists(path) && tu_tmp_files_left() == 0);
   CHECK_ERR(dc_st_write("/nonexistent-dir/x.safetensors", dup, 1), "cannot create");
   free(path);
 }
@@ -266,7 +259,7 @@ static void test_alloc_failures(void) {
     if (!st) ok = 1;
     else {
       nomem += dc_status_code_of(st) == DC_ERR_NOMEM;
-      CHECK(!dc_file_exists(out) && tmp_files_left() == 0);
+      CHECK(!dc_file_exists(out) && tu_tmp_files_left() == 0);
       dc_status_free(st);
     }
   }

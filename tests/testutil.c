@@ -1,4 +1,5 @@
 /* testutil.c — see testutil.h. */
+#include <dirent.h>
 #include <math.h>
 #include "testutil.h"
 
@@ -161,4 +162,12 @@ char *tu_ir_text(const dc_module *m) {
     return NULL;
   }
   return (char *)b.data;
+}
+
+int tu_tmp_files_left(void) {
+  DIR *d = opendir(tu_tmpdir());
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
+  if (d) closedir(d);
+  return n;
 }

@@ -39,6 +39,9 @@ int tu_finish_or_skip(int skipped);
 const char *tu_tmpdir(void);
 char *tu_path(const char *name); /* tmpdir/name, malloc'd */
 void tu_write_file(const char *path, const void *data, size_t n);
+/* Files in the scratch folder with ".tmp." in their name: an atomic
+ * writer's temporaries left behind. */
+int tu_tmp_files_left(void);
 
 /* Expected weights (name and type) of a model, for writing checkpoints. */
 typedef struct {
