@@ -229,8 +229,10 @@ written is reproducible byte for byte with the same package versions.
   the image differ (`latents_reproduces_image: false`).
 - The pipeline passes `generator` to `scheduler.step` only when the step's signature names it
   (`prepare_extra_step_kwargs`); without it an ancestral step would fall back to torch's global RNG.
-- 64x96 px at VAE scale factor 8 gives 8x12 latents; 12 is no multiple of 2^3, so the UNet passes
-  `upsample_size` to its up blocks (sd_nonsquare, sdxl_negative).
+- Sizes: diffusers accepts any multiple of 8 px and, when the latents are no multiple of
+  2^(number of downsamplers), passes `upsample_size` to the UNet's up blocks. diffc refuses such
+  sizes for now (driver/pipeline_build.c), so the cases keep to multiples: sd 128x64 px (16x8
+  latents, 3 downsamplers), sdxl 64x96 px (8x12 latents, 2 downsamplers).
 - diffusers 0.42.1's StableDiffusionPipeline applies `text_encoder.text_model.final_layer_norm` for
   `clip_skip`, which transformers 5's CLIPTextModel lacks (it no longer wraps a `.text_model`):
   AttributeError. The generator points a plain attribute `text_model` at the model itself (no change
