@@ -10,6 +10,8 @@ peak RSS, which go into ``case.json``.
 
 Usage:  python tools/make_fixtures.py --out tests/fixtures [--only NAME ...]
 (normally through tools/make_fixtures.sh, which sets up the virtual environment).
+The name "pipelines" stands for the whole-pipeline fixtures in <out>/pipelines, made by
+tools/make_fixtures_pipeline.py (text-to-image runs of tiny SD, SD2-v and SDXL folders).
 
 Everything written is deterministic except the measured fields of case.json
 (``diffusers_seconds*``, ``diffusers_*_rss_bytes``).
@@ -20,6 +22,8 @@ Everything written is deterministic except the measured fields of case.json
 # make_fixtures_worker.py (the --worker child: load, run, time, RSS), make_fixtures_fixture.py (one
 # fixture: model folder, io files, checks, case.json), make_fixtures_readme.py (the fixtures'
 # README), make_fixtures_common.py (threads, io files).  This file keeps main and the worker dispatch.
+# The pipeline fixtures have their own pair: make_fixtures_pipeline_table.py (configs, cases) and
+# make_fixtures_pipeline.py (folders, runs, its own --worker child).
 
 import argparse
 import os
@@ -28,9 +32,12 @@ import torch
 
 from make_fixtures_common import NUM_THREADS, dir_size
 from make_fixtures_fixture import make_fixture
+from make_fixtures_pipeline import make_pipelines
 from make_fixtures_readme import write_readme
 from make_fixtures_table import FIXTURES
 from make_fixtures_worker import worker
+
+PIPELINES = "pipelines"  # the --only name (and subfolder) of the pipeline fixtures
 
 
 def main():
@@ -48,7 +55,7 @@ def main():
     import diffusers
     print(f"diffusers {diffusers.__version__}, torch {torch.__version__}, {NUM_THREADS} threads")
     os.makedirs(args.out, exist_ok=True)
-    names = [fx["name"] for fx in FIXTURES]
+    names = [fx["name"] for fx in FIXTURES] + [PIPELINES]
     for n in args.only or []:
         if n not in names:
             raise SystemExit(f"unknown fixture {n}; known: {names}")
@@ -57,6 +64,8 @@ def main():
         if args.only and fx["name"] not in args.only:
             continue
         make_fixture(fx, args.out, table)
+    if not args.only or PIPELINES in args.only:
+        make_pipelines(os.path.join(args.out, PIPELINES))
     write_readme(args.out)
 
     print()

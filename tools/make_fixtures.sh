@@ -3,11 +3,13 @@
 #
 # Creates (or reuses, when it exists and its imports work) a virtual environment, by default
 # .venv-fixtures in the repository root, or the path in DIFFC_FIXTURE_VENV; installs torch,
-# diffusers, safetensors and numpy from PyPI into it; then runs tools/make_fixtures.py.
+# diffusers, transformers, safetensors and numpy from PyPI into it (tools/python-env.sh);
+# then runs tools/make_fixtures.py.
 # Nothing is downloaded from a model hub: the models are built from config dicts.
 #
-#   tools/make_fixtures.sh                      # all fixtures
+#   tools/make_fixtures.sh                      # all fixtures, tests/fixtures/pipelines included
 #   tools/make_fixtures.sh --only unet_tiny     # extra arguments go to make_fixtures.py
+#   tools/make_fixtures.sh --only pipelines     # only the whole-pipeline fixtures
 #
 # Environment:
 #   DIFFC_FIXTURE_VENV      venv path (default <repo>/.venv-fixtures)

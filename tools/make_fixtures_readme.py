@@ -9,6 +9,7 @@ import sys
 
 import torch
 
+from make_fixtures_pipeline_table import CASES, PIPELINES
 from make_fixtures_table import FIXTURES
 
 
@@ -16,8 +17,10 @@ README_TEMPLATE = """\
 # Reference fixtures
 
 Made by `tools/make_fixtures.sh` (which creates or reuses a virtual environment, `.venv-fixtures` in the
-repository root unless `DIFFC_FIXTURE_VENV` says otherwise, installs torch, diffusers, safetensors and
-numpy from PyPI, and runs `python tools/make_fixtures.py --out tests/fixtures`).
+repository root unless `DIFFC_FIXTURE_VENV` says otherwise, installs torch, diffusers, transformers,
+safetensors and numpy from PyPI, and runs `python tools/make_fixtures.py --out tests/fixtures`).
+The whole-pipeline fixtures in `pipelines/` are part of that run (alone: `tools/make_fixtures.sh --only
+pipelines`); see [Pipelines](#pipelines-pipelines) below.
 
 Made with diffusers {diffusers}, transformers {transformers}, torch {torch}, safetensors {safetensors}, numpy
 {numpy}, Python {python}.
@@ -132,7 +135,132 @@ for what the model and its activations added.
   equal the in-memory model's, so transformers reads it as the same model).
 - Tokenizer padding: SD1.x pads with `<|endoftext|>` (49407), SDXL's tokenizer_2 with `!` (0); prompts
   longer than 77 tokens are truncated with the eos at position 76.
+
+## Pipelines (`pipelines/`)
+
+Whole text-to-image runs, `prompt -> image`, made by `tools/make_fixtures_pipeline.py` (configs and
+cases in `tools/make_fixtures_pipeline_table.py`). Not a `<name>/case.json` fixture: the per-model
+tests do not see it.
+
+- `pipelines/sd/`, `pipelines/sd2v/`, `pipelines/sdxl/`: complete diffusers pipeline folders
+  (`model_index.json`, `unet/`, `vae/`, `text_encoder/` [+ `text_encoder_2/`], `tokenizer/`
+  [+ `tokenizer_2/`], `scheduler/`) written with `save_pretrained`, weights seeded as above (token
+  and position embeddings N(0, 1)). The tokenizers are the real CLIP vocabulary
+  (`tools/make_fixtures_clip_vocab.py`: `vocab.json`, `merges.txt`, `tokenizer_config.json`, no
+  `tokenizer.json`). Each `CLIPTextModel` is saved in the released folders' layout (`text_model.*`
+  names and the `position_ids` buffer, `make_fixtures_clip.legacy_layout`). Files meant to be equal
+  are byte-identical, so git stores them once: `sd/text_encoder` = `sdxl/text_encoder` = the
+  `clip_sd15` fixture's model, `sdxl/text_encoder_2` = the `clip_sdxl2` fixture's (sharded), the
+  weights of `sd/vae` = `sdxl/vae` (config.json differs in scaling_factor), and every tokenizer's
+  `vocab.json` and `merges.txt` (= `data/clip_tokenizer/`).
+{pipeline_folders}
+- `pipelines/<case>.safetensors`, one per run: float32 tensors but the token ids (int64).
+  `init_noise` [B,4,h,w] = `torch.randn(shape, generator=torch.Generator().manual_seed(seed))`, the raw
+  noise before `init_noise_sigma`; `image` [B,3,H,W] = `pipe(..., generator=torch.Generator().manual_seed(seed),
+  output_type="pt").images` (in [0, 1]); `latents` [B,4,h,w], the final latents before the VAE;
+  `step_latents` [S,B,4,h,w], the latents after each of the S loop iterations (`latents` = the last);
+  `step_noise_pred` [S,B,4,h,w], the model output each `scheduler.step` got (after CFG and
+  guidance_rescale); `timesteps` [S], the timestep of each UNet call (as float32 values);
+  `prompt_embeds` [B,77,D] and `negative_prompt_embeds` (absent without CFG) as the pipeline's
+  `encode_prompt` returns them (already repeated for B = num_images_per_prompt); `input_ids` [1,77]
+  and `negative_input_ids` (int64; absent without CFG or when the negative embeddings are zeros).
+  SDXL adds `pooled_prompt_embeds` [B,P], `negative_pooled_prompt_embeds`, `add_time_ids` [1,6]
+  (`original_size + crops_coords_top_left + target_size`, the same row for the negative half),
+  `input_ids_2` and `negative_input_ids_2` (tokenizer_2).
+- `pipelines/cases.json`: `{{"made_with": {{package versions}}, "cases": [...]}}`, each case:
+
+      {{"name", "pipeline": "sd" | "sd2v" | "sdxl", "description", "prompt", "negative_prompt": str | null,
+       "steps", "guidance", "guidance_rescale", "scheduler": null (the folder's) | class name
+       (`Cls.from_config(pipe.scheduler.config, **scheduler_overrides)`), "scheduler_overrides": {{}},
+       "seed", "height", "width", "batch" (num_images_per_prompt), "clip_skip": null | int,
+       "sdxl": null | {{"original_size", "crops_coords_top_left", "target_size"}} (the values used, defaults
+       included), "io": "<name>.safetensors", "tolerance": 1e-4 (relative L2),
+       and, as diffusers reported them: "scheduler_class", "timesteps_dtype" (of the timestep tensor
+       the UNet got), "unet_calls", "unet_batch" (2B with CFG), "init_noise_sigma", "timesteps",
+       "latents_reproduces_image" (whether `latents=init_noise` with a fresh generator gives the same
+       image: false only for schedulers that draw noise every step)}}
+
+  The equivalent diffc run: `diffc pipelines/<pipeline> -o plan`, then `diffrun plan --prompt P
+  --negative-prompt N --steps S --guidance G --scheduler NAME --seed N ...`.
+
+Each run loads its folder in a fresh process with `<Pipeline>.from_pretrained(folder,
+torch_dtype=torch.float32)` (SDXL: `add_watermarker=False`), CPU, 2 threads, deterministic algorithms,
+and checks what it records: the UNet got `cat([negative_prompt_embeds, prompt_embeds])` (and for SDXL
+`cat([negative_pooled, pooled])` and `add_time_ids` per row); `image` is bit-equal to
+`clamp(vae.decode(latents / scaling_factor) / 2 + 0.5, 0, 1)`; `latents=init_noise` reproduces the
+image bit for bit (for an ancestral scheduler: with a generator that has already drawn the initial
+noise); the first case of each folder gives the same image from the in-memory pipeline. Every file
+written is reproducible byte for byte with the same package versions.
+
+### Cases
+
+{pipeline_cases}
+
+### diffusers behaviour these runs pin down
+
+- Timesteps reach the UNet as a 0-d tensor: int64 from PNDM, DDIM and DPMSolverMultistep, float32
+  from Euler, EulerAncestral and LMS. Euler with `use_karras_sigmas` gives fractional timesteps
+  (667.0, 160.0347, 1.0000001 for 3 steps); DPMSolverMultistep rounds its Karras timesteps to
+  integers (999, 687, 146, 0 for 4 steps). The UNet casts to float for the sinusoidal embedding.
+- `timestep_spacing` "leading" with `steps_offset` 1 (all three folders): 3 steps are 667, 334, 1;
+  DPMSolverMultistep's leading spacing divides by steps + 1 (4 steps: 801, 601, 401, 201).
+  PNDM with `skip_prk_steps` makes N steps N + 1 UNet calls with the second timestep repeated (667,
+  334, 334, 1). `init_noise_sigma` is 1 for PNDM/DDIM/DPM; for Euler, EulerAncestral and LMS with
+  leading spacing it is sqrt(s^2 + 1), s the largest sigma OF THE SCHEDULE (the first timestep's, so it
+  depends on the step count: 3.0955 for 3 steps, 4.2364 for 4), not of the 1000 training steps
+  (recorded per case).
+- A scheduler built with `Cls.from_config(pipe.scheduler.config)` keeps keys it does not take: the
+  folders' configs carry SD's `clip_sample: false`, without which DDIMScheduler would clip x0 to [-1, 1].
+- StableDiffusionPipeline: `negative_prompt` null with CFG encodes "" (77 ids: bos, eos, then pad).
+  `clip_skip` k takes `hidden_states[-(k+1)]` then `final_layer_norm` for the PROMPT only: the negative
+  prompt is always `last_hidden_state` (case sd_clip_skip). Guidance 1.0 skips CFG: UNet batch B,
+  no negative embeddings.
+- StableDiffusionXLPipeline: each encoder gives `hidden_states[-2]` (no final LayerNorm), concatenated
+  [text_encoder, text_encoder_2] on the feature axis; pooled = text_encoder_2's `text_embeds`
+  (`text_projection` of the final-LayerNorm output at `argmax(input_ids)`, since `eos_token_id` is 2).
+  `clip_skip` k moves the prompt to `hidden_states[-(k+2)]`; the negative stays at [-2].
+  `force_zeros_for_empty_prompt` acts only when `negative_prompt` is None (not passed): then both
+  negative embeddings are zeros (sdxl_default). An empty string "" is encoded like any prompt
+  (sdxl_negative_empty), and so is any text.
+- num_images_per_prompt B: one `randn` of [B,4,h,w]; the embeddings are repeated per image; with CFG the
+  UNet batch is [negative x B, prompt x B].
+- EulerAncestral draws `randn(latent shape)` from the same generator at every step, after the initial
+  noise. With `latents=` given the generator has not drawn the initial noise, so the step noise and
+  the image differ (`latents_reproduces_image: false`).
+- The pipeline passes `generator` to `scheduler.step` only when the step's signature names it
+  (`prepare_extra_step_kwargs`); without it an ancestral step would fall back to torch's global RNG.
+- Sizes: diffusers accepts any multiple of 8 px and, when the latents are no multiple of
+  2^(number of downsamplers), passes `upsample_size` to the UNet's up blocks. diffc refuses such
+  sizes for now (driver/pipeline_build.c), so the cases keep to multiples: sd 128x64 px (16x8
+  latents, 3 downsamplers), sdxl 64x96 px (8x12 latents, 2 downsamplers).
+- diffusers 0.42.1's StableDiffusionPipeline applies `text_encoder.text_model.final_layer_norm` for
+  `clip_skip`, which transformers 5's CLIPTextModel lacks (it no longer wraps a `.text_model`):
+  AttributeError. The generator points a plain attribute `text_model` at the model itself (no change
+  to weights or outputs) so that code runs as written.
+- LMSDiscreteScheduler integrates its coefficients with `scipy.integrate.quad` and binds `integrate`
+  only when scipy was importable as diffusers loaded (else `step` raises NameError). scipy is not in
+  the fixture venv: the generator binds `make_fixtures_scheduler.quad`, the stand-in the scheduler
+  fixtures use (QUADPACK's 21-point Gauss-Kronrod stage; the integrands are polynomials). sd_lms
+  rerun with scipy 1.17.1 installed (diffusers' own binding) gave the same image bit for bit.
 """
+
+
+def pipeline_sections():
+    """The README's lists of pipeline folders and cases, from make_fixtures_pipeline_table."""
+    folders = "\n".join(f"  - `{name}/`: {p['description']}" for name, p in PIPELINES.items())
+    lines = []
+    for c in CASES:
+        sched = c["scheduler"] or "folder's scheduler"
+        if c["scheduler_overrides"]:
+            sched += " " + json.dumps(c["scheduler_overrides"])
+        size = f", {c['height']}x{c['width']} px" if c["height"] else ""
+        extra = "".join([f", batch {c['batch']}" if c["batch"] > 1 else "",
+                         f", clip_skip {c['clip_skip']}" if c["clip_skip"] is not None else "",
+                         f", guidance_rescale {c['guidance_rescale']:g}" if c["guidance_rescale"] else ""])
+        neg = "null" if c["negative_prompt"] is None else json.dumps(c["negative_prompt"], ensure_ascii=False)
+        lines.append(f"- `{c['name']}` ({c['pipeline']}; {sched}, {c['steps']} steps, guidance {c['guidance']:g}, "
+                     f"negative {neg}{size}{extra}, seed {c['seed']}): {c['description']}.")
+    return folders, "\n".join(lines)
 
 
 def write_readme(out_root):
@@ -140,6 +268,7 @@ def write_readme(out_root):
     import numpy
     import safetensors
     import transformers
+    pipeline_folders, pipeline_cases = pipeline_sections()
     parts = []
     for fx in FIXTURES:
         cfg = ""
@@ -150,6 +279,7 @@ def write_readme(out_root):
     text = README_TEMPLATE.format(diffusers=diffusers.__version__, transformers=transformers.__version__, torch=torch.__version__.split("+")[0],
                                   safetensors=safetensors.__version__, numpy=numpy.__version__,
                                   python=".".join(map(str, sys.version_info[:3])),
-                                  fixtures="\n".join(parts))
+                                  fixtures="\n".join(parts), pipeline_folders=pipeline_folders,
+                                  pipeline_cases=pipeline_cases)
     with open(os.path.join(out_root, "README.md"), "w") as f:
         f.write(text)

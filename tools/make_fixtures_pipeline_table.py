@@ -1,0 +1,272 @@
+"""make_fixtures_pipeline's table (tools/make_fixtures_pipeline.py): the configs of the tiny
+text-to-image pipeline folders (tests/fixtures/pipelines/{sd,sd2v,sdxl}) and CASES, the diffusers
+runs made with them.  Plain data: nothing here imports torch, diffusers or transformers (the
+fixtures' README generator reads it too).
+
+Sizes: the 49408-row token embeddings dominate.  sd's and sdxl's text_encoder are the clip_sd15
+fixture's model and sdxl's text_encoder_2 the clip_sdxl2 fixture's (same config, seed and layout:
+byte-identical files), sd2v's text encoder is its own at width 8; sd/vae and sdxl/vae share their
+weights (only scaling_factor differs, in config.json); every tokenizer folder's vocab.json and
+merges.txt are the same bytes.  git stores each of those once.
+"""
+
+from make_fixtures_table import CLIP_SD15, CLIP_SDXL2
+
+# --------------------------------------------------------------------------------------
+# Text encoders (transformers CLIPTextConfig kwargs, built by make_fixtures_models.build_model).
+# eos_token_id 2 as the released SD1.5, SD2 and SDXL configs have it: transformers then pools at
+# argmax(input_ids) (the legacy path).
+# --------------------------------------------------------------------------------------
+
+# SD1.5 (CLIP ViT-L/14 text tower): the clip_sd15 fixture, width 16, quick_gelu, seed 9
+TE_SD = ("CLIPTextModel", CLIP_SD15, 9)
+
+# SD2 (OpenCLIP ViT-H text tower): gelu; width 8, 4 heads of 2
+TE_SD2V = ("CLIPTextModel", dict(CLIP_SD15, hidden_size=8, intermediate_size=32, projection_dim=8,
+                                 num_attention_heads=4, hidden_act="gelu"), 23)
+
+# SDXL text_encoder_2 (OpenCLIP bigG, CLIPTextModelWithProjection): the clip_sdxl2 fixture, width 16,
+# gelu, projection (no bias) to 12, seed 10, saved sharded (max_shard_size 1MB) as that fixture is
+TE2_SDXL = ("CLIPTextModelWithProjection", CLIP_SDXL2, 10)
+TE2_SDXL_SHARD = "1MB"
+
+# --------------------------------------------------------------------------------------
+# UNets
+# --------------------------------------------------------------------------------------
+
+_SD_DOWN = ("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D")
+_SD_UP = ("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D")
+
+# SD1.5 block structure at width 8..16: attention_head_dim 2 = 2 heads (head_dim 4, 8, 8)
+UNET_SD = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (8, 16, 16, 16),
+    "down_block_types": _SD_DOWN,
+    "up_block_types": _SD_UP,
+    "layers_per_block": 2,
+    "attention_head_dim": 2,
+    "norm_num_groups": 4,
+    "cross_attention_dim": TE_SD[1]["hidden_size"],
+    "sample_size": 8,
+    "flip_sin_to_cos": True,
+    "freq_shift": 0,
+    "downsample_padding": 1,
+    "act_fn": "silu",
+    "norm_eps": 1e-5,
+}
+
+# SD2: linear projections, a per-block head count list, upcast_attention (a no-op in fp32)
+UNET_SD2V = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (8, 16, 16, 16),
+    "down_block_types": _SD_DOWN,
+    "up_block_types": _SD_UP,
+    "layers_per_block": 1,
+    "attention_head_dim": [2, 2, 4, 4],
+    "use_linear_projection": True,
+    "upcast_attention": True,
+    "norm_num_groups": 4,
+    "cross_attention_dim": TE_SD2V[1]["hidden_size"],
+    "sample_size": 8,
+}
+
+# SDXL: text_time additional embedding; cross_attention_dim = 16 + 16 (both encoders' hidden states,
+# concatenated); projection_class_embeddings_input_dim = pooled (12) + 6 ids * 8
+UNET_SDXL = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "block_out_channels": (8, 16, 16),
+    "down_block_types": ("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+    "up_block_types": ("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+    "transformer_layers_per_block": [1, 1, 2],
+    "layers_per_block": 2,
+    "attention_head_dim": [1, 2, 4],
+    "use_linear_projection": True,
+    "addition_embed_type": "text_time",
+    "addition_time_embed_dim": 8,
+    "projection_class_embeddings_input_dim": TE2_SDXL[1]["projection_dim"] + 6 * 8,
+    "cross_attention_dim": TE_SD[1]["hidden_size"] + TE2_SDXL[1]["hidden_size"],
+    "norm_num_groups": 4,
+    "sample_size": 8,
+}
+
+# --------------------------------------------------------------------------------------
+# VAEs
+# --------------------------------------------------------------------------------------
+
+# four levels: vae_scale_factor 8 (sample_size 8 latents -> 64 px)
+VAE_SD = {
+    "block_out_channels": [4, 8, 8, 8],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "layers_per_block": 1,
+    "latent_channels": 4,
+    "norm_num_groups": 4,
+    "sample_size": 64,
+    "scaling_factor": 0.18215,
+}
+
+# same weights (same seed), SDXL's scaling_factor
+VAE_SDXL = dict(VAE_SD, scaling_factor=0.13025, force_upcast=True)
+
+# three levels: vae_scale_factor 4 (a pipeline must read it from the config, not assume 8)
+VAE_SD2V = {
+    "block_out_channels": [4, 8, 8],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 3,
+    "up_block_types": ["UpDecoderBlock2D"] * 3,
+    "layers_per_block": 1,
+    "latent_channels": 4,
+    "norm_num_groups": 4,
+    "sample_size": 32,
+    "scaling_factor": 0.18215,
+}
+
+# --------------------------------------------------------------------------------------
+# Schedulers: the released repositories' scheduler_config.json (keys the class does not take,
+# e.g. PNDM's clip_sample, are kept in the saved config and matter when another class is built
+# from it: DDIMScheduler's own default is clip_sample true)
+# --------------------------------------------------------------------------------------
+
+_SCHED_COMMON = {
+    "num_train_timesteps": 1000,
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "trained_betas": None,
+    "skip_prk_steps": True,
+    "set_alpha_to_one": False,
+    "steps_offset": 1,
+    "clip_sample": False,
+}
+
+# runwayml/stable-diffusion-v1-5
+SCHEDULER_SD = ("PNDMScheduler", dict(_SCHED_COMMON))
+# stabilityai/stable-diffusion-2-1 (768 px, v-prediction)
+SCHEDULER_SD2V = ("DDIMScheduler", dict(_SCHED_COMMON, prediction_type="v_prediction"))
+# stabilityai/stable-diffusion-xl-base-1.0
+SCHEDULER_SDXL = ("EulerDiscreteScheduler", dict(_SCHED_COMMON, prediction_type="epsilon", interpolation_type="linear",
+                                                  sample_max_value=1.0, timestep_spacing="leading",
+                                                  use_karras_sigmas=False))
+
+# --------------------------------------------------------------------------------------
+# Pipeline folders: component -> (library class, config, weight seed)
+# --------------------------------------------------------------------------------------
+
+PIPELINES = {
+    "sd": dict(
+        cls="StableDiffusionPipeline",
+        unet=UNET_SD, unet_seed=11, vae=VAE_SD, vae_seed=12,
+        text_encoder=TE_SD, tokenizer_pad="<|endoftext|>",
+        scheduler=SCHEDULER_SD,
+        description="StableDiffusionPipeline, SD1.5 structure: UNet (8, 16, 16, 16) with 3 CrossAttnDownBlock2D "
+                    "+ DownBlock2D, 2 layers per block, 2 heads, conv proj_in/out, cross_attention_dim 16; VAE "
+                    "[4, 8, 8, 8] (scale factor 8, scaling_factor 0.18215); text_encoder = the clip_sd15 "
+                    "fixture's CLIPTextModel (width 16, 3 layers, quick_gelu, released layout: text_model.* "
+                    "names and the position_ids buffer); tokenizer padded with <|endoftext|>; PNDMScheduler (SD1.5's config); "
+                    "safety_checker and feature_extractor null, requires_safety_checker false."),
+    "sd2v": dict(
+        cls="StableDiffusionPipeline",
+        unet=UNET_SD2V, unet_seed=21, vae=VAE_SD2V, vae_seed=22,
+        text_encoder=TE_SD2V, tokenizer_pad="!",
+        scheduler=SCHEDULER_SD2V,
+        description="StableDiffusionPipeline, SD2.1-v style: UNet (8, 16, 16, 16), 1 layer per block, "
+                    "attention_head_dim [2, 2, 4, 4], linear proj_in/out, upcast_attention; VAE [4, 8, 8] "
+                    "(scale factor 4: 8x8 latents are 32x32 px); CLIPTextModel width 8, 4 heads, gelu, released "
+                    "layout; "
+                    "tokenizer padded with '!' (id 0); DDIMScheduler with prediction_type v_prediction "
+                    "(SD2.1's config, timestep_spacing leading)."),
+    "sdxl": dict(
+        cls="StableDiffusionXLPipeline",
+        unet=UNET_SDXL, unet_seed=31, vae=VAE_SDXL, vae_seed=12,
+        text_encoder=TE_SD, tokenizer_pad="<|endoftext|>",
+        text_encoder_2=TE2_SDXL, text_encoder_2_shard=TE2_SDXL_SHARD, tokenizer_2_pad="!",
+        scheduler=SCHEDULER_SDXL, force_zeros_for_empty_prompt=True,
+        description="StableDiffusionXLPipeline: UNet (8, 16, 16), DownBlock2D + 2 CrossAttnDownBlock2D, "
+                    "transformer_layers_per_block [1, 1, 2], heads [1, 2, 4], addition_embed_type text_time "
+                    "(addition_time_embed_dim 8, projection_class_embeddings_input_dim 60), cross_attention_dim "
+                    "32 = 16 + 16; VAE = sd's weights with scaling_factor 0.13025; text_encoder = sd's (same "
+                    "files); text_encoder_2 = the clip_sdxl2 fixture's CLIPTextModelWithProjection (width 16, "
+                    "gelu, projection_dim 12, sharded in two files + model.safetensors.index.json); "
+                    "tokenizer padded with <|endoftext|>, tokenizer_2 with '!'; EulerDiscreteScheduler "
+                    "(SDXL's config); force_zeros_for_empty_prompt true."),
+}
+
+# --------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------
+
+PROMPT = "a photograph of an astronaut riding a horse on the moon"
+NEGATIVE = "blurry, low quality"
+LONG_PROMPT = (
+    "a highly detailed oil painting of an old lighthouse standing on a rocky cliff above a stormy sea at dusk, "
+    "waves crashing against the rocks, seagulls circling in the wind, warm light glowing from the lantern room, "
+    "dramatic clouds lit in orange and purple, a small wooden boat struggling through the swell, rain streaks "
+    "across the canvas, in the style of the old masters, trending on artstation, volumetric lighting, eight k"
+)
+MESSY_PROMPT = "  A  Cat's   CAFÉ: naïve café-au-lait, 3 cups!!  "
+
+
+def _case(name, pipeline, description, *, prompt=PROMPT, negative_prompt=NEGATIVE, steps=3, guidance=7.5,
+          guidance_rescale=0.0, scheduler=None, scheduler_overrides=None, seed=0, height=None, width=None,
+          batch=1, clip_skip=None, sdxl=None, tolerance=1e-4):
+    return dict(name=name, pipeline=pipeline, description=description, prompt=prompt,
+                negative_prompt=negative_prompt, steps=steps, guidance=guidance, guidance_rescale=guidance_rescale,
+                scheduler=scheduler, scheduler_overrides=scheduler_overrides or {}, seed=seed, height=height,
+                width=width, batch=batch, clip_skip=clip_skip, sdxl=sdxl, io=f"{name}.safetensors",
+                tolerance=tolerance)
+
+
+CASES = [
+    _case("sd_pndm", "sd", "the folder's PNDM (PLMS: 3 steps are 4 UNet calls, the 2nd timestep repeated), CFG 7.5",
+          seed=1),
+    _case("sd_euler", "sd", "EulerDiscreteScheduler (init_noise_sigma, scale_model_input)", scheduler="EulerDiscreteScheduler",
+          seed=2),
+    _case("sd_euler_karras", "sd", "Euler with use_karras_sigmas: fractional float32 timesteps reach the UNet",
+          scheduler="EulerDiscreteScheduler", scheduler_overrides={"use_karras_sigmas": True}, seed=3),
+    _case("sd_euler_ancestral", "sd", "EulerAncestralDiscreteScheduler: draws noise from the generator every step",
+          scheduler="EulerAncestralDiscreteScheduler", seed=4),
+    _case("sd_ddim", "sd", "DDIMScheduler (eta 0) built from the PNDM config (clip_sample false carried over)",
+          scheduler="DDIMScheduler", seed=5),
+    _case("sd_dpmpp", "sd", "DPMSolverMultistepScheduler (dpmsolver++ 2M, lower_order_final), 4 steps",
+          scheduler="DPMSolverMultistepScheduler", steps=4, seed=6),
+    _case("sd_dpmpp_karras", "sd", "DPMSolverMultistep with use_karras_sigmas (timesteps rounded to int64)",
+          scheduler="DPMSolverMultistepScheduler", scheduler_overrides={"use_karras_sigmas": True}, steps=4, seed=7),
+    _case("sd_lms", "sd", "LMSDiscreteScheduler (order-4 linear multistep, coefficients by quadrature), 4 steps",
+          scheduler="LMSDiscreteScheduler", steps=4, seed=8),
+    _case("sd_no_cfg", "sd", "guidance 1.0: no classifier-free guidance, no negative embeddings, batch-1 UNet calls",
+          guidance=1.0, negative_prompt=None, seed=9),
+    _case("sd_no_negative", "sd", "CFG with negative_prompt null: the unconditional half is the encoding of ''",
+          negative_prompt=None, scheduler="EulerDiscreteScheduler", seed=10),
+    _case("sd_batch2", "sd", "num_images_per_prompt 2: one 2x4x8x8 noise draw, embeddings repeated",
+          batch=2, scheduler="EulerDiscreteScheduler", seed=11),
+    _case("sd_nonsquare", "sd", "128 px high, 64 px wide: 16x8 latents (portrait; sdxl_negative is landscape)",
+          height=128, width=64, scheduler="DDIMScheduler", seed=12),
+    _case("sd_clip_skip", "sd", "clip_skip 1: the prompt uses hidden_states[-2] + final_layer_norm, the negative "
+          "prompt still last_hidden_state", clip_skip=1, scheduler="EulerDiscreteScheduler", seed=13),
+    _case("sd_long_prompt", "sd", "a prompt of more than 77 tokens, truncated to bos + 75 + eos",
+          prompt=LONG_PROMPT, scheduler="EulerDiscreteScheduler", seed=14),
+    _case("sd_messy_prompt", "sd", "capitals, runs of spaces, accents, an apostrophe, digits and punctuation",
+          prompt=MESSY_PROMPT, negative_prompt="ugly", scheduler="EulerDiscreteScheduler", seed=15),
+    _case("sd2v_ddim", "sd2v", "the folder's DDIM with v_prediction, 32x32 px (VAE scale factor 4)", seed=21),
+    _case("sd2v_euler_rescale", "sd2v", "Euler with v_prediction and guidance_rescale 0.7",
+          scheduler="EulerDiscreteScheduler", guidance_rescale=0.7, seed=22),
+    _case("sdxl_default", "sdxl", "the folder's Euler, CFG 5, negative_prompt null: force_zeros_for_empty_prompt "
+          "makes both negative embeddings zeros", negative_prompt=None, guidance=5.0, seed=31),
+    _case("sdxl_negative_empty", "sdxl", "negative_prompt '' (not null): encoded like any prompt, NOT zeros "
+          "(force_zeros_for_empty_prompt only acts on a missing negative prompt)", negative_prompt="",
+          guidance=5.0, seed=32),
+    _case("sdxl_negative", "sdxl", "a negative prompt, 64 px high, 96 px wide: 8x12 latents", height=64, width=96,
+          seed=33),
+    _case("sdxl_time_ids", "sdxl", "non-default add_time_ids: original_size (96, 128), crops (8, 16), "
+          "target_size (64, 64)", sdxl={"original_size": [96, 128], "crops_coords_top_left": [8, 16],
+                                        "target_size": [64, 64]}, seed=34),
+    _case("sdxl_clip_skip_batch2", "sdxl", "clip_skip 1 (hidden_states[-3] of both encoders for the prompt, "
+          "[-2] for the negative) with num_images_per_prompt 2 and DPM-Solver++",
+          clip_skip=1, batch=2, scheduler="DPMSolverMultistepScheduler", seed=35),
+]
