@@ -52,9 +52,10 @@ done
 for f in sd1 sdxl; do
   "$diffc" "$sf/$f.safetensors" --config "$sf/$f" -o "$tmp/sf.dplan" 2>/dev/null &&
     "$diffc" "$sf/$f" -o "$tmp/fo.dplan" 2>/dev/null &&
-    "$diffrun" "$tmp/sf.dplan" --prompt "a red cube" --steps 2 --seed 5 -o "$tmp/sf.png" -q &&
-    "$diffrun" "$tmp/fo.dplan" --prompt "a red cube" --steps 2 --seed 5 -o "$tmp/fo.png" -q &&
-    cmp -s "$tmp/sf.png" "$tmp/fo.png" && ok "$f.safetensors gives the folder's image" || bad "$f single file vs folder"
+    "$diffrun" "$tmp/sf.dplan" --prompt "a red cube" --steps 2 --seed 5 --outputs "$tmp/sf.safetensors" -q &&
+    "$diffrun" "$tmp/fo.dplan" --prompt "a red cube" --steps 2 --seed 5 --outputs "$tmp/fo.safetensors" -q &&
+    cmp -s "$tmp/sf.safetensors" "$tmp/fo.safetensors" && ok "$f.safetensors gives the folder's image, bit for bit" ||
+    bad "$f single file vs folder"
 done
 
 # ---- the CUDA target compiles a whole pipeline (NVRTC; no GPU needed) ----

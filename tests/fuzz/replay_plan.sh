@@ -1,12 +1,14 @@
 #!/bin/sh
-# replay_plan.sh DIFFC REPLAY MODEL DIR... — compiles MODEL with diffc to a
+# replay_plan.sh DIFFC REPLAY MODEL PIPELINE DIR... — compiles MODEL with diffc to a
 # fresh plan (plans are version-specific, so none is committed), signed with
 # the fuzz key that fuzz_plan.c trusts, and replays it, a truncated copy and
 # copies with changed bytes (the signature among them), together with the
-# stored corpus and crashers, through the plan fuzz target.
+# stored corpus and crashers, through the plan fuzz target.  PIPELINE (a
+# pipeline folder) is compiled too: a plan in phases with a PIPE section,
+# whole and with bytes changed in its last section (PIPE).
 set -e
-diffc=$1 replay=$2 model=$3
-shift 3
+diffc=$1 replay=$2 model=$3 pipeline=$4
+shift 4
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/diffc-fuzz-plan.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # git keeps the test-only key 0644; diffc --sign wants a secret key 0600
@@ -29,6 +31,13 @@ for at in $((size - 128)) $((size - 118)) $((size - 60)); do
   cp "$tmp/tiny.dplan" "$tmp/tiny-sign$at.dplan"
   printf '\001' | dd of="$tmp/tiny-sign$at.dplan" bs=1 seek=$at conv=notrunc 2>/dev/null
 done
+"$diffc" "$pipeline" -o "$tmp/pipe.dplan" --cpu generic 2>/dev/null
+psize=$(wc -c <"$tmp/pipe.dplan")
+for back in 40 3000 600000; do # PIPE is last: its JSON, file table and tokenizer bytes
+  [ "$back" -lt "$psize" ] || continue
+  cp "$tmp/pipe.dplan" "$tmp/pipe-$back.dplan"
+  printf '\377\001' | dd of="$tmp/pipe-$back.dplan" bs=1 seek=$((psize - back)) conv=notrunc 2>/dev/null
+done
 rc=0
-"$replay" "$tmp"/tiny*.dplan "$@" || rc=$?
+"$replay" "$tmp"/tiny*.dplan "$tmp"/pipe*.dplan "$@" || rc=$?
 exit $rc
