@@ -6,12 +6,10 @@ outputs against the in-memory model (and same_as files), and writes case.json.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import torch
 
-from make_fixtures_common import NUM_THREADS, SCRIPT, dir_size, load_io, save_io
+from make_fixtures_common import SCRIPT, dir_size, load_io, run_worker_job, save_io
 from make_fixtures_models import (apply_vae_options, build_model, make_inputs, model_class, run_model,
                                   save_model, write_model_index)
 from make_fixtures_clip import is_clip as model_class_is_clip
@@ -98,20 +96,11 @@ def make_fixture(fx, out_root, table):
             "kind": run["kind"],
             "entry": run["entry"],
             "io_path": io_path,
-            "result_path": io_path + ".result.tmp.json",
             "tiling": run.get("tiling", False),
             "slicing": run.get("slicing", False),
             "clip_hidden": run.get("clip_hidden"),
         }
-        job_path = io_path + ".job.tmp.json"
-        with open(job_path, "w") as f:
-            json.dump(job, f)
-        env = dict(os.environ, OMP_NUM_THREADS=str(NUM_THREADS), MKL_NUM_THREADS=str(NUM_THREADS))
-        subprocess.run([sys.executable, SCRIPT, "--worker", job_path], check=True, env=env)
-        with open(job["result_path"]) as f:
-            res = json.load(f)
-        os.remove(job_path)
-        os.remove(job["result_path"])
+        res = run_worker_job(SCRIPT, job, io_path)
 
         # the child's output (from the saved folder) must equal the in-memory model's output
         io = load_io(io_path)

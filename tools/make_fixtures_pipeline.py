@@ -21,7 +21,6 @@ import inspect
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -29,7 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from make_fixtures_common import NUM_THREADS, dir_size  # noqa: E402
+from make_fixtures_common import NUM_THREADS, dir_size, run_worker_job  # noqa: E402
 from make_fixtures_pipeline_table import CASES, PIPELINES  # noqa: E402
 
 SCRIPT = os.path.abspath(__file__)
@@ -443,17 +442,7 @@ def run_case(pipe, case):
 
 
 def run_worker(folder, case, io_path):
-    job = {"folder": folder, "case": case, "io_path": io_path, "result_path": io_path + ".result.tmp.json"}
-    job_path = io_path + ".job.tmp.json"
-    with open(job_path, "w") as f:
-        json.dump(job, f)
-    env = dict(os.environ, OMP_NUM_THREADS=str(NUM_THREADS), MKL_NUM_THREADS=str(NUM_THREADS))
-    subprocess.run([sys.executable, SCRIPT, "--worker", job_path], check=True, env=env)
-    with open(job["result_path"]) as f:
-        res = json.load(f)
-    os.remove(job_path)
-    os.remove(job["result_path"])
-    return res
+    return run_worker_job(SCRIPT, {"folder": folder, "case": case, "io_path": io_path}, io_path)
 
 
 def case_entry(case, res):
