@@ -27,7 +27,9 @@ diffusers folders under bench/models/, reused when present.  Work files (plans, 
 results.json) go to build-bench/bench/.
 
 Cases are named by model and size: unetS (UNet, S x S latent, batch 2, 77 tokens) or unetHxW;
-vaeS (VAE decode to an S x S image, z 1x4x(S/8)x(S/8)) or vaeHxW.
+vaeS (VAE decode to an S x S image, z 1x4x(S/8)x(S/8)) or vaeHxW; pipeS or pipeHxW (the whole SD1.5
+pipeline, prompt to an S x S image, against diffusers' StableDiffusionPipeline: bench_pipeline.py;
+results in bench/results-pipeline.md; pipeline cases run on their own, not mixed with the others).
 """
 
 # This file is the entry point (main and the children's dispatch); the parts are beside it:
@@ -39,6 +41,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -46,6 +49,7 @@ import bench_common as common
 from bench_common import BENCH_DIR, ISA_DIFFC_CPU, ISA_TORCH_ENV, REPO, WORK_DIR, fmt_bytes, log, show_cmd
 from bench_diffrun import bench_diffrun, diffrun_features
 from bench_models import DEFAULT_CASES, QUICK_CASES, ensure_model, make_model_child, parse_case
+from bench_pipeline import PIPE_DEFAULT_CASES, STEPS, VARIANTS, is_pipe_case, make_pipeline_child, pipe_torch_child
 from bench_report import git_info, machine_info, markdown_table, table_rows, write_results
 from bench_torch import bench_torch, torch_child, torch_isa
 
@@ -89,18 +93,43 @@ def main():
     ap.add_argument("--results", default=None,
                     help="markdown results file (default bench/results.md, with --isa avx2 "
                          "bench/results-avx2.md; '' for none)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help=f"the pipeline cases: {' '.join(PIPE_DEFAULT_CASES)} (unless --sizes names pipeS cases)")
+    ap.add_argument("--steps", type=int, default=STEPS, help=f"pipeline cases: denoising steps (default {STEPS})")
+    ap.add_argument("--pipe-warmup-steps", type=int, default=2,
+                    help="pipeline cases: steps of diffusers' warm-up call before the timed one (default 2; 0: none)")
+    ap.add_argument("--pipe-variants", nargs="+", default=[v for v, _ in VARIANTS], choices=[v for v, _ in VARIANTS],
+                    help="pipeline cases: the diffc plans to compile and run (default: all: default, no-hoist, "
+                         "offload-model)")
     ap.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
     args = ap.parse_args()
     common.ISA = args.isa
-    if args.results is None:
-        args.results = os.path.join(BENCH_DIR, "results.md" if args.isa == "native" else f"results-{args.isa}.md")
+    args.diffc_args_list = shlex.split(args.diffc_args)
+    args.diffrun_args_list = shlex.split(args.diffrun_args)
 
     if args.sizes:
         names = [s for x in args.sizes for s in x.split(",") if s]
+    elif args.pipeline:
+        names = PIPE_DEFAULT_CASES
     elif os.environ.get("DIFFC_BENCH_SIZES"):
         names = os.environ["DIFFC_BENCH_SIZES"].replace(",", " ").split()
     else:
         names = QUICK_CASES if args.quick else DEFAULT_CASES
+    if any(is_pipe_case(n) for n in names):
+        if not all(is_pipe_case(n) for n in names):
+            raise SystemExit("bench: pipeline cases (pipeS) run on their own: give them in a separate run")
+        if args.isa != "native":
+            raise SystemExit("bench: pipeline cases run at --isa native only")
+        if args.results is None:
+            args.results = os.path.join(BENCH_DIR, "results-pipeline.md")
+        if not args.torch_only:
+            for exe in (args.diffc, args.diffrun):
+                if not os.access(exe, os.X_OK):
+                    raise SystemExit(f"bench: {exe} not found: build it (bench/run.sh does) or pass --diffc/--diffrun")
+        from bench_pipeline_report import run_pipeline_bench
+        return run_pipeline_bench(args, names)
+    if args.results is None:
+        args.results = os.path.join(BENCH_DIR, "results.md" if args.isa == "native" else f"results-{args.isa}.md")
     if args.quick and not args.repeat:
         args.repeat = 2
     cases = [parse_case(n) for n in names]
@@ -189,5 +218,9 @@ if __name__ == "__main__":
         make_model_child(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 2 and sys.argv[1] == "--torch-child":
         torch_child(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--make-pipeline":
+        make_pipeline_child(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--pipe-torch-child":
+        pipe_torch_child(sys.argv[2])
     else:
         sys.exit(main())

@@ -5,6 +5,10 @@
 #   bench/run.sh                       # SD1.5 UNet at 32x32 and 64x64 latents, SD VAE decode at 256² and 512²
 #   bench/run.sh --quick               # only unet32 and vae256, 2 timed runs each: a sanity check
 #   bench/run.sh --sizes unet32 vae512 # chosen cases (unetS / unetHxW latent, vaeS / vaeHxW image)
+#   bench/run.sh --pipeline            # the whole SD1.5 pipeline (prompt to image, 20 steps, guidance 7.5)
+#                                      # against diffusers' StableDiffusionPipeline at 256² and 512²
+#                                      # (cases pipe256 pipe512; --sizes pipe256 for one), plans with and
+#                                      # without --no-hoist and --offload model; writes bench/results-pipeline.md
 #   bench/run.sh --torch-only          # PyTorch side only
 #   bench/run.sh --isa avx2            # both sides restricted to AVX2 (PyTorch through ATEN_CPU_CAPABILITY,
 #                                      # DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS; diffc --cpu x86-64-v3):
