@@ -135,7 +135,7 @@ static const char usage[] =
     "                           ('-' for stdout)\n"
     "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer,\n"
     "                           fuse-norm-act, fuse-epilogue, cast-weights, layout, dce, place,\n"
-    "                           offload, memplan, all)\n"
+    "                           offload, hoist, memplan, all)\n"
     "  --debug LIST             trace the compiler's decisions to stderr; channels: memplan (which\n"
     "                           placement won, then each value's arena offset and why: in place\n"
     "                           over its parent, or the lowest offset free over its lifetime)\n"
