@@ -42,16 +42,15 @@ static int entry_present(const cJSON *v) {
   return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsString(v->child) && cJSON_IsString(v->child->next);
 }
 
-/* The components diffc compiles, for messages ("unet, vae"). */
-static const char *component_list(const dc_json_doc *mi) {
-  static char buf[256];
+/* The components diffc compiles, for messages ("unet, vae"), into buf. */
+static const char *component_list(const dc_json_doc *mi, char *buf, size_t cap) {
   buf[0] = 0;
   for (const cJSON *c = mi->root->child; c; c = c->next) {
     if (!entry_present(c)) continue;
     dc_library lib = !strcmp(c->child->valuestring, "diffusers") ? DC_LIB_DIFFUSERS : DC_LIB_TRANSFORMERS;
     if (!dc_class_find(lib, c->child->next->valuestring)) continue;
     size_t n = strlen(buf);
-    snprintf(buf + n, sizeof buf - n, "%s%s", n ? ", " : "", c->string);
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", c->string);
   }
   return buf;
 }
@@ -59,10 +58,11 @@ static const char *component_list(const dc_json_doc *mi) {
 static dc_status *require_entry(const dc_json_doc *mi, const char *component) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(mi->root, component);
   if (entry_present(v)) return NULL;
+  char names[256];
   if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsNull(v->child))
     return dc_error(DC_ERR_UNSUPPORTED, "%s: the pipeline's \"%s\" is null, so it cannot run whole; compile one "
                     "of its components with --component NAME (those diffc compiles: %s)", mi->path, component,
-                    component_list(mi));
+                    component_list(mi, names, sizeof names));
   if (!v)
     return dc_error(DC_ERR_FORMAT, "%s: the pipeline has no \"%s\" entry (expected [\"library\", \"Class\"])", mi->path,
                     component);
