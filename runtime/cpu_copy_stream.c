@@ -70,7 +70,13 @@ dc_status *dc_copy_stream_wait(dc_copy_stream *c, const dc_node *n) {
 
 dc_status *dc_copy_stream_stop(dc_copy_stream *c, dc_status *st, uint64_t *arena_top) {
   pthread_mutex_lock(&c->mu);
-  c->stop = 1; /* after a failure the copy stream must not wait for steps that never run */
+  /* After a failure the copy stream must not wait for steps that never run.
+   * After a run that succeeded it finishes every upload first, as a GPU's
+   * end of run waits for its copy stream: a phase's upload may have its
+   * readers in a later phase (a weight held for the loop, uploaded in the
+   * prologue), so no step of this run waited for it. */
+  if (st) c->stop = 1;
+  else c->computed = c->end;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
   pthread_join(c->thread, NULL);

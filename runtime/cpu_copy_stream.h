@@ -49,9 +49,11 @@ void dc_copy_stream_may_start(dc_copy_stream *c, int32_t s);
  * stream failed instead, its error is handed over (the run's error). */
 dc_status *dc_copy_stream_wait(dc_copy_stream *c, const dc_node *n);
 
-/* Stops and joins the thread, raises arena_top[d] to what the uploads
- * occupied, and returns the run's status: st (the compute stream's),
- * else the copy stream's error. */
+/* Ends the run: when st (the compute stream's status) is NULL, lets the
+ * copy stream finish every upload of the run (some may have no reader in
+ * it: a phase's held weights); else stops it at once.  Joins the thread,
+ * raises arena_top[d] to what the uploads occupied, and returns the run's
+ * status: st, else the copy stream's error. */
 dc_status *dc_copy_stream_stop(dc_copy_stream *c, dc_status *st, uint64_t *arena_top);
 
 #endif
