@@ -222,5 +222,9 @@ if __name__ == "__main__":
         make_pipeline_child(sys.argv[2])
     elif len(sys.argv) >= 2 and sys.argv[1] == "--pipe-torch-child":
         pipe_torch_child(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--pipe-report":
+        # the pipeline cases' markdown again from runs' JSON files: --pipe-report OUT.md JSON...
+        from bench_pipeline_report import rerender
+        rerender(sys.argv[2], sys.argv[3:])
     else:
         sys.exit(main())

@@ -76,6 +76,10 @@ def run_pipeline_bench(args, names):
             json.dump({"results": results, "loads": loads}, f, indent=1)
     wall = time.perf_counter() - t_start
     loads.append(("end", os.getloadavg()))
+    meta = {"machine": machine, "started": started.isoformat(), "wall": wall, "command": command,
+            "args": {k: getattr(args, k) for k in REPORT_ARGS}}
+    with open(os.path.join(WORK_DIR, "results-pipeline.json"), "w") as f:
+        json.dump({"results": results, "loads": loads, "meta": meta}, f, indent=1)
     text = pipeline_markdown(args, results, machine, started, wall, command, loads)
     log("")
     log(text)
@@ -93,6 +97,45 @@ def run_pipeline_bench(args, names):
     if failed:
         log(f"bench: diffc or diffrun failed on {' '.join(failed)} (logs in {os.path.relpath(WORK_DIR, os.getcwd())})")
     return 1 if bad or failed else 0
+
+
+REPORT_ARGS = ("threads", "steps", "pipe_warmup_steps", "diffc_args", "diffrun_args")
+
+
+def rerender(out_path, json_paths):
+    """bench.py --pipe-report OUT.md JSON...: the markdown again from runs' results-pipeline.json files;
+    several runs (e.g. pipe256 from one, pipe512 from another) are merged case by case, each case from
+    the last file that has it, and the header lists every run's command, start and load."""
+    import argparse
+    runs = []
+    for path in json_paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    by_case, loads, commands = {}, [], []
+    for i, data in enumerate(runs):
+        meta = data["meta"]
+        names = [r["case"]["name"] for r in data["results"]]
+        for r in data["results"]:
+            by_case[r["case"]["name"]] = r
+        tag = f"run {i + 1}: " if len(runs) > 1 else ""
+        loads += [(tag + k, v) for k, v in data["loads"]]
+        commands.append((meta["command"], f"{', '.join(names)}; started {meta['started'][:19].replace('T', ' ')} UTC; "
+                                          f"{meta['wall'] / 60:.1f} min"))
+    meta = runs[-1]["meta"]
+    for data in runs:
+        if data["meta"]["args"] != meta["args"]:
+            raise SystemExit(f"bench: --pipe-report: the runs differ in {data['meta']['args']} vs {meta['args']}")
+    args = argparse.Namespace(**meta["args"])
+    started = min(datetime.datetime.fromisoformat(d["meta"]["started"]) for d in runs)
+    wall = sum(d["meta"]["wall"] for d in runs)
+    command = commands if len(runs) > 1 else commands[0][0]
+    results = [by_case[n] for n in sorted(by_case, key=lambda n: (by_case[n]["case"]["height"] * by_case[n]["case"]["width"], n))]
+    machine = dict(runs[0]["meta"]["machine"])
+    machine["git"] = " / ".join(sorted({d["meta"]["machine"]["git"] for d in runs}))
+    text = pipeline_markdown(args, results, machine, started, wall, command, loads)
+    with open(out_path, "w") as f:
+        f.write(text)
+    log(f"bench: wrote {out_path}")
 
 
 def summary_rows(results, steps):
@@ -162,7 +205,7 @@ def memory_rows(results):
 
 def hoist_rows(results):
     head = ["case", "hoist (IR dump of the default plan)", "s/step default", "s/step --no-hoist", "saved s/step",
-            "saved %", "--no-hoist image vs default"]
+            "saved %", "CPUs used (default / --no-hoist)", "--no-hoist image vs default"]
     rows = []
     for r in results:
         dr = r.get("diffrun") or {}
@@ -171,8 +214,12 @@ def hoist_rows(results):
             continue
         diff = n["step_s"] - d["step_s"]
         same = n.get("vs_default", {}).get("image", {})
+        cd, cn = d.get("cpus_used") or 0, n.get("cpus_used") or 0
+        comparable = abs(cd - cn) <= 0.15 * max(cd, cn, 1e-9)
         rows.append([r["case"]["name"], (d.get("hoist") or "n/a").lstrip("# "), _s(d["step_s"], 3),
-                     _s(n["step_s"], 3), f"{diff:+.3f}", f"{100 * diff / n['step_s']:+.1f}%",
+                     _s(n["step_s"], 3), f"{diff:+.3f}", f"{100 * diff / n['step_s']:+.1f}%"
+                     + ("" if comparable else " (not comparable: the runs got different CPUs)"),
+                     f"{cd:.2f} / {cn:.2f}",
                      "bit-identical" if same.get("identical") else
                      (f"rel L2 {same['rel_l2']:.2e}" if same.get("rel_l2") is not None else "n/a")])
     return head, rows
@@ -186,7 +233,9 @@ def pipeline_markdown(args, results, machine, started, wall, command, loads):
         "# diffc bench: the SD1.5 pipeline, diffrun vs diffusers on the CPU",
         "",
         f"- date: {started.strftime('%Y-%m-%d %H:%M:%S %Z').strip()}; bench wall time {wall / 60:.1f} min",
-        f"- command: `{command}`",
+        (f"- command: `{command}`" if isinstance(command, str) else
+         "- commands (the cases come from separate runs, each case from one run): "
+         + "; ".join(f"`{c}` ({note})" for c, note in command)),
         f"- machine: {machine['cpu']}, nproc {machine['nproc']}, {fmt_bytes(machine['mem'])} RAM, "
         f"flags {machine['flags']}, Linux {machine['kernel']}",
         "- load average (1 min) through the run: " + "; ".join(f"{k} {v[0]:.2f}" for k, v in loads),
