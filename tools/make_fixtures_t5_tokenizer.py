@@ -61,7 +61,7 @@ PROMPTS = [
     "line\u2028separator\u2029paragraph\x85next line",
     "\x1c\x1d\x1e\x1f information separators",
     "zero\u200bwidth\u200djoiner\ufeffbom\u180emongolian",
-    "control\x01\x02\x7fchars and \x00 nul",
+    "control\x01\x02\x7fchars and \x08 backspace",  # no NUL: a C prompt ends at one
     # punctuation and symbols
     "hello!!! world??? ... --- ***",
     "(masterpiece:1.2), [bad hands], {best quality}, <lora:x:0.8>",
@@ -148,7 +148,15 @@ def train(model_dir):
             input=text, model_prefix=os.path.join(d, "sp"), model_type="unigram", vocab_size=1000,
             pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=0.9995,
             input_sentence_size=30000, shuffle_input_sentence=False, num_threads=1, minloglevel=2)
-        shutil.copyfile(os.path.join(d, "sp.model"), os.path.join(model_dir, "spiece.model"))
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        proto = pb.ModelProto()
+        with open(os.path.join(d, "sp.model"), "rb") as f:
+            proto.ParseFromString(f.read())
+        del proto.trainer_spec.input[:]  # the temporary paths: the same bytes on every run
+        proto.trainer_spec.model_prefix = "spiece"
+        with open(os.path.join(model_dir, "spiece.model"), "wb") as f:
+            f.write(proto.SerializeToString())
 
 
 def save_like_transformers(out_dir):
