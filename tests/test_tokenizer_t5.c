@@ -135,6 +135,54 @@ static void test_corpus(void) {
   cJSON_Delete(corpus);
 }
 
+/* A JSON file's root (NULL and a failed check on error). */
+static cJSON *load_json(const char *rel) {
+  char *path = fixture_path(rel), *text = NULL, why[64];
+  size_t n = 0, at = 0;
+  CHECK_OK(dc_file_read_all(path, &text, &n));
+  cJSON *root = text ? dc_json_parse_bytes(text, n, &at, why) : NULL;
+  CHECK(root != NULL);
+  free(path);
+  dc_free(text);
+  return root;
+}
+
+/* t5/tokenizer.json with the normalizer and pre-tokenizer that released T5
+ * files declare (hub_style.json): transformers ignores both, and so must we. */
+static void test_hub_style(void) {
+  printf("tokenizer.json in the released files' style\n");
+  cJSON *tok = load_json("t5/tokenizer.json"), *hub = load_json("hub_style.json"), *corpus = load_corpus();
+  if (!tok || !hub || !corpus) return;
+  const cJSON *map = cJSON_GetObjectItem(cJSON_GetObjectItem(tok, "normalizer"), "precompiled_charsmap");
+  cJSON *norm = cJSON_DetachItemFromObject(hub, "normalizer");
+  cJSON *pre = cJSON_DetachItemFromObject(hub, "pre_tokenizer");
+  cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(norm, "normalizers"), 0);
+  cJSON_ReplaceItemInObject(first, "precompiled_charsmap", cJSON_CreateString(map->valuestring));
+  cJSON_ReplaceItemInObject(tok, "normalizer", norm);
+  cJSON_ReplaceItemInObject(tok, "pre_tokenizer", pre);
+  char *text = cJSON_PrintUnformatted(tok);
+  dc_text_files fs, all;
+  fixture_files(&all, 1); /* spiece.model and the configs; tokenizer.json from text */
+  files_init(&fs, "hub");
+  files_add(&fs, "tokenizer.json", text);
+  const dc_text_file *cfg = dc_text_files_find(&all, "tokenizer_config.json");
+  CHECK_OK(dc_text_files_add(&fs, cfg->name, cfg->data, cfg->size));
+  dc_t5_tokenizer *t = NULL;
+  CHECK_OK(dc_t5_tokenizer_parse(&fs, &t));
+  int n = 0, good = 0;
+  for (const cJSON *c = corpus->child; c && t; c = c->next, n += 2)
+    good += check_case(t, "hub", c, 77) + check_case(t, "hub", c, 16);
+  printf("  %d of %d cases id for id\n", good, n);
+  CHECK(n >= 120 && good == n);
+  dc_t5_tokenizer_free(t);
+  dc_text_files_free(&fs);
+  dc_text_files_free(&all);
+  cJSON_free(text);
+  cJSON_Delete(tok);
+  cJSON_Delete(hub);
+  cJSON_Delete(corpus);
+}
+
 /* max_length 1 keeps only eos; the report still counts every piece. */
 static void test_truncation_edges(void) {
   printf("truncation edges\n");
@@ -320,6 +368,7 @@ static void test_alloc_failures(void) {
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_corpus();
+  test_hub_style();
   test_truncation_edges();
   test_tiny_viterbi();
   test_errors();

@@ -17,6 +17,10 @@ interpreter's lib folder) plus prompt-like sentences written here.  Writes:
                 ids with padding="max_length", truncation=True at 77 and 16; ntokens = pieces
                 before truncation (without eos); removed_N = the cut text as diffusers logs it
                 (batch_decode of untruncated ids [N-1:-1]), only when something was cut.
+  hub_style.json  {normalizer, pre_tokenizer}: the pipeline T5's released tokenizer.json files
+                declare (Precompiled + Replace of space runs + Strip; Metaspace prepend "first"),
+                "@charsmap" standing for t5/'s map.  transformers 5.24 rebuilds T5's pipeline and
+                ignores both, which is checked here: t5/ with them swapped in gives the corpus ids.
 """
 import argparse
 import glob
@@ -221,6 +225,35 @@ def make_corpus(folder):
     return corpus
 
 
+HUB_STYLE = {
+    "normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "Precompiled", "precompiled_charsmap": "@charsmap"},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        {"type": "Strip", "strip_left": True, "strip_right": True}]},
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
+                      "prepend_scheme": "first", "split": True},
+}
+
+
+def check_hub_style(folder, corpus):
+    """t5/ with HUB_STYLE's normalizer and pre-tokenizer must give the same ids in transformers."""
+    from transformers import T5TokenizerFast
+
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    charsmap = data["normalizer"]["precompiled_charsmap"]
+    data.update(json.loads(json.dumps(HUB_STYLE).replace("@charsmap", charsmap)))
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copyfile(os.path.join(folder, "tokenizer_config.json"), os.path.join(d, "tokenizer_config.json"))
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False)
+        tok = T5TokenizerFast.from_pretrained(d)
+        for case in corpus:
+            for n in LENGTHS:
+                ids = tok(case["prompt"], padding="max_length", max_length=n, truncation=True)["input_ids"]
+                assert ids == case[f"ids_{n}"], f"hub-style tokenizer.json differs on {case['prompt']!r}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/tokenizer_t5")
@@ -230,6 +263,10 @@ def main():
     train(folder)
     save_like_transformers(folder)
     corpus = make_corpus(folder)
+    check_hub_style(folder, corpus)
+    with open(os.path.join(args.out, "hub_style.json"), "w", encoding="utf-8") as f:
+        json.dump(HUB_STYLE, f, ensure_ascii=False, indent=2)
+        f.write("\n")
     with open(os.path.join(args.out, "corpus.json"), "w", encoding="utf-8") as f:
         f.write("[\n" + ",\n".join(json.dumps(c, ensure_ascii=False) for c in corpus) + "\n]\n")  # a case a line
     print(f"wrote {folder} and corpus.json ({len(PROMPTS)} prompts)", file=sys.stderr)
