@@ -4,6 +4,7 @@ the way transformers 5 saves T5's tokenizer, and the ids T5TokenizerFast gives f
 awkward prompts, which tests/test_tokenizer_t5.c must reproduce id for id.
 
 Usage:  /work/venv-fixtures/bin/python tools/make_fixtures_t5_tokenizer.py [--out tests/fixtures/tokenizer_t5]
+        [--fuzz-seeds tests/fuzz/corpus/tokenizer_t5]   (also the fuzz target's small seeds)
 
 Nothing is downloaded: the training text is the Python standard library's own source files (in the
 interpreter's lib folder) plus prompt-like sentences written here.  Writes:
@@ -254,10 +255,70 @@ def check_hub_style(folder, corpus):
                 assert ids == case[f"ids_{n}"], f"hub-style tokenizer.json differs on {case['prompt']!r}"
 
 
+# A few sentencepiece normalization rules (code points, hex): compiled by sentencepiece into a
+# precompiled charsmap of a few hundred bytes, so fuzz seeds can carry a real one.
+TINY_RULES = "FB01\t66 69\nFF21\t41\nFF41\t61\n9\t20\n41 301\tC1\n3000\t20\n"
+SEP = b"\n#--#\n"
+
+
+def tiny_folder(d, json_too):
+    """A tiny unigram model with TINY_RULES in d (spiece.model, tokenizer_config.json, and
+    tokenizer.json when json_too); returns the loaded T5TokenizerFast."""
+    import sentencepiece as spm
+    from transformers import T5TokenizerFast
+
+    with open(os.path.join(d, "rules.tsv"), "w") as f:
+        f.write(TINY_RULES)
+    with open(os.path.join(d, "text.txt"), "w") as f:
+        f.write("\n".join(TRAIN_SENTENCES[:4] * 4))  # ASCII: few required characters
+    spm.SentencePieceTrainer.train(
+        input=os.path.join(d, "text.txt"), model_prefix=os.path.join(d, "sp"), model_type="unigram",
+        vocab_size=80, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, hard_vocab_limit=False, num_threads=1,
+        normalization_rule_tsv=os.path.join(d, "rules.tsv"), minloglevel=2)
+    os.makedirs(os.path.join(d, "out"))
+    shutil.copyfile(os.path.join(d, "sp.model"), os.path.join(d, "out", "spiece.model"))
+    with open(os.path.join(d, "out", "tokenizer_config.json"), "w") as f:
+        json.dump({"extra_ids": 2}, f)
+    tok = T5TokenizerFast.from_pretrained(os.path.join(d, "out"))
+    if json_too:
+        tok.save_pretrained(os.path.join(d, "saved"))
+        shutil.copyfile(os.path.join(d, "saved", "tokenizer.json"), os.path.join(d, "out", "tokenizer.json"))
+    return os.path.join(d, "out")
+
+
+def write_seeds(seed_dir):
+    """Inputs for tests/fuzz/fuzz_tokenizer_t5.c: parts cut at SEP (tokenizer.json, spiece.model,
+    tokenizer_config.json, prompt, max length byte)."""
+    os.makedirs(seed_dir, exist_ok=True)
+    prompt = "ﬁne Ａ\u0301 tab\there <extra_id_1> unknown 🐱☃ ▁▁x</s>".encode()
+    with tempfile.TemporaryDirectory() as d:
+        folder = tiny_folder(d, json_too=True)
+        files = {}
+        for name in ("tokenizer.json", "spiece.model", "tokenizer_config.json"):
+            with open(os.path.join(folder, name), "rb") as f:
+                files[name] = f.read()
+    data = json.loads(files["tokenizer.json"])
+    hub = json.loads(json.dumps(HUB_STYLE).replace("@charsmap", data["normalizer"]["precompiled_charsmap"]))
+    hub_json = json.dumps({**data, **hub}, ensure_ascii=False).encode()
+    seeds = {
+        "json": [files["tokenizer.json"], b"", files["tokenizer_config.json"], prompt, bytes([15])],
+        "spm": [b"", files["spiece.model"], files["tokenizer_config.json"], prompt, bytes([15])],
+        "spm_truncated": [b"", files["spiece.model"][:len(files["spiece.model"]) // 2], b"", prompt, bytes([3])],
+        "hub_style": [hub_json, b"", files["tokenizer_config.json"], prompt, bytes([76])],
+        "json_no_config": [files["tokenizer.json"], b"", b"", b"a b  c", bytes([0])],
+    }
+    for name, parts in seeds.items():
+        with open(os.path.join(seed_dir, name), "wb") as f:
+            f.write(SEP.join(parts))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/tokenizer_t5")
+    ap.add_argument("--fuzz-seeds", help="also write the fuzz target's seeds into this folder")
     args = ap.parse_args()
+    if args.fuzz_seeds:
+        write_seeds(args.fuzz_seeds)
     folder = os.path.join(args.out, "t5")
     os.makedirs(folder, exist_ok=True)
     train(folder)
