@@ -31,7 +31,8 @@ dc_status *dc_t5_charsmap_parse(const uint8_t *data, size_t n, const char *where
   out->norm_len = n - 4 - trie;
   out->units = dc_malloc(out->nunits * 4);
   out->norm = dc_malloc(out->norm_len + 1);
-  if (!out->units || !out->norm) return dc_nomem("reading a precompiled charsmap");
+  out->where = dc_strdup(where);
+  if (!out->units || !out->norm || !out->where) return dc_nomem("reading a precompiled charsmap");
   for (size_t i = 0; i < out->nunits; i++) out->units[i] = rd_u32(data + 4 + 4 * i);
   memcpy(out->norm, data + 4 + trie, out->norm_len);
   out->norm[out->norm_len] = 0;
@@ -50,6 +51,7 @@ dc_status *dc_t5_charsmap_parse(const uint8_t *data, size_t n, const char *where
 void dc_t5_charsmap_free(dc_t5_charsmap *m) {
   dc_free(m->units);
   dc_free(m->norm);
+  dc_free(m->where);
   memset(m, 0, sizeof *m);
 }
 
@@ -84,8 +86,10 @@ static int shortest_match(const dc_t5_charsmap *m, const char *s, size_t n, cons
   return 0;
 }
 
-static dc_status *corrupt(void) {
-  return dc_error(DC_ERR_FORMAT, "the tokenizer's precompiled charsmap points outside itself");
+/* A unit or value that points outside the map: the crate would panic, we
+ * refuse (found only when a prompt reaches that part of the trie). */
+static dc_status *corrupt(const dc_t5_charsmap *m) {
+  return dc_error(DC_ERR_FORMAT, "%s: corrupt: its trie points outside the map", m->where);
 }
 
 /* One character or cluster: its replacement appended (1), or nothing (0). */
@@ -100,14 +104,14 @@ static int replace_into(const dc_t5_charsmap *m, const char *s, size_t n, dc_buf
 static dc_status *normalize_cluster(const dc_t5_charsmap *m, const char *s, size_t n, dc_buf *out) {
   if (n < 6) {
     int r = replace_into(m, s, n, out);
-    if (r < 0) return corrupt();
+    if (r < 0) return corrupt(m);
     if (r) return NULL;
   }
   utf8proc_int32_t cp;
   for (size_t i = 0; i < n;) {
     size_t k = (size_t)utf8proc_iterate((const uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
     int r = replace_into(m, s + i, k, out);
-    if (r < 0) return corrupt();
+    if (r < 0) return corrupt(m);
     if (!r) dc_buf_append(out, s + i, k);
     i += k;
   }

@@ -20,6 +20,7 @@ typedef struct {
   size_t nunits;
   char *norm;
   size_t norm_len;
+  char *where; /* the file and key, for an error found while encoding */
 } dc_t5_charsmap;
 
 /* A token cut out of the raw prompt before normalization. */

@@ -233,12 +233,15 @@ dc_status *dc_t5_tokenizer_encode(const dc_t5_tokenizer *t, const char *prompt, 
   long bad = dc_tok_utf8_invalid_at(prompt, n);
   if (bad >= 0) return dc_error(DC_ERR_ARGUMENT, "prompt: not valid UTF-8 at byte %ld", bad);
   id_list pieces = {0};
-  DC_TRY(encode_pieces(t, prompt, n, &pieces));
+  dc_status *st = encode_pieces(t, prompt, n, &pieces);
+  if (st) {
+    dc_free(pieces.v);
+    return st;
+  }
   size_t keep = pieces.n < (size_t)max_length - 1 ? pieces.n : (size_t)max_length - 1;
   for (size_t i = 0; i < keep; i++) ids[i] = pieces.v[i];
   ids[keep] = t->eos;
   for (size_t i = keep + 1; i < (size_t)max_length; i++) ids[i] = t->pad;
-  dc_status *st = NULL;
   if (rep) {
     rep->ntokens = pieces.n > INT32_MAX ? INT32_MAX : (int)pieces.n;
     rep->truncated = keep < pieces.n;

@@ -280,6 +280,16 @@ static void test_errors(void) {
             "tiny/tokenizer_config.json: sentinel <extra_id_0> (extra_ids = 100) is not in the vocabulary");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta), "{\"extra_ids\": -1}", &t),
             "\"extra_ids\" must be a whole number in 0..100000, found -1");
+  /* a one-unit trie whose offset points far outside: found when a prompt walks it */
+  CHECK_OK(parse_tiny(tiny_json(TINY_MODEL, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"BAAAAAD8//8=\"}",
+                                meta), "{\"extra_ids\": 0}", &t));
+  int64_t ids[4];
+  if (t)
+    CHECK_ERR(dc_t5_tokenizer_encode(t, "a", 4, ids, NULL),
+              "tiny/tokenizer.json: normalizer Precompiled's \"precompiled_charsmap\": corrupt: its trie points "
+              "outside the map");
+  dc_t5_tokenizer_free(t);
+  t = NULL;
   dc_text_files fs;
   files_init(&fs, "empty");
   CHECK_ERR(dc_t5_tokenizer_parse(&fs, &t), "empty: no tokenizer.json or spiece.model: not a T5 tokenizer folder");
