@@ -44,6 +44,7 @@ struct dc_t5_tokenizer {
   dc_t5_added *added;
   int nadded;
   int32_t pad, eos, unk;
+  int clean_up; /* tokenizer_config's clean_up_tokenization_spaces: for the cut text only */
 };
 
 /* ---- pieces (tokenizer_unigram_load.c) ---- */

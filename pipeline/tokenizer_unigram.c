@@ -199,8 +199,27 @@ static dc_status *encode_pieces(const dc_t5_tokenizer *t, const char *s, size_t 
 
 /* ---- decoding the cut text ------------------------------------------------------------------ */
 
+/* transformers' clean_up_tokenization: each replacement over the whole text
+ * in turn, as Python's str.replace; in place (every one shortens). */
+static void clean_up(char *s) {
+  static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  for (size_t k = 0; k < sizeof from / sizeof *from; k++) {
+    size_t fl = strlen(from[k]), tl = strlen(to[k]), o = 0;
+    for (size_t i = 0; s[i];) {
+      if (!strncmp(s + i, from[k], fl)) {
+        memcpy(s + o, to[k], tl);
+        o += tl, i += fl;
+      } else {
+        s[o++] = s[i++];
+      }
+    }
+    s[o] = 0;
+  }
+}
+
 /* As tokenizers' Metaspace decoder: every "▁" of the first token dropped,
- * every other "▁" a space. */
+ * every other "▁" a space; then transformers' clean-up when configured. */
 static char *decode(const dc_t5_tokenizer *t, const int32_t *ids, size_t n) {
   dc_buf b;
   dc_buf_init(&b);
@@ -222,6 +241,7 @@ static char *decode(const dc_t5_tokenizer *t, const int32_t *ids, size_t n) {
     dc_buf_deinit(&b);
     return NULL;
   }
+  if (t->clean_up) clean_up((char *)b.data);
   return (char *)b.data;
 }
 

@@ -404,6 +404,15 @@ static dc_status *extra_ids(const config_files *c, int *out) {
   return NULL;
 }
 
+/* clean_up_tokenization_spaces (false when absent, as transformers 5). */
+static dc_status *clean_up_flag(const config_files *c, int *out) {
+  const cJSON *v = c->cfg ? cJSON_GetObjectItemCaseSensitive(c->cfg, "clean_up_tokenization_spaces") : NULL;
+  *out = cJSON_IsTrue(v);
+  if (!v || cJSON_IsNull(v) || cJSON_IsBool(v)) return NULL;
+  return dc_error(DC_ERR_FORMAT, "%s: \"clean_up_tokenization_spaces\" must be true or false, found %s", c->cfg_path,
+                  kind(v));
+}
+
 /* The tokens cut out of prompts: tokenizer.json's added_tokens, pad/eos/unk,
  * the configs' additional / extra special tokens and <extra_id_N>; each must
  * be a piece (transformers would otherwise append new ids). */
@@ -514,6 +523,7 @@ static dc_status *load_all(dc_t5_tokenizer *t, const dc_text_files *files, confi
   dc_free(path);
   if (st) return st;
   t->unk = T5_UNK_ID;
+  DC_TRY(clean_up_flag(c, &t->clean_up));
   return build_added(t, c, nextra, names);
 }
 

@@ -18,10 +18,13 @@ interpreter's lib folder) plus prompt-like sentences written here.  Writes:
                 ids with padding="max_length", truncation=True at 77 and 16; ntokens = pieces
                 before truncation (without eos); removed_N = the cut text as diffusers logs it
                 (batch_decode of untruncated ids [N-1:-1]), only when something was cut.
-  hub_style.json  {normalizer, pre_tokenizer}: the pipeline T5's released tokenizer.json files
-                declare (Precompiled + Replace of space runs + Strip; Metaspace prepend "first"),
-                "@charsmap" standing for t5/'s map.  transformers 5.24 rebuilds T5's pipeline and
-                ignores both, which is checked here: t5/ with them swapped in gives the corpus ids.
+  hub_style.json  {normalizer, pre_tokenizer, tokenizer_config.json, special_tokens_map.json}: what
+                T5's released folders hold: tokenizer.json's pipeline (Precompiled + Replace of space
+                runs + Strip; Metaspace prepend "first"; "@charsmap" stands for t5/'s map) and the
+                configs (added_tokens_decoder, additional_special_tokens, legacy,
+                clean_up_tokenization_spaces true).  transformers 5.24 rebuilds T5's pipeline and
+                ignores the first two, which is checked here: t5/ with all four swapped in gives the
+                corpus ids; its cut texts (cleaned up) are corpus.json's removed_hub_N where they differ.
 """
 import argparse
 import glob
@@ -129,6 +132,7 @@ PROMPTS = [
     "import os, sys; print(sys.version)",
     "Mixed CASE and 混合 text with numbers 42 and émojis 🎉",
     "a" + " b" * 100,
+    "spaced , before . punctuation ! is n't it ? it 's we 've they 're i 'm a ' quoted ' end .",
 ]
 
 
@@ -142,6 +146,21 @@ def python_sources():
     return lines + TRAIN_SENTENCES * 40
 
 
+def copy_reproducible(src, dst):
+    """Copies a trained spiece.model without the temporary paths sentencepiece records in it, so a
+    rerun writes the same bytes."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    proto = pb.ModelProto()
+    with open(src, "rb") as f:
+        proto.ParseFromString(f.read())
+    del proto.trainer_spec.input[:]
+    proto.trainer_spec.model_prefix = "spiece"
+    proto.normalizer_spec.normalization_rule_tsv = ""
+    with open(dst, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
 def train(model_dir):
     import sentencepiece as spm
 
@@ -153,15 +172,7 @@ def train(model_dir):
             input=text, model_prefix=os.path.join(d, "sp"), model_type="unigram", vocab_size=1000,
             pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=0.9995,
             input_sentence_size=30000, shuffle_input_sentence=False, num_threads=1, minloglevel=2)
-        from sentencepiece import sentencepiece_model_pb2 as pb
-
-        proto = pb.ModelProto()
-        with open(os.path.join(d, "sp.model"), "rb") as f:
-            proto.ParseFromString(f.read())
-        del proto.trainer_spec.input[:]  # the temporary paths: the same bytes on every run
-        proto.trainer_spec.model_prefix = "spiece"
-        with open(os.path.join(model_dir, "spiece.model"), "wb") as f:
-            f.write(proto.SerializeToString())
+        copy_reproducible(os.path.join(d, "sp.model"), os.path.join(model_dir, "spiece.model"))
 
 
 def save_like_transformers(out_dir):
@@ -226,6 +237,24 @@ def make_corpus(folder):
     return corpus
 
 
+def hub_config():
+    """tokenizer_config.json and special_tokens_map.json as T5's released folders have them."""
+    def added(content):
+        return {"content": content, "lstrip": False, "normalized": False, "rstrip": False,
+                "single_word": False, "special": True}
+    extra = [f"<extra_id_{i}>" for i in range(100)]
+    decoder = {"0": added("<pad>"), "1": added("</s>"), "2": added("<unk>")}
+    decoder.update({str(1099 - i): added(f"<extra_id_{i}>") for i in range(100)})
+    config = {"added_tokens_decoder": decoder, "additional_special_tokens": extra,
+              "clean_up_tokenization_spaces": True, "eos_token": "</s>", "extra_ids": 100,
+              "legacy": True, "model_max_length": 512, "pad_token": "<pad>", "sp_model_kwargs": {},
+              "tokenizer_class": "T5Tokenizer", "unk_token": "<unk>"}
+    tokens_map = {"additional_special_tokens": extra, "eos_token": added("</s>"),
+                  "pad_token": added("<pad>"), "unk_token": added("<unk>")}
+    return config, tokens_map
+
+
+HUB_CONFIG, HUB_TOKENS_MAP = hub_config()
 HUB_STYLE = {
     "normalizer": {"type": "Sequence", "normalizers": [
         {"type": "Precompiled", "precompiled_charsmap": "@charsmap"},
@@ -233,27 +262,35 @@ HUB_STYLE = {
         {"type": "Strip", "strip_left": True, "strip_right": True}]},
     "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
                       "prepend_scheme": "first", "split": True},
+    "tokenizer_config.json": HUB_CONFIG,
+    "special_tokens_map.json": HUB_TOKENS_MAP,
 }
 
 
 def check_hub_style(folder, corpus):
-    """t5/ with HUB_STYLE's normalizer and pre-tokenizer must give the same ids in transformers."""
+    """t5/ with HUB_STYLE's pipeline and configs must give the same ids in transformers; records
+    the cut texts where they differ (clean_up_tokenization_spaces)."""
     from transformers import T5TokenizerFast
 
     with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
         data = json.load(f)
     charsmap = data["normalizer"]["precompiled_charsmap"]
-    data.update(json.loads(json.dumps(HUB_STYLE).replace("@charsmap", charsmap)))
+    for key in ("normalizer", "pre_tokenizer"):
+        data[key] = json.loads(json.dumps(HUB_STYLE[key]).replace("@charsmap", charsmap))
     with tempfile.TemporaryDirectory() as d:
-        shutil.copyfile(os.path.join(folder, "tokenizer_config.json"), os.path.join(d, "tokenizer_config.json"))
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                json.dump(HUB_STYLE[name], f)
         with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False)
         tok = T5TokenizerFast.from_pretrained(d)
+        assert tok.clean_up_tokenization_spaces
         for case in corpus:
             for n in LENGTHS:
-                ids = tok(case["prompt"], padding="max_length", max_length=n, truncation=True)["input_ids"]
+                ids, _, removed = encode(tok, case["prompt"], n)
                 assert ids == case[f"ids_{n}"], f"hub-style tokenizer.json differs on {case['prompt']!r}"
-
+                if removed != case.get(f"removed_{n}"):
+                    case[f"removed_hub_{n}"] = removed
 
 # A few sentencepiece normalization rules (code points, hex): compiled by sentencepiece into a
 # precompiled charsmap of a few hundred bytes, so fuzz seeds can carry a real one.
@@ -276,7 +313,7 @@ def tiny_folder(d, json_too):
         vocab_size=80, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, hard_vocab_limit=False, num_threads=1,
         normalization_rule_tsv=os.path.join(d, "rules.tsv"), minloglevel=2)
     os.makedirs(os.path.join(d, "out"))
-    shutil.copyfile(os.path.join(d, "sp.model"), os.path.join(d, "out", "spiece.model"))
+    copy_reproducible(os.path.join(d, "sp.model"), os.path.join(d, "out", "spiece.model"))
     with open(os.path.join(d, "out", "tokenizer_config.json"), "w") as f:
         json.dump({"extra_ids": 2}, f)
     tok = T5TokenizerFast.from_pretrained(os.path.join(d, "out"))
@@ -299,7 +336,8 @@ def write_seeds(seed_dir):
                 files[name] = f.read()
     data = json.loads(files["tokenizer.json"])
     hub = json.loads(json.dumps(HUB_STYLE).replace("@charsmap", data["normalizer"]["precompiled_charsmap"]))
-    hub_json = json.dumps({**data, **hub}, ensure_ascii=False).encode()
+    hub_json = json.dumps({**data, "normalizer": hub["normalizer"], "pre_tokenizer": hub["pre_tokenizer"]},
+                          ensure_ascii=False).encode()
     seeds = {
         "json": [files["tokenizer.json"], b"", files["tokenizer_config.json"], prompt, bytes([15])],
         "spm": [b"", files["spiece.model"], files["tokenizer_config.json"], prompt, bytes([15])],
