@@ -293,9 +293,8 @@ static dc_status *json_model(dc_t5_tokenizer *t, const cJSON *model, const char 
   DC_TRY(json_vocab(t, model, path));
   const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
   if (!cJSON_IsNumber(unk) || unk->valuedouble != T5_UNK_ID)
-    return dc_error(DC_ERR_UNSUPPORTED, "%s: model.unk_id is %s%s, expected %d (transformers' T5 tokenizer fixes it)",
-                    path, cJSON_IsNumber(unk) ? "" : "", cJSON_IsNumber(unk) ? dc_json_show(unk, (char[64]){0}, 64) : kind(unk),
-                    T5_UNK_ID);
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: model.unk_id is %s, expected %d (transformers' T5 tokenizer fixes it)",
+                    path, cJSON_IsNumber(unk) ? dc_json_show(unk, (char[64]){0}, 64) : kind(unk), T5_UNK_ID);
   return NULL;
 }
 
@@ -321,28 +320,53 @@ static int names_push(name_list *l, const char *s) {
 
 static dc_status *push_name(name_list *l, const char *s) { return names_push(l, s) ? NULL : dc_nomem("listing added tokens"); }
 
-/* tokenizer.json's added_tokens: each must be a piece at its id; flags that
+/* One added token (tokenizer.json's added_tokens[i], or tokenizer_config's
+ * added_tokens_decoder["id"]): it must be the piece at its id, and flags that
  * change matching (lstrip, rstrip, single_word, normalized) are refused. */
+static dc_status *check_added(const dc_t5_tokenizer *t, const cJSON *a, double id, const char *where,
+                              name_list *names) {
+  char q[QB];
+  const cJSON *c = cJSON_IsObject(a) ? cJSON_GetObjectItemCaseSensitive(a, "content") : NULL;
+  if (!cJSON_IsString(c)) return dc_error(DC_ERR_FORMAT, "%s needs a string \"content\", found %s", where, kind(a));
+  int32_t have = dc_t5_find_piece(t, c->valuestring, strlen(c->valuestring));
+  if (have < 0 || (double)have != id)
+    return dc_error(DC_ERR_FORMAT, "%s %s has id %g but the vocabulary %s", where,
+                    quoted(c->valuestring, strlen(c->valuestring), q, QB), id,
+                    have < 0 ? "lacks it" : "gives another id");
+  static const char *const flags[] = {"lstrip", "rstrip", "single_word", "normalized"};
+  for (int f = 0; f < 4; f++)
+    if (is_true(a, flags[f]))
+      return dc_error(DC_ERR_UNSUPPORTED, "%s has \"%s\": true, which is not supported", where, flags[f]);
+  return push_name(names, c->valuestring);
+}
+
 static dc_status *json_added(dc_t5_tokenizer *t, const cJSON *list, const char *path, name_list *names) {
   if (!list || cJSON_IsNull(list)) return NULL;
   if (!cJSON_IsArray(list)) return dc_error(DC_ERR_FORMAT, "%s: \"added_tokens\" must be a list, found %s", path, kind(list));
   int i = 0;
-  char q[QB];
+  char where[600];
   for (const cJSON *a = list->child; a; a = a->next, i++) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(a, "content"), *id = cJSON_GetObjectItemCaseSensitive(a, "id");
-    if (!cJSON_IsString(c) || !cJSON_IsNumber(id))
-      return dc_error(DC_ERR_FORMAT, "%s: added_tokens[%d] needs a string \"content\" and a number \"id\"", path, i);
-    int32_t have = dc_t5_find_piece(t, c->valuestring, strlen(c->valuestring));
-    if (have < 0 || (double)have != id->valuedouble)
-      return dc_error(DC_ERR_FORMAT, "%s: added_tokens[%d] %s has id %g but the vocabulary %s", path, i,
-                      quoted(c->valuestring, strlen(c->valuestring), q, QB), id->valuedouble,
-                      have < 0 ? "lacks it" : "gives another id");
-    static const char *const flags[] = {"lstrip", "rstrip", "single_word", "normalized"};
-    for (int f = 0; f < 4; f++)
-      if (is_true(a, flags[f]))
-        return dc_error(DC_ERR_UNSUPPORTED, "%s: added_tokens[%d] has \"%s\": true, which is not supported", path, i,
-                        flags[f]);
-    DC_TRY(push_name(names, c->valuestring));
+    snprintf(where, sizeof where, "%s: added_tokens[%d]", path, i);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
+    if (!cJSON_IsNumber(id)) return dc_error(DC_ERR_FORMAT, "%s needs a number \"id\", found %s", where, kind(id));
+    DC_TRY(check_added(t, a, id->valuedouble, where, names));
+  }
+  return NULL;
+}
+
+/* tokenizer_config.json's added_tokens_decoder: {"id": AddedToken}. */
+static dc_status *config_added(const dc_t5_tokenizer *t, const cJSON *cfg, const char *path, name_list *names) {
+  const cJSON *dec = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder") : NULL;
+  if (!dec || cJSON_IsNull(dec)) return NULL;
+  if (!cJSON_IsObject(dec))
+    return dc_error(DC_ERR_FORMAT, "%s: \"added_tokens_decoder\" must be an object, found %s", path, kind(dec));
+  char where[600], *end;
+  for (const cJSON *a = dec->child; a; a = a->next) {
+    snprintf(where, sizeof where, "%s: added_tokens_decoder[\"%.40s\"]", path, a->string);
+    long id = strtol(a->string, &end, 10);
+    if (!a->string[0] || *end || id < 0 || id > INT32_MAX)
+      return dc_error(DC_ERR_FORMAT, "%s: the key must be a token id", where);
+    DC_TRY(check_added(t, a, (double)id, where, names));
   }
   return NULL;
 }
@@ -421,6 +445,7 @@ static dc_status *build_added(dc_t5_tokenizer *t, const config_files *c, int nex
   DC_TRY(special_id(t, c, "eos_token", "</s>", &t->eos, names));
   int32_t unk;
   DC_TRY(special_id(t, c, "unk_token", "<unk>", &unk, names));
+  DC_TRY(config_added(t, c->cfg, c->cfg_path, names));
   const char *keys[] = {"additional_special_tokens", "extra_special_tokens"};
   for (int k = 0; k < 2; k++) {
     if (c->cfg) DC_TRY(config_list(c->cfg, keys[k], c->cfg_path, names));

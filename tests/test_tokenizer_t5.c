@@ -282,6 +282,13 @@ static void test_errors(void) {
             "tiny/tokenizer_config.json: pad_token \"<nope>\" is not in the vocabulary");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta), "{}", &t),
             "tiny/tokenizer_config.json: sentinel <extra_id_0> (extra_ids = 100) is not in the vocabulary");
+  CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta),
+                       "{\"extra_ids\": 0, \"added_tokens_decoder\": {\"9\": {\"content\": \"<new>\"}}}", &t),
+            "tiny/tokenizer_config.json: added_tokens_decoder[\"9\"] \"<new>\" has id 9 but the vocabulary lacks it");
+  CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta),
+                       "{\"extra_ids\": 0, \"added_tokens_decoder\": {\"4\": {\"content\": \"a\", \"lstrip\": true}}}",
+                       &t),
+            "tiny/tokenizer_config.json: added_tokens_decoder[\"4\"] has \"lstrip\": true, which is not supported");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta), "{\"extra_ids\": -1}", &t),
             "\"extra_ids\" must be a whole number in 0..100000, found -1");
   /* a one-unit trie whose offset points far outside: found when a prompt walks it */
