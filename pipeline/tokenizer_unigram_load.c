@@ -390,8 +390,10 @@ typedef struct {
   char *cfg_path, *map_path;
 } config_files;
 
-/* A special token's text: tokenizer_config.json, then special_tokens_map.json, then def. */
-static dc_status *special_text(const config_files *c, const char *key, const char *def, const char **out) {
+/* A special token's text: tokenizer_config.json, then special_tokens_map.json,
+ * then def; *from names where it was found, for messages. */
+static dc_status *special_text(const config_files *c, const char *key, const char *def, const char **out,
+                               const char **from) {
   const cJSON *srcs[2] = {c->cfg, c->map};
   const char *paths[2] = {c->cfg_path, c->map_path};
   for (int k = 0; k < 2; k++) {
@@ -399,22 +401,24 @@ static dc_status *special_text(const config_files *c, const char *key, const cha
     if (!v || cJSON_IsNull(v)) continue;
     if (!(*out = token_text(v)))
       return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be a token string, found %s", paths[k], key, kind(v));
+    *from = paths[k];
     return NULL;
   }
   *out = def;
+  *from = NULL;
   return NULL;
 }
 
 static dc_status *special_id(const dc_t5_tokenizer *t, const config_files *c, const char *key, const char *def,
                              int32_t *id, name_list *names) {
-  const char *s;
+  const char *s, *from;
   char q[QB];
-  DC_TRY(special_text(c, key, def, &s));
+  DC_TRY(special_text(c, key, def, &s, &from));
   *id = dc_t5_find_piece(t, s, strlen(s));
-  if (*id < 0)
-    return dc_error(DC_ERR_FORMAT, "%s: %s %s is not in the vocabulary", c->cfg_path, key,
-                    quoted(s, strlen(s), q, QB));
-  return push_name(names, s);
+  if (*id >= 0) return push_name(names, s);
+  if (from) return dc_error(DC_ERR_FORMAT, "%s: %s %s is not in the vocabulary", from, key, quoted(s, strlen(s), q, QB));
+  return dc_error(DC_ERR_FORMAT, "%s: %s is not set, and T5's default %s is not in the vocabulary", c->cfg_path, key,
+                  quoted(s, strlen(s), q, QB));
 }
 
 static dc_status *extra_ids(const config_files *c, int *out) {

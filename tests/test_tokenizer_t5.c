@@ -280,6 +280,9 @@ static void test_errors(void) {
             "precompiled charsmap says its trie has 4294967295 bytes, only 0 follow");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta), "{\"pad_token\": \"<nope>\", \"extra_ids\": 0}", &t),
             "tiny/tokenizer_config.json: pad_token \"<nope>\" is not in the vocabulary");
+  CHECK_ERR(parse_tiny("{\"model\": {\"type\": \"Unigram\", \"unk_id\": 2, \"vocab\": [[\"a\", 0], [\"b\", 0], [\"c\", 0]]}}",
+                       NULL, &t),
+            "tiny/tokenizer_config.json: pad_token is not set, and T5's default \"<pad>\" is not in the vocabulary");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta), "{}", &t),
             "tiny/tokenizer_config.json: sentinel <extra_id_0> (extra_ids = 100) is not in the vocabulary");
   CHECK_ERR(parse_tiny(tiny_json(TINY_MODEL, "null", meta),
