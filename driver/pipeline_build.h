@@ -25,7 +25,7 @@ typedef struct {
   int64_t t5_tokens;      /* Flux, SD3: max_sequence_length */
   int guidance_embeds;    /* Flux dev: the transformer takes the guidance scale */
   int has_uncond;         /* the plan has a denoise.uncond phase (CFG possible) */
-  int64_t patch;          /* Flux: 2 (latents packed 2x2 into tokens); else 1 */
+  int64_t patch;          /* Flux: 2 (latents packed 2x2 into tokens); SD3: the transformer's patch_size; else 1 */
   int64_t vae_scale, latent_channels, latent_h, latent_w;
   double scaling_factor, shift_factor;
 } dc_pipeline_info;

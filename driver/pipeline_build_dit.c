@@ -75,7 +75,7 @@ dc_status *pb_resolve_dit(const dc_pipeline_source *src, const dc_pipeline_build
     DC_TRY(pb_read_int(tr, "sample_size", 128, &sample));
     DC_TRY(pb_read_int(tr, "patch_size", 2, &patch));
     DC_TRY(pb_read_int(tr, "in_channels", 16, &info->latent_channels));
-    info->patch = 1;
+    info->patch = patch;
     info->has_uncond = 1;
   }
   int64_t mult = scale * (flux ? 2 : patch);
