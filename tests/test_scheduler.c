@@ -257,7 +257,7 @@ static void test_config_errors(void) {
   check_parse_err("{\"_class_name\": \"UniPCMultistepScheduler\"}", NULL,
                   "cfg/scheduler_config.json: \"_class_name\" is \"UniPCMultistepScheduler\", a scheduler diffc does "
                   "not implement (supported: PNDMScheduler, EulerDiscreteScheduler, EulerAncestralDiscreteScheduler, "
-                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler)");
+                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler)");
   check_parse_err("{\"_class_name\": \"PNDMScheduler\"}", "HeunDiscreteScheduler",
                   "scheduler \"HeunDiscreteScheduler\" (for cfg/scheduler_config.json) is not one diffc implements "
                   "(supported: PNDMScheduler, ");
