@@ -14,7 +14,11 @@
  * of its steps equal diffusers' bit for bit.  Where they differ, torch
  * computes a sqrt, exp or log of a float32 tensor with MKL, which rounds
  * about 0.3% (sqrt), 1% (exp), 0.005% (log) of results to the other
- * neighbour; diffc rounds correctly (pipeline/torch_math.h). */
+ * neighbour; diffc rounds correctly (pipeline/torch_math.h).
+ *
+ * FlowMatchEulerDiscreteScheduler's cases set their timesteps as the Flux
+ * or SD3 pipeline does (custom sigmas, mu from calculate_shift), and check
+ * mu, the sigmas and the timesteps bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +54,11 @@ typedef struct {
   int cases;
 } class_stats;
 
-static class_stats stats[6];
+enum { NCLASSES = 7 };
+static class_stats stats[NCLASSES];
 
 static class_stats *stats_for(const char *cls) {
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < NCLASSES; i++) {
     if (!stats[i].cls) stats[i].cls = cls;
     if (!strcmp(stats[i].cls, cls)) return &stats[i];
   }
@@ -153,6 +158,18 @@ static void run_loop(run_state *r, dc_scheduler *s, dc_torch_gen *gen, int force
   free(mo);
 }
 
+/* A flow case's sigmas (n + 1 of them), bit for bit. */
+static void check_sigmas(const run_state *r, dc_scheduler *s) {
+  if (!dc_st_find(r->data, "sigmas")) return;
+  const float *sg = tensor(r->data, "sigmas", (size_t)r->loop + 1);
+  int exact = sg != NULL;
+  for (int i = 0; sg && i <= r->loop; i++) exact &= dc_f32_bits(dc_scheduler_sigma(s, i)) == dc_f32_bits(sg[i]);
+  if (!exact)
+    for (int i = 0; sg && i <= r->loop; i++)
+      fprintf(stderr, "  %s sigma %d: %.9g, diffusers %.9g\n", r->name, i, dc_scheduler_sigma(s, i), sg[i]);
+  CHECK(exact);
+}
+
 static void check_schedule(const run_state *r, dc_scheduler *s, const cJSON *c) {
   const float *ts = tensor(r->data, "timesteps", (size_t)r->loop), *ins = tensor(r->data, "init_noise_sigma", 1);
   CHECK(!strcmp(dc_scheduler_class(s), cJSON_GetObjectItem(c, "class")->valuestring));
@@ -166,6 +183,30 @@ static void check_schedule(const run_state *r, dc_scheduler *s, const cJSON *c) 
   }
   CHECK(exact);
   CHECK(ins && dc_f32_bits(dc_scheduler_init_noise_sigma(s)) == dc_f32_bits(ins[0]));
+  check_sigmas(r, s);
+}
+
+/* set_timesteps as the case's pipeline calls it: diffusers' plain
+ * set_timesteps(steps), or as FluxPipeline (sigmas linspace(1, 1/N, N)
+ * unless the config's use_flow_sigmas, mu always) or StableDiffusion3Pipeline
+ * (mu only with use_dynamic_shifting) do.  mu is checked against the one
+ * diffusers' calculate_shift gave, bit for bit. */
+static dc_status *set_case_timesteps(dc_scheduler *s, const cJSON *c, int steps) {
+  const cJSON *pipe = cJSON_GetObjectItem(c, "pipeline"), *want_mu = cJSON_GetObjectItem(c, "mu");
+  if (!cJSON_IsString(pipe)) return dc_scheduler_set_timesteps(s, steps);
+  int flux = !strcmp(pipe->valuestring, "flux"), has_mu = flux || dc_scheduler_flow_needs_mu(s);
+  double mu = 0;
+  if (has_mu) DC_TRY(dc_flow_calculate_shift(s, (int64_t)cJSON_GetObjectItem(c, "image_seq_len")->valuedouble, &mu));
+  CHECK(has_mu ? cJSON_IsNumber(want_mu) && want_mu->valuedouble == mu : cJSON_IsNull(want_mu));
+  if (!flux && !has_mu) return dc_scheduler_set_timesteps(s, steps);
+  double *sigmas = NULL;
+  if (flux && !dc_scheduler_flow_own_sigmas(s)) {
+    sigmas = malloc(sizeof(double) * (size_t)steps);
+    dc_flow_linspace_sigmas(steps, sigmas);
+  }
+  dc_status *st = dc_scheduler_set_timesteps_flow(s, steps, sigmas, has_mu, mu);
+  free(sigmas);
+  return st;
 }
 
 /* Both loops of one case on s: the timesteps first, then each loop from
@@ -174,7 +215,7 @@ static void run_loops(run_state *r, dc_scheduler *s, const cJSON *c) {
   int steps = cJSON_GetObjectItem(c, "steps")->valueint;
   uint64_t seed = (uint64_t)cJSON_GetObjectItem(c, "seed")->valuedouble;
   for (int forced = 0; forced < 2; forced++) {
-    CHECK_OK(dc_scheduler_set_timesteps(s, steps));
+    CHECK_OK(set_case_timesteps(s, c, steps));
     if (dc_scheduler_loop_length(s) != r->loop) {
       CHECK(dc_scheduler_loop_length(s) == r->loop);
       return;
@@ -236,10 +277,10 @@ static void test_cases(void) {
   for (const cJSON *c = cJSON_GetObjectItem(doc.root, "cases")->child; c; c = c->next, count++) run_case(c, n);
   CHECK(count >= 60);
   printf("per class: each step (checked), own trajectory's worst step and final sample, bitwise steps\n");
-  for (int i = 0; i < 6 && stats[i].cls; i++)
+  for (int i = 0; i < NCLASSES && stats[i].cls; i++)
     printf("  %-32s %2d cases, %3d steps: %.2g; %.2g, %.2g; %d/%d\n", stats[i].cls, stats[i].cases, stats[i].steps,
            stats[i].forced, stats[i].free_step, stats[i].final, stats[i].bitwise, stats[i].steps);
-  CHECK(stats[5].cls != NULL); /* all six classes ran */
+  CHECK(stats[NCLASSES - 1].cls != NULL); /* all seven classes ran */
   dc_json_free(&doc);
   dc_free(path);
 }
