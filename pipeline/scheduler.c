@@ -128,8 +128,7 @@ int dc_scheduler_flow_needs_mu(const dc_scheduler *s) { return s->kind == SK_FLO
 int dc_scheduler_flow_own_sigmas(const dc_scheduler *s) { return s->kind == SK_FLOW && s->c.use_flow_sigmas; }
 
 static dc_status *not_flow(const dc_scheduler *s, const char *what) {
-  return dc_error(DC_ERR_ARGUMENT, "%s: %s of a %s, which is not a flow-matching scheduler", s->path, what,
-                  s->class_name);
+  return dc_error(DC_ERR_ARGUMENT, "%s: %s: %s is not a flow-matching scheduler", s->path, what, s->class_name);
 }
 
 dc_status *dc_scheduler_set_timesteps_flow(dc_scheduler *s, int steps, const double *sigmas, int has_mu, double mu) {

@@ -110,7 +110,7 @@ static dc_status *refuse_not_finite(const dc_scheduler *s, int steps, const char
   return dc_error(DC_ERR_UNSUPPORTED,
                   "%s: %d steps give %s %d = %g, where diffusers computes NaNs or infinities (check mu, \"shift\", "
                   "\"shift_terminal\" and any sigmas given); diffc refuses it",
-                  s->path, steps, what, i, v);
+                  s->path, steps, what, i, isnan(v) ? fabs(v) : v); /* "nan", whatever its sign bit */
 }
 
 /* Finite values; a first step index of 0 (diffusers: the position of

@@ -455,6 +455,141 @@ static void test_call_errors(void) {
   dc_scheduler_free(s);
 }
 
+/* ---- flow matching ------------------------------------------------------------ */
+
+#define FLUX_DEV                                                                                              \
+  "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, " \
+  "\"max_image_seq_len\": 4096, \"max_shift\": 1.15, \"shift\": 3.0, \"use_dynamic_shifting\": true}"
+#define FLOW_CLASS "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\""
+
+static void test_flow_config_errors(void) {
+  printf("flow-matching configs diffc refuses, and switches between the kinds of model\n");
+  check_parse_err(FLOW_CLASS ", \"shfit\": 3.0}", NULL,
+                  "cfg/scheduler_config.json: \"shfit\" is not an argument of FlowMatchEulerDiscreteScheduler that "
+                  "diffc knows (the nearest it knows is \"shift\")");
+  check_parse_err(FLOW_CLASS ", \"use_beta_sigmas\": true}", NULL,
+                  "\"use_beta_sigmas\" is true, which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: false (beta sigmas need scipy's beta distribution))");
+  check_parse_err(FLOW_CLASS ", \"use_karras_sigmas\": true, \"use_exponential_sigmas\": true}", NULL,
+                  "only one of \"use_karras_sigmas\", \"use_exponential_sigmas\" and \"use_beta_sigmas\"");
+  check_parse_err(FLOW_CLASS ", \"time_shift_type\": \"cubic\"}", NULL,
+                  "\"time_shift_type\" is \"cubic\", which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: exponential, linear)");
+  check_parse_err(FLOW_CLASS ", \"base_shift\": null}", NULL,
+                  "\"base_shift\" is null, which diffc does not support (give a value, or leave the key out for "
+                  "diffusers' default, 0.5)");
+  check_parse_err(FLOW_CLASS ", \"shift_terminal\": \"0.1\"}", NULL, "\"shift_terminal\" must be a number, got a string");
+  check_parse_err(FLOW_CLASS ", \"max_image_seq_len\": -5}", NULL,
+                  "\"max_image_seq_len\" is -5, which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: an integer from 0 to 1000000000)");
+  check_parse_err(FLOW_CLASS ", \"num_train_timesteps\": 0}", NULL, "\"num_train_timesteps\" is 0");
+  check_parse_err(FLOW_CLASS ", \"use_flow_sigmas\": 1}", NULL,
+                  "cfg/scheduler_config.json: \"use_flow_sigmas\" must be true or false, got 1");
+  /* DDPM-type classes from a flow config, and the other way round */
+  check_parse_err(FLUX_DEV, "EulerDiscreteScheduler",
+                  "scheduler \"EulerDiscreteScheduler\" (for cfg/scheduler_config.json) samples noise-prediction "
+                  "models, but the config is a flow-matching scheduler's (\"_class_name\" "
+                  "\"FlowMatchEulerDiscreteScheduler\"): a model trained for one cannot be sampled by the other, so "
+                  "diffc refuses the switch (use FlowMatchEulerDiscreteScheduler)");
+  check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"steps_offset\": 1}", "FlowMatchEulerDiscreteScheduler",
+                  "scheduler \"FlowMatchEulerDiscreteScheduler\" (for cfg/scheduler_config.json) samples flow-matching "
+                  "models, but the config is a noise-prediction scheduler's (\"_class_name\" \"PNDMScheduler\")");
+  check_parse_err("{\"_class_name\": \"FlowMatchHeunDiscreteScheduler\"}", "DDIMScheduler",
+                  "the config is a flow-matching scheduler's");
+  check_parse_err("{\"shift\": 3.0}", "FlowMatchEulerDiscreteScheduler", "(\"_class_name\" absent)");
+}
+
+static void test_flow_accepts(void) {
+  printf("flow-matching configs and calls diffc takes\n");
+  dc_scheduler *s = NULL;
+  /* SANA's flow-prediction DPM-Solver config builds the flow class; family keys dropped, but
+   * use_flow_sigmas stays in the config (hidden), where FluxPipeline reads it */
+  CHECK_OK(parse_text("{\"_class_name\": \"DPMSolverMultistepScheduler\", \"prediction_type\": \"flow_prediction\", "
+                      "\"use_flow_sigmas\": true, \"flow_shift\": 3.0, \"solver_order\": 2}",
+                      "FlowMatchEulerDiscreteScheduler", &s));
+  CHECK(dc_scheduler_is_flow(s) && !dc_scheduler_flow_needs_mu(s) && dc_scheduler_flow_own_sigmas(s));
+  dc_scheduler_free(s);
+  CHECK_OK(parse_text(FLOW_CLASS ", \"shift_terminal\": null, \"use_flow_sigmas\": null, \"rho\": 7.0}", NULL, &s));
+  CHECK(!dc_scheduler_flow_own_sigmas(s));
+  /* no shift: linspace(1000, 1, 4) / 1000 */
+  CHECK_OK(dc_scheduler_set_timesteps(s, 4));
+  CHECK(dc_scheduler_loop_length(s) == 4 && dc_scheduler_timestep(s, 0) == 1000.0f &&
+        dc_scheduler_timestep(s, 3) == 1.0f && dc_scheduler_timestep(s, 4) == 0.0f);
+  CHECK(dc_scheduler_sigma(s, 0) == 1.0f && dc_scheduler_sigma(s, 4) == 0.0f && dc_scheduler_sigma(s, 5) == 0.0f &&
+        dc_scheduler_sigma(s, -1) == 0.0f);
+  CHECK(dc_scheduler_init_noise_sigma(s) == 1.0f);
+  float x[3] = {1, 2, 3}, v[3] = {0.5f, -1, 2};
+  dc_scheduler_scale_model_input(s, 0, x, 3);
+  CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
+  /* sigma 1 -> 0.667: x + (0.667 - 1) v */
+  CHECK_OK(dc_scheduler_step(s, 0, v, x, 3, NULL));
+  float dt = dc_scheduler_sigma(s, 1) - 1.0f;
+  CHECK(x[0] == 1 + dt * 0.5f && x[1] == 2 - dt && x[2] == 3 + dt * 2);
+  dc_scheduler_free(s);
+  double lin[4];
+  dc_flow_linspace_sigmas(4, lin);
+  CHECK(lin[0] == 1.0 && lin[1] == 0.75 && lin[2] == 0.5 && lin[3] == 0.25);
+  dc_flow_linspace_sigmas(1, lin);
+  CHECK(lin[0] == 1.0);
+  /* more steps than training timesteps are fine for flow matching */
+  CHECK_OK(parse_text(FLOW_CLASS ", \"num_train_timesteps\": 10, \"shift\": 2.0}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 25));
+  CHECK(dc_scheduler_loop_length(s) == 25);
+  dc_scheduler_free(s);
+}
+
+static void test_flow_call_errors(void) {
+  printf("flow-matching calls diffc refuses\n");
+  dc_scheduler *s = NULL;
+  double mu = 0, sig[3] = {0.5, 0.5, 0.2};
+  float x[2] = {1, 2}, v[2] = {0};
+  CHECK_OK(parse_text(FLUX_DEV, NULL, &s));
+  CHECK(dc_scheduler_flow_needs_mu(s));
+  CHECK_ERR(dc_scheduler_set_timesteps(s, 4),
+            "cfg/scheduler_config.json: FlowMatchEulerDiscreteScheduler with \"use_dynamic_shifting\": true needs "
+            "mu (the shift for the image's size, which the pipeline computes) to set its timesteps, as diffusers does");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 0, 0), "needs mu");
+  CHECK(dc_scheduler_loop_length(s) == 0);
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 0, NULL, 1, 0.5), "0 inference steps: need at least 1");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 2000000, NULL, 1, 0.5),
+            "2000000 inference steps: diffc supports at most 1000000");
+  CHECK_OK(dc_flow_calculate_shift(s, 4096, &mu));
+  CHECK(mu == 1.15);
+  /* e^1000 overflows: NaN sigmas */
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 3, NULL, 1, 1000.0),
+            "cfg/scheduler_config.json: 3 steps give sigma 0 = nan, where diffusers computes NaNs or infinities (check "
+            "mu, \"shift\", \"shift_terminal\" and any sigmas given); diffc refuses it");
+  CHECK(dc_scheduler_loop_length(s) == 0);
+  CHECK_ERR(dc_scheduler_step(s, 0, v, x, 2, NULL), "step before set_timesteps");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 3, sig, 1, 0.5),
+            "3 steps give a first timestep (");
+  dc_scheduler_free(s);
+
+  CHECK_OK(parse_text(FLOW_CLASS ", \"base_image_seq_len\": 256, \"max_image_seq_len\": 256}", NULL, &s));
+  CHECK_ERR(dc_flow_calculate_shift(s, 1024, &mu),
+            "cfg/scheduler_config.json: \"base_image_seq_len\" and \"max_image_seq_len\" are both 256, and the shift "
+            "for an image size divides by their difference (diffusers fails with ZeroDivisionError)");
+  dc_scheduler_free(s);
+
+  CHECK_OK(parse_text(FLOW_CLASS ", \"stochastic_sampling\": true}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 3));
+  CHECK_ERR(dc_scheduler_step(s, 0, v, x, 2, NULL),
+            "FlowMatchEulerDiscreteScheduler with \"stochastic_sampling\" draws noise each step and needs a generator");
+  dc_scheduler_free(s);
+
+  /* the flow calls on a noise-prediction scheduler */
+  CHECK_OK(parse_text("{\"_class_name\": \"EulerDiscreteScheduler\"}", NULL, &s));
+  CHECK(!dc_scheduler_is_flow(s) && !dc_scheduler_flow_needs_mu(s) && !dc_scheduler_flow_own_sigmas(s));
+  CHECK_ERR(dc_flow_calculate_shift(s, 1024, &mu),
+            "cfg/scheduler_config.json: calculate_shift: EulerDiscreteScheduler is not a flow-matching scheduler");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 1, 0.5), "EulerDiscreteScheduler is not a flow-matching scheduler");
+  dc_scheduler_free(s);
+  CHECK_OK(parse_text("{\"_class_name\": \"DDIMScheduler\"}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 4));
+  CHECK(dc_scheduler_sigma(s, 0) == 0.0f);
+  dc_scheduler_free(s);
+}
+
 /* ---- allocation failures ---------------------------------------------------- */
 
 /* parse, set_timesteps, every step: with the nth allocation failing, an
@@ -491,6 +626,7 @@ static void test_alloc_failures(void) {
       {"{\"_class_name\": \"EulerAncestralDiscreteScheduler\", \"_use_default_values\": [\"beta_end\"]}", 4},
       {"{\"_class_name\": \"EulerDiscreteScheduler\", \"interpolation_type\": \"log_linear\"}", 4},
       {"{\"_class_name\": \"DDIMScheduler\", \"rescale_betas_zero_snr\": true}", 4},
+      {FLOW_CLASS ", \"shift\": 3.0, \"use_karras_sigmas\": true, \"stochastic_sampling\": true}", 4},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     dc_text_files fs;
@@ -518,6 +654,9 @@ int main(int argc, char **argv) {
   test_config_errors();
   test_config_accepts();
   test_call_errors();
+  test_flow_config_errors();
+  test_flow_accepts();
+  test_flow_call_errors();
   test_alloc_failures();
   return tu_finish();
 }
