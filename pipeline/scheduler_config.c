@@ -10,7 +10,12 @@
  * how one config serves several classes (SDXL's EulerDiscreteScheduler
  * config carries PNDM's "skip_prk_steps").  Anything else is refused naming
  * the nearest key.  A value diffc does not implement is refused naming the
- * file, the key, the value and what is supported. */
+ * file, the key, the value and what is supported.
+ *
+ * FlowMatchEulerDiscreteScheduler is outside that family (diffusers lists
+ * no compatible classes for it); the family's keys in its config are
+ * dropped all the same, as from_config ignores them.  A class override
+ * never crosses between flow-matching and noise-prediction classes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -478,7 +478,8 @@ static void test_flow_config_errors(void) {
   check_parse_err(FLOW_CLASS ", \"base_shift\": null}", NULL,
                   "\"base_shift\" is null, which diffc does not support (give a value, or leave the key out for "
                   "diffusers' default, 0.5)");
-  check_parse_err(FLOW_CLASS ", \"shift_terminal\": \"0.1\"}", NULL, "\"shift_terminal\" must be a number, got a string");
+  check_parse_err(FLOW_CLASS ", \"shift_terminal\": \"0.1\"}", NULL,
+                  "\"shift_terminal\" must be a number, got a string");
   check_parse_err(FLOW_CLASS ", \"max_image_seq_len\": -5}", NULL,
                   "\"max_image_seq_len\" is -5, which diffc does not support for FlowMatchEulerDiscreteScheduler "
                   "(supported: an integer from 0 to 1000000000)");
@@ -582,7 +583,8 @@ static void test_flow_call_errors(void) {
   CHECK(!dc_scheduler_is_flow(s) && !dc_scheduler_flow_needs_mu(s) && !dc_scheduler_flow_own_sigmas(s));
   CHECK_ERR(dc_flow_calculate_shift(s, 1024, &mu),
             "cfg/scheduler_config.json: calculate_shift: EulerDiscreteScheduler is not a flow-matching scheduler");
-  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 1, 0.5), "EulerDiscreteScheduler is not a flow-matching scheduler");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 1, 0.5),
+            "EulerDiscreteScheduler is not a flow-matching scheduler");
   dc_scheduler_free(s);
   CHECK_OK(parse_text("{\"_class_name\": \"DDIMScheduler\"}", NULL, &s));
   CHECK_OK(dc_scheduler_set_timesteps(s, 4));
