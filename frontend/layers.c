@@ -86,6 +86,56 @@ dc_status *gb_layer_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channe
   return norm(g, OP_LAYER_NORM, prefix, x, channels, 0, eps, out);
 }
 
+dc_status *gb_rms_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, int affine, double eps,
+                       int32_t *out) {
+  int32_t in[2] = {x, -1};
+  if (affine) DC_TRY(gb_param(g, prefix, "weight", 1, &channels, &in[1]));
+  dc_node n = dc_node_make(OP_RMS_NORM, affine ? 2 : 1, in);
+  dc_node_set_float(&n, "eps", eps);
+  return gb_add(g, &n, prefix, out);
+}
+
+dc_status *gb_mod_layer_norm(dc_gb *g, const char *prefix, int32_t x, int32_t mod, int64_t scale_at, int64_t shift_at,
+                             int affine, double eps, int32_t *out) {
+  int64_t c = gb_type(g, x)->dims[gb_type(g, x)->rank - 1];
+  int32_t in[4] = {x, mod, -1, -1};
+  if (affine) {
+    DC_TRY(gb_param(g, prefix, "weight", 1, &c, &in[2]));
+    DC_TRY(gb_param(g, prefix, "bias", 1, &c, &in[3]));
+  }
+  dc_node n = dc_node_make(OP_MOD_LAYER_NORM, affine ? 4 : 2, in);
+  dc_node_set_float(&n, "eps", eps);
+  dc_node_set_int(&n, "scale_at", scale_at);
+  dc_node_set_int(&n, "shift_at", shift_at);
+  return gb_add(g, &n, prefix, out);
+}
+
+dc_status *gb_gated_add(dc_gb *g, const char *scope, int32_t x, int32_t y, int32_t mod, int64_t at, int32_t *out) {
+  dc_node n = dc_node_make(OP_GATED_ADD, 3, (int32_t[]){x, y, mod});
+  dc_node_set_int(&n, "at", at);
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_scale(dc_gb *g, const char *scope, int32_t x, double factor, int32_t *out) {
+  dc_node n = dc_node_make(OP_SCALE, 1, &x);
+  dc_node_set_float(&n, "factor", factor);
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_concat(dc_gb *g, const char *scope, int32_t a, int32_t b, int axis, int32_t *out) {
+  dc_node n = dc_node_make(OP_CONCAT, 2, (int32_t[]){a, b});
+  dc_node_set_int(&n, "axis", axis);
+  return gb_add(g, &n, scope, out);
+}
+
+dc_status *gb_slice(dc_gb *g, const char *scope, int32_t x, int axis, int64_t start, int64_t end, int32_t *out) {
+  dc_node n = dc_node_make(OP_SLICE, 1, &x);
+  dc_node_set_int(&n, "axis", axis);
+  dc_node_set_int(&n, "start", start);
+  dc_node_set_int(&n, "end", end);
+  return gb_add(g, &n, scope, out);
+}
+
 dc_status *gb_unary(dc_gb *g, dc_op op, const char *scope, int32_t x, int32_t *out) {
   dc_node n = dc_node_make(op, 1, &x);
   return gb_add(g, &n, scope, out);

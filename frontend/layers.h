@@ -35,6 +35,22 @@ dc_status *gb_group_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channe
                          double eps, int32_t *out);
 dc_status *gb_layer_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, double eps,
                          int32_t *out);
+/* RMSNorm over the last dim (T5LayerNorm, diffusers' RMSNorm), with
+ * "<prefix>.weight" when affine. */
+dc_status *gb_rms_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, int affine, double eps,
+                       int32_t *out);
+/* LayerNorm of x [B,S,C] (nn.LayerNorm at prefix with weight and bias when
+ * affine, else none) modulated by mod [B,M]: * (1 + mod[:, scale_at..+C])
+ * + mod[:, shift_at..+C] (AdaLayerNorm*'s chunks, read in place). */
+dc_status *gb_mod_layer_norm(dc_gb *g, const char *prefix, int32_t x, int32_t mod, int64_t scale_at, int64_t shift_at,
+                             int affine, double eps, int32_t *out);
+/* x + mod[:, at..+C] * y: a DiT's gated residual. */
+dc_status *gb_gated_add(dc_gb *g, const char *scope, int32_t x, int32_t y, int32_t mod, int64_t at, int32_t *out);
+/* x * factor. */
+dc_status *gb_scale(dc_gb *g, const char *scope, int32_t x, double factor, int32_t *out);
+/* torch.cat((a, b), axis) and x[..., start:end, ...] along axis. */
+dc_status *gb_concat(dc_gb *g, const char *scope, int32_t a, int32_t b, int axis, int32_t *out);
+dc_status *gb_slice(dc_gb *g, const char *scope, int32_t x, int axis, int64_t start, int64_t end, int32_t *out);
 /* silu, gelu: one input. add, mul: a op b with b broadcast. */
 dc_status *gb_unary(dc_gb *g, dc_op op, const char *scope, int32_t x, int32_t *out);
 dc_status *gb_binary(dc_gb *g, dc_op op, const char *scope, int32_t a, int32_t b, int32_t *out);

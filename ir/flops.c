@@ -22,6 +22,10 @@ static uint64_t node_flops(const dc_module *m, const dc_node *n) {
       const dc_type *q = &m->nodes[n->inputs[0]].type, *k = &m->nodes[n->inputs[1]].type; /* [B, S, H*D] */
       return 4 * (uint64_t)(q->dims[0] * q->dims[1]) * (uint64_t)k->dims[1] * (uint64_t)q->dims[2];
     }
+    case OP_ATTENTION_BIAS: {
+      const dc_type *q = &m->nodes[n->inputs[0]].type, *k = &m->nodes[n->inputs[1]].type;
+      return 4 * (uint64_t)(q->dims[0] * q->dims[1]) * (uint64_t)k->dims[1] * (uint64_t)q->dims[2];
+    }
     case OP_CAUSAL_ATTENTION: { /* query i meets keys 0..i: S(S+1)/2 pairs of the S² */
       const dc_type *q = &m->nodes[n->inputs[0]].type;
       uint64_t s = (uint64_t)q->dims[1];

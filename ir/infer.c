@@ -83,7 +83,8 @@ static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o)
     return fail(c, "has %d inputs but bias=%lld and residual=%lld need %lld", c->n->ninputs, (long long)bias,
                 (long long)res, (long long)(2 + bias + res));
   if (bias) DC_TRY(want_vec(c, 2, out_channels));
-  if (act < 0 || act >= ACT_COUNT || ((act == ACT_GEGLU || act == ACT_QUICK_GELU) && c->n->op != OP_LINEAR))
+  if (act < 0 || act >= ACT_COUNT ||
+      ((act == ACT_GEGLU || act == ACT_QUICK_GELU || act == ACT_GELU_TANH) && c->n->op != OP_LINEAR))
     return fail(c, "act %lld is not valid here", (long long)act);
   if (act == ACT_GEGLU) {
     if (o->dims[o->rank - 1] % 2) return fail(c, "geglu needs an even number of features");
@@ -208,6 +209,91 @@ static dc_status *infer_eos_pool(const ctx *c, dc_type *o) {
   return NULL;
 }
 
+/* ---- the DiT ops ------------------------------------------------------- */
+static dc_status *infer_rms_norm(const ctx *c, dc_type *o) {
+  DC_TRY(want_rank(c, 0, 1, DC_MAX_DIMS));
+  if (c->n->ninputs == 2) DC_TRY(want_vec(c, 1, c->in[0]->dims[c->in[0]->rank - 1]));
+  if (!(dc_node_float(c->n, "eps") >= 0)) return fail(c, "eps must be >= 0");
+  *o = *c->in[0];
+  return NULL;
+}
+
+/* A modulation chunk mod[b, at .. at+C) of a [B,M] mod for x [B,S,C]. */
+static dc_status *want_chunk(const ctx *c, int mod_input, int64_t at, const char *what) {
+  char b1[160], b2[160];
+  const dc_type *x = c->in[0], *mod = c->in[mod_input];
+  DC_TRY(want_rank(c, mod_input, 2, 2));
+  if (mod->dims[0] != x->dims[0])
+    return fail(c, "mod %s does not match the batch of %s", ts(mod, b1), ts(x, b2));
+  if (at < 0 || at + x->dims[2] > mod->dims[1])
+    return fail(c, "%s chunk at %lld of %lld features lies outside mod %s", what, (long long)at,
+                (long long)x->dims[2], ts(mod, b1));
+  return NULL;
+}
+
+static dc_status *infer_mod_layer_norm(const ctx *c, dc_type *o) {
+  DC_TRY(want_rank(c, 0, 3, 3));
+  if (c->n->ninputs == 3) return fail(c, "takes gamma and beta together (4 inputs) or neither (2)");
+  if (c->n->ninputs == 4) {
+    DC_TRY(want_vec(c, 2, c->in[0]->dims[2]));
+    DC_TRY(want_vec(c, 3, c->in[0]->dims[2]));
+  }
+  DC_TRY(want_chunk(c, 1, dc_node_int(c->n, "scale_at"), "scale"));
+  DC_TRY(want_chunk(c, 1, dc_node_int(c->n, "shift_at"), "shift"));
+  *o = *c->in[0];
+  return NULL;
+}
+
+static dc_status *infer_gated_add(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  DC_TRY(want_rank(c, 0, 3, 3));
+  if (!dc_type_equal(c->in[0], c->in[1])) return fail(c, "x %s and y %s differ", ts(c->in[0], b1), ts(c->in[1], b2));
+  DC_TRY(want_chunk(c, 2, dc_node_int(c->n, "at"), "gate"));
+  *o = *c->in[0];
+  return NULL;
+}
+
+static dc_status *infer_rope_freqs(const ctx *c, dc_type *o) {
+  char b[160];
+  int64_t d = 0;
+  DC_TRY(want_rank(c, 0, 2, 2));
+  if (c->n->nlist != c->in[0]->dims[1])
+    return fail(c, "axes has %d entries for positions %s", c->n->nlist, ts(c->in[0], b));
+  for (int i = 0; i < c->n->nlist; i++) {
+    if (c->n->list[i] < 2 || c->n->list[i] % 2) return fail(c, "axis %d has %lld dims; expected an even number >= 2", i, (long long)c->n->list[i]);
+    d += c->n->list[i];
+  }
+  if (!(dc_node_float(c->n, "theta") > 0)) return fail(c, "theta must be > 0");
+  *o = (dc_type){DT_F32, 3, {c->in[0]->dims[0], 2, d}};
+  return NULL;
+}
+
+static dc_status *infer_rope(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  const dc_type *x = c->in[0], *f = c->in[1];
+  int64_t h = dc_node_int(c->n, "heads"), start = dc_node_int(c->n, "start");
+  DC_TRY(want_rank(c, 0, 3, 3));
+  DC_TRY(want_rank(c, 1, 3, 3));
+  if (h < 1 || x->dims[2] % h || (x->dims[2] / h) % 2)
+    return fail(c, "%s does not split into %lld heads of an even size", ts(x, b1), (long long)h);
+  if (start < 0 || start > x->dims[1] || f->dims[0] != x->dims[1] - start || f->dims[1] != 2 ||
+      f->dims[2] != x->dims[2] / h)
+    return fail(c, "freqs %s do not fit tokens %lld.. of %s with %lld heads", ts(f, b1), (long long)start,
+                ts(x, b2), (long long)h);
+  *o = *x;
+  return NULL;
+}
+
+static dc_status *infer_attention_bias(const ctx *c, dc_type *o) {
+  char b1[160], b2[160];
+  const dc_type *q = c->in[0], *k = c->in[1], *bias = c->in[3];
+  DC_TRY(infer_attention(c, o));
+  DC_TRY(want_rank(c, 3, 3, 3));
+  if (bias->dims[0] != dc_node_int(c->n, "heads") || bias->dims[1] != q->dims[1] || bias->dims[2] != k->dims[1])
+    return fail(c, "bias %s is not [heads, queries, keys] for q %s", ts(bias, b1), ts(q, b2));
+  return NULL;
+}
+
 static dc_status *infer_permute(const ctx *c, dc_type *o) {
   const dc_type *x = c->in[0];
   int seen[DC_MAX_DIMS] = {0};
@@ -287,6 +373,13 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
     if (!dc_type_equal(t, c->in[0])) return fail(c, "upload changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
   } else if (c->n->op == OP_TRANSFER) {
     if (!dc_type_equal(t, c->in[0])) return fail(c, "transfer changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
+  } else if (c->n->op == OP_REL_POS_BIAS) {
+    const dc_type *tab = c->in[0];
+    if (tab->rank != 2 || dc_dtype_is_int(tab->dtype) || t->rank != 3 || t->dtype != DT_F32 || t->dims[0] != tab->dims[1])
+      return fail(c, "table %s cannot give %s: expected a float table [buckets, heads] and f32 [heads, queries, keys]",
+                  ts(tab, b1), ts(t, b2));
+    if (tab->dims[0] < 2 || dc_node_int(c->n, "max_distance") < 1 || (dc_node_int(c->n, "bidirectional") & ~1))
+      return fail(c, "needs >= 2 buckets, max_distance >= 1 and bidirectional 0 or 1");
   } else if (c->n->op == OP_CAST) {
     if (dc_dtype_is_int(t->dtype) || dc_dtype_is_int(c->in[0]->dtype))
       return fail(c, "cast %s to %s: no kernel casts integers (float dtypes only)", ts(c->in[0], b1), ts(t, b2));
@@ -322,7 +415,15 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     case OP_SILU:
     case OP_GELU:
     case OP_QUICK_GELU:
+    case OP_GELU_TANH:
+    case OP_SCALE:
     case OP_CLAMP: return *o = *c.in[0], NULL;
+    case OP_RMS_NORM: return infer_rms_norm(&c, o);
+    case OP_MOD_LAYER_NORM: return infer_mod_layer_norm(&c, o);
+    case OP_GATED_ADD: return infer_gated_add(&c, o);
+    case OP_ROPE_FREQS: return infer_rope_freqs(&c, o);
+    case OP_ROPE: return infer_rope(&c, o);
+    case OP_ATTENTION_BIAS: return infer_attention_bias(&c, o);
     case OP_GEGLU:
       if (c.in[0]->rank < 1 || c.in[0]->dims[c.in[0]->rank - 1] % 2) return fail(&c, "last dim must be even");
       *o = *c.in[0];

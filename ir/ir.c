@@ -141,7 +141,7 @@ dc_node dc_node_make(dc_op op, int ninputs, const int32_t *inputs) {
 }
 
 const char *dc_act_name(dc_act a) {
-  static const char *names[ACT_COUNT] = {"none", "silu", "gelu", "geglu", "quick_gelu"};
+  static const char *names[ACT_COUNT] = {"none", "silu", "gelu", "geglu", "quick_gelu", "gelu_tanh"};
   return (unsigned)a < ACT_COUNT ? names[a] : "?";
 }
 

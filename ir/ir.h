@@ -88,10 +88,10 @@ typedef enum {
 typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_LIST, ATTR_ACT } dc_attr_kind;
 
 /* Activation in an epilogue (the "act" attribute).  Stored by number in
- * plans: append, never insert.  quick_gelu (linear only) is the quick_gelu
- * op's x * sigmoid(1.702 x). */
-typedef enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GEGLU, ACT_QUICK_GELU, ACT_COUNT } dc_act;
-const char *dc_act_name(dc_act a); /* "none", "silu", "gelu", "geglu", "quick_gelu" */
+ * plans: append, never insert.  quick_gelu and gelu_tanh (linear only) are
+ * the ops of those names. */
+typedef enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GEGLU, ACT_QUICK_GELU, ACT_GELU_TANH, ACT_COUNT } dc_act;
+const char *dc_act_name(dc_act a); /* "none", "silu", "gelu", "geglu", "quick_gelu", "gelu_tanh" */
 
 typedef struct {
   const char *name;

@@ -183,7 +183,7 @@ static void get_attr_value(parser *ps, cursor *c, dc_node *n, int k) {
     int a;
     for (a = 0; a < ACT_COUNT; a++)
       if (starts(c, dc_act_name((dc_act)a))) break;
-    if (a == ACT_COUNT) return fail(ps, "expected an activation (none, silu, gelu, geglu, quick_gelu) for %s", info->attr_names[k]);
+    if (a == ACT_COUNT) return fail(ps, "expected an activation (none, silu, gelu, geglu, quick_gelu, gelu_tanh) for %s", info->attr_names[k]);
     n->attrs[k].i = a;
   } else {
     expect(ps, c, "[");

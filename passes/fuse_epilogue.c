@@ -37,7 +37,7 @@ static dc_status *fuse_act(dc_fuse *f, int32_t c, dc_act act) {
   int32_t p = f->m->nodes[c].inputs[0];
   const dc_node *np = &f->m->nodes[p];
   if (!open_epilogue(np, STAGE_ACT) || !dc_fuse_single_reader(f, p, c)) return NULL;
-  if ((act == ACT_GEGLU || act == ACT_QUICK_GELU) && np->op != OP_LINEAR) return NULL;
+  if ((act == ACT_GEGLU || act == ACT_QUICK_GELU || act == ACT_GELU_TANH) && np->op != OP_LINEAR) return NULL;
   dc_node fused = *np;
   dc_node_set_int(&fused, "act", act);
   return dc_fuse_commit(f, p, c, &fused);
@@ -72,6 +72,7 @@ static dc_status *match(dc_fuse *f, int32_t c) {
   case OP_GELU: return fuse_act(f, c, ACT_GELU);
   case OP_GEGLU: return fuse_act(f, c, ACT_GEGLU);
   case OP_QUICK_GELU: return fuse_act(f, c, ACT_QUICK_GELU);
+  case OP_GELU_TANH: return fuse_act(f, c, ACT_GELU_TANH);
   case OP_ADD: return fuse_residual(f, c);
   default: return NULL;
   }

@@ -255,7 +255,7 @@ static uint64_t step_work(const dc_module *m, const dc_node *n) {
     flops = 2 * dc_type_numel(&n->type) * (dc_type_numel(b) / (uint64_t)b->dims[0]);
   else if (n->op == OP_LINEAR) /* w [N, K]: 2·rows·N·K */
     flops = 2 * (dc_type_numel(a) / (uint64_t)b->dims[1]) * dc_type_numel(b);
-  else if (n->op == OP_ATTENTION) /* q [B, Sq, H·D], k [B, Sk, H·D]: 4·B·Sq·Sk·H·D */
+  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BIAS) /* q [B, Sq, H·D], k [B, Sk, H·D]: 4·B·Sq·Sk·H·D */
     flops = 4 * dc_type_numel(a) * (uint64_t)b->dims[1];
   else if (n->op == OP_CAUSAL_ATTENTION) /* half of that: query i meets keys 0..i */
     flops = 2 * dc_type_numel(a) * (uint64_t)(b->dims[1] + 1);

@@ -36,6 +36,11 @@ dc_ref_kernel dc_ref_kernel_for(dc_op op);
  * says why it has none (ir/lowering.h). */
 dc_lowering dc_ref_lowering(dc_op op);
 
+/* relative_position_bias's bucket of offset rel = key - query (ops.def):
+ * transformers' T5Attention._relative_position_bucket, the log term in f32.
+ * The CUDA generator emits the same arithmetic. */
+int64_t dc_t5_position_bucket(int64_t rel, int64_t buckets, int bidirectional, int64_t max_distance);
+
 /* The scalar dtype conversions CAST uses (also the compiler's). */
 #include "../support/dtype_convert.h"
 

@@ -200,6 +200,19 @@ static dc_status *ref_quick_gelu(const dc_module *m, const dc_node *n, const voi
   return ref_act(m, n, in[0], out, ACT_QUICK_GELU);
 }
 
+static dc_status *ref_gelu_tanh(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  return ref_act(m, n, in[0], out, ACT_GELU_TANH);
+}
+
+static dc_status *ref_scale(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const float *x = in[0];
+  float *y = out, f = (float)dc_node_float(n, "factor");
+  int64_t total = (int64_t)dc_type_numel(&n->type);
+  DC_TRY(need_f32(m, n));
+  for (int64_t i = 0; i < total; i++) y[i] = x[i] * f;
+  return NULL;
+}
+
 /* Comparisons are false for NaN, so NaN passes through as in torch.clamp. */
 static dc_status *ref_clamp(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
   const float *x = in[0];
@@ -463,6 +476,118 @@ static dc_status *ref_eos_pool(const dc_module *m, const dc_node *n, const void 
   return NULL;
 }
 
+/* ---- the DiT ops: GATED_ADD, ROPE_FREQS, ROPE, REL_POS_BIAS ------------- */
+/* x + gate * y, gate = mod[b, at..at+C); y may be x's buffer or x's own. */
+static dc_status *ref_gated_add(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tx = in_type(m, n, 0), *tm = in_type(m, n, 2);
+  const float *x = in[0], *yv = in[1], *mod = in[2];
+  float *o = out;
+  int64_t batch = tx->dims[0], rows = tx->dims[1], c = tx->dims[2], at = dc_node_int(n, "at");
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++) {
+    const float *gate = mod + b * tm->dims[1] + at;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t i = 0; i < c; i++) {
+        int64_t e = (b * rows + r) * c + i;
+        float t = gate[i] * yv[e];
+        o[e] = x[e] + t;
+      }
+  }
+  return NULL;
+}
+
+/* ops.def: per axis, pair i of its d dims turns by pos * theta^(-2i/d),
+ * all in double; cos and sin each written to both columns of the pair. */
+static dc_status *ref_rope_freqs(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tp = in_type(m, n, 0);
+  const float *pos = in[0];
+  float *y = out;
+  int64_t seq = tp->dims[0], naxes = tp->dims[1], d = n->type.dims[2];
+  double theta = dc_node_float(n, "theta");
+  DC_TRY(need_f32(m, n));
+  for (int64_t s = 0; s < seq; s++) {
+    float *cs = y + s * 2 * d, *sn = cs + d;
+    int64_t col = 0;
+    for (int64_t a = 0; a < naxes; a++) {
+      int64_t da = n->list[a];
+      for (int64_t i = 0; i < da / 2; i++) {
+        double freq = 1.0 / pow(theta, (double)(2 * i) / (double)da);
+        double angle = (double)pos[s * naxes + a] * freq;
+        cs[col + 2 * i] = cs[col + 2 * i + 1] = (float)cos(angle);
+        sn[col + 2 * i] = sn[col + 2 * i + 1] = (float)sin(angle);
+      }
+      col += da;
+    }
+  }
+  return NULL;
+}
+
+/* Adjacent pairs of every head of tokens >= start turned by the table's
+ * angles (ops.def); each product rounded, then the sum, as torch.  Reads a
+ * pair before writing it, so y may be x. */
+static dc_status *ref_rope(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tx = in_type(m, n, 0);
+  const float *x = in[0], *f = in[1];
+  float *y = out;
+  int64_t batch = tx->dims[0], seq = tx->dims[1], hd = tx->dims[2], heads = dc_node_int(n, "heads");
+  int64_t d = hd / heads, start = dc_node_int(n, "start");
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t s = 0; s < seq; s++) {
+      const float *xr = x + (b * seq + s) * hd;
+      float *yr = y + (b * seq + s) * hd;
+      if (s < start) {
+        if (yr != xr) memcpy(yr, xr, (size_t)hd * sizeof *yr);
+        continue;
+      }
+      const float *cs = f + (s - start) * 2 * d, *sn = cs + d;
+      for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < d; i += 2) {
+          float x0 = xr[h * d + i], x1 = xr[h * d + i + 1];
+          float a0 = x0 * cs[i], b0 = -x1 * sn[i], a1 = x1 * cs[i + 1], b1 = x0 * sn[i + 1];
+          yr[h * d + i] = a0 + b0;
+          yr[h * d + i + 1] = a1 + b1;
+        }
+    }
+  return NULL;
+}
+
+/* transformers' T5Attention._relative_position_bucket for one offset
+ * (key - query), with the log term in f32 as torch computes it. */
+int64_t dc_t5_position_bucket(int64_t rel, int64_t buckets, int bidirectional, int64_t max_distance) {
+  int64_t bucket = 0;
+  if (bidirectional) {
+    buckets /= 2;
+    if (rel > 0) bucket += buckets;
+    rel = rel < 0 ? -rel : rel;
+  } else {
+    rel = rel < 0 ? -rel : 0;
+  }
+  int64_t max_exact = buckets / 2;
+  if (rel < max_exact) return bucket + rel;
+  float ratio = (float)rel / (float)max_exact;
+  float scaled = logf(ratio) / (float)log((double)max_distance / (double)max_exact) * (float)(buckets - max_exact);
+  int64_t large = max_exact + (int64_t)scaled;
+  return bucket + (large < buckets - 1 ? large : buckets - 1);
+}
+
+static dc_status *ref_rel_pos_bias(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tt = in_type(m, n, 0);
+  int64_t nb = tt->dims[0], heads = tt->dims[1], sq = n->type.dims[1], sk = n->type.dims[2];
+  int bidir = dc_node_int(n, "bidirectional") != 0;
+  int64_t maxd = dc_node_int(n, "max_distance");
+  float *y = out, *row = dc_malloc((size_t)heads * sizeof *row);
+  if (!row) return dc_nomem("allocating a position bias row");
+  for (int64_t i = 0; i < sq; i++)
+    for (int64_t j = 0; j < sk; j++) {
+      int64_t bk = dc_t5_position_bucket(j - i, nb, bidir, maxd);
+      decode_chunk(tt->dtype, (const uint8_t *)in[0] + bk * heads * dc_dtype_size(tt->dtype), heads, row);
+      for (int64_t h = 0; h < heads; h++) y[(h * sq + i) * sk + j] = row[h];
+    }
+  dc_free(row);
+  return NULL;
+}
+
 /* ---- CONSTANT: nothing to compute; its bytes, held by the node, are
  * placed at its arena slot when its step runs (ir.h) ------------------- */
 static dc_status *ref_constant(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
@@ -499,6 +624,15 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_CAUSAL_ATTENTION] = dc_ref_causal_attention,
   [OP_QUICK_GELU] = ref_quick_gelu,
   [OP_EOS_POOL] = ref_eos_pool,
+  [OP_RMS_NORM] = dc_ref_rms_norm,
+  [OP_MOD_LAYER_NORM] = dc_ref_mod_layer_norm,
+  [OP_GATED_ADD] = ref_gated_add,
+  [OP_GELU_TANH] = ref_gelu_tanh,
+  [OP_SCALE] = ref_scale,
+  [OP_ROPE_FREQS] = ref_rope_freqs,
+  [OP_ROPE] = ref_rope,
+  [OP_ATTENTION_BIAS] = dc_ref_attention_bias,
+  [OP_REL_POS_BIAS] = ref_rel_pos_bias,
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

@@ -24,6 +24,9 @@ REF_KERNEL(dc_ref_layer_norm);
 REF_KERNEL(dc_ref_attention);
 REF_KERNEL(dc_ref_causal_attention);
 REF_KERNEL(dc_ref_time_embed);
+REF_KERNEL(dc_ref_rms_norm);
+REF_KERNEL(dc_ref_mod_layer_norm);
+REF_KERNEL(dc_ref_attention_bias);
 
 static inline const dc_type *in_type(const dc_module *m, const dc_node *n, int i) {
   return &m->nodes[n->inputs[i]].type;
@@ -67,7 +70,14 @@ static inline float act_quick_gelu(float x) {
   return x * (1.0f / (1.0f + expf(-t)));
 }
 
-/* y[i] = act(x[i]) for silu, gelu and quick_gelu (y may be x); none copies
+/* torch's gelu(approximate="tanh") (and gelu_new): evaluated in double,
+ * rounded once. */
+static inline float act_gelu_tanh(float x) {
+  double t = 0.7978845608028654 * ((double)x + 0.044715 * (double)x * x * x);
+  return (float)(0.5 * x * (1.0 + tanh(t)));
+}
+
+/* y[i] = act(x[i]) for silu, gelu, quick_gelu and gelu_tanh (y may be x); none copies
  * nothing when y is x.  GEGLU is not elementwise: see dc_ref_geglu_rows. */
 static inline void act_apply(dc_act act, const float *x, int64_t count, float *y) {
   if (act == ACT_SILU)
@@ -76,6 +86,8 @@ static inline void act_apply(dc_act act, const float *x, int64_t count, float *y
     for (int64_t i = 0; i < count; i++) y[i] = act_gelu(x[i]);
   else if (act == ACT_QUICK_GELU)
     for (int64_t i = 0; i < count; i++) y[i] = act_quick_gelu(x[i]);
+  else if (act == ACT_GELU_TANH)
+    for (int64_t i = 0; i < count; i++) y[i] = act_gelu_tanh(x[i]);
   else if (x != y)
     for (int64_t i = 0; i < count; i++) y[i] = x[i];
 }

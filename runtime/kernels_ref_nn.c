@@ -54,7 +54,8 @@ static dc_status *epilogue_init(const dc_module *m, const dc_node *n, const void
 static void epilogue_rows(const epilogue *e, const dc_type *out, float *acc, int64_t row0, int64_t row1,
                           float *y) {
   int64_t count = (row1 - row0) * out->dims[out->rank - 1];
-  if (e->act == ACT_SILU || e->act == ACT_GELU || e->act == ACT_QUICK_GELU) act_apply(e->act, acc, count, acc);
+  if (e->act == ACT_SILU || e->act == ACT_GELU || e->act == ACT_QUICK_GELU || e->act == ACT_GELU_TANH)
+    act_apply(e->act, acc, count, acc);
   if (e->r) dc_ref_broadcast(0, out, acc, e->rtype, e->r, row0, row1, y);
 }
 
@@ -313,6 +314,55 @@ REF_KERNEL(dc_ref_layer_norm) {
   return NULL;
 }
 
+/* RMS norm of rows of C: the mean square in double, rounded once with the
+ * weight. */
+REF_KERNEL(dc_ref_rms_norm) {
+  const dc_type *tx = in_type(m, n, 0);
+  const float *x = in[0], *w = n->ninputs > 1 ? in[1] : NULL;
+  float *y = out;
+  int64_t c = tx->dims[tx->rank - 1], rows = c ? (int64_t)dc_type_numel(tx) / c : 0;
+  double eps = dc_node_float(n, "eps");
+  DC_TRY(need_f32(m, n));
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * c;
+    double q = 0.0;
+    for (int64_t i = 0; i < c; i++) q += (double)xr[i] * xr[i];
+    double rstd = 1.0 / sqrt(q / (double)c + eps);
+    for (int64_t i = 0; i < c; i++) y[r * c + i] = (float)(xr[i] * rstd * (w ? w[i] : 1.0f));
+  }
+  return NULL;
+}
+
+/* Layer norm of every row of x [B,S,C] (affine when gamma and beta are
+ * given), modulated by sample b's scale and shift chunks of mod [B,M]:
+ * the norm rounded to f32, then n * (1 + scale) + shift in f32 as torch. */
+REF_KERNEL(dc_ref_mod_layer_norm) {
+  const dc_type *tx = in_type(m, n, 0), *tm = in_type(m, n, 1);
+  const float *x = in[0], *mod = in[1];
+  const float *gamma = n->ninputs == 4 ? in[2] : NULL, *beta = n->ninputs == 4 ? in[3] : NULL;
+  float *y = out;
+  int64_t batch = tx->dims[0], seq = tx->dims[1], c = tx->dims[2];
+  int64_t scale_at = dc_node_int(n, "scale_at"), shift_at = dc_node_int(n, "shift_at");
+  double eps = dc_node_float(n, "eps");
+  DC_TRY(need_f32(m, n));
+  for (int64_t b = 0; b < batch; b++) {
+    const float *scale = mod + b * tm->dims[1] + scale_at, *shift = mod + b * tm->dims[1] + shift_at;
+    for (int64_t s = 0; s < seq; s++) {
+      const float *xr = x + (b * seq + s) * c;
+      float *yr = y + (b * seq + s) * c;
+      double mean, var;
+      moments(xr, 1, c, c, 1, &mean, &var);
+      double rstd = 1.0 / sqrt(var + eps);
+      for (int64_t i = 0; i < c; i++) {
+        float nrm = gamma ? (float)((xr[i] - mean) * rstd * gamma[i] + beta[i]) : (float)((xr[i] - mean) * rstd);
+        float t = nrm * (1.0f + scale[i]);
+        yr[i] = t + shift[i];
+      }
+    }
+  }
+  return NULL;
+}
+
 /* ---- ATTENTION, CAUSAL_ATTENTION ---------------------------------------- */
 /* Queries are processed ATTN_BLOCK rows at a time so scratch is
  * ATTN_BLOCK × Sk floats, never Sq × Sk. */
@@ -322,6 +372,7 @@ typedef struct {
   int64_t sq, sk, hd, d; /* query and key lengths, row width H·D, head size D */
   float scale;
   int causal;            /* query i attends to keys 0..i only */
+  const float *bias;     /* attention_bias: this head's [Sq, Sk] scores bias, or NULL */
 } attn_geom;
 
 /* The keys query `row` attends to: all, or with the causal mask 0..row. */
@@ -339,6 +390,7 @@ static void attn_probs(const attn_geom *g, const float *q, const float *k, int64
     double sum = 0.0;
     for (int64_t j = 0; j < nk; j++) {
       pi[j] = g->scale * dot(q + i * g->hd, k + j * g->hd, g->d);
+      if (g->bias) pi[j] += g->bias[(q0 + i) * g->sk + j];
       if (pi[j] > mx) mx = pi[j];
     }
     for (int64_t j = 0; j < nk; j++) {
@@ -372,7 +424,8 @@ static dc_status *attention(const dc_module *m, const dc_node *n, const void *co
   float *y = out, *p;
   int64_t batch = tq->dims[0], heads = dc_node_int(n, "heads");
   attn_geom g = {tq->dims[1], tk->dims[1], tq->dims[2], tq->dims[2] / heads,
-                 (float)dc_node_float(n, "scale"), causal};
+                 (float)dc_node_float(n, "scale"), causal, NULL};
+  const float *bias = n->op == OP_ATTENTION_BIAS ? in[3] : NULL;
   DC_TRY(need_f32(m, n));
   if (g.sk < 1 || g.sq < 1) return NULL; /* nothing to attend to, or nothing asked */
   p = dc_malloc((size_t)(ATTN_BLOCK * g.sk) * sizeof *p);
@@ -380,6 +433,7 @@ static dc_status *attention(const dc_module *m, const dc_node *n, const void *co
   for (int64_t b = 0; b < batch; b++)
     for (int64_t h = 0; h < heads; h++) {
       const float *kb = k + b * g.sk * g.hd + h * g.d, *vb = v + b * g.sk * g.hd + h * g.d;
+      g.bias = bias ? bias + h * g.sq * g.sk : NULL;
       for (int64_t i0 = 0; i0 < g.sq; i0 += ATTN_BLOCK) {
         int64_t rows = g.sq - i0 < ATTN_BLOCK ? g.sq - i0 : ATTN_BLOCK;
         int64_t at = (b * g.sq + i0) * g.hd + h * g.d;
@@ -393,6 +447,7 @@ static dc_status *attention(const dc_module *m, const dc_node *n, const void *co
 
 REF_KERNEL(dc_ref_attention) { return attention(m, n, in, out, 0); }
 REF_KERNEL(dc_ref_causal_attention) { return attention(m, n, in, out, 1); }
+REF_KERNEL(dc_ref_attention_bias) { return attention(m, n, in, out, 0); }
 
 /* ---- TIME_EMBED -------------------------------------------------------- */
 /* Mirrors diffusers get_timestep_embedding (src/diffusers/models/

@@ -62,6 +62,16 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
   [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a copy between two arenas"},
   [OP_CONSTANT] = {DC_LOWER_REFERENCE, "its reference kernel places its bytes"},
   [OP_BLEND] = {DC_LOWER_REFERENCE, "a cross-fade of a few rows per tile: the reference is enough"},
+  [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
+  [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
+  /* TEMPORARY while the LLVM kernels are written (issue 14): */
+  [OP_RMS_NORM] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_MOD_LAYER_NORM] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_GATED_ADD] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_GELU_TANH] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_SCALE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_ROPE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
+  [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 
