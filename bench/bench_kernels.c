@@ -8,9 +8,9 @@
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, Flux's
  * mod_layer_norm (no affine, one sample's shift and scale) and a weighted
- * rms_norm at 4608x3072, the UNet's
+ * rms_norm at 4608x3072 (and layer_norm there, to compare), the UNet's
  * [B,C,HW] -> [B,HW,C] permute and a bf16 -> f32 cast (GB/s read +
- * written); elementwise: silu and gelu 2x4096x1280, a broadcast add;
+ * written); elementwise: silu, gelu and gelu_tanh 2x4096x1280, a broadcast add;
  * layout: SD1.5 convs, group_norm+silu and upsample, NCHW against NHWC;
  * gemm: SD1.5 convs and linears on 2 threads, GFLOP/s by wall and by the
  * slower thread's CPU time ($DIFFC_BENCH_WIDTH=8: the AVX2 kernels);
@@ -64,6 +64,10 @@ static int32_t norm_node(dc_module *m, dc_op op, int rank, const int64_t *dims, 
 static void bench_dit_norms(void) {
   const int64_t s = 4608, c = 3072;
   dc_module *m = dc_module_create();
+  time_node("layer_norm 4608x3072 (to compare)", m, norm_node(m, OP_LAYER_NORM, 2, (int64_t[]){s, c}, LAYOUT_ROWMAJOR),
+            2.0 * 4 * s * c, 10);
+  dc_module_destroy(m);
+  m = dc_module_create();
   int32_t in[2] = {kh_input(m, 3, (int64_t[]){1, s, c}), kh_input(m, 2, (int64_t[]){1, 6 * c})};
   dc_node n = dc_node_make(OP_MOD_LAYER_NORM, 2, in);
   dc_node_set_float(&n, "eps", 1e-6);
@@ -106,8 +110,8 @@ static void bench_norm(void) {
 
 static void bench_elementwise(void) {
   const int64_t d[3] = {2, 4096, 1280};
-  dc_op ops[2] = {OP_SILU, OP_GELU};
-  for (int i = 0; i < 2; i++) {
+  dc_op ops[3] = {OP_SILU, OP_GELU, OP_GELU_TANH};
+  for (int i = 0; i < 3; i++) {
     dc_module *m = dc_module_create();
     int32_t x = kh_input(m, 3, d);
     char what[48];
