@@ -78,7 +78,7 @@ static const op_case elementwise_rows[] = {
   {.op = OP_SILU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
   {.op = OP_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2},
   {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
-  /* gelu_tanh: NaN at -inf and -0 below about -9, as the reference's 0.5·x·(1 + tanh) */
+  /* gelu_tanh: NaN at -inf, inf at inf, -0 far below 0, as the reference's 0.5·x·(1 + tanh(t)) */
   {.op = OP_GELU_TANH, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2},
   {.op = OP_CLAMP, .nin = 1, .in = {F32(0)}, .attrs = {F("min", 0.0), F("max", 88.0)}, .data = OC_SPECIALS,
    .max_threads = 2},
@@ -99,7 +99,8 @@ static const op_case elementwise_rows[] = {
   {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -40, .max_threads = 2, .where = OC_CPU,
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1e-6)},
   /* gelu_tanh from -5 as gelu: below it the reference's own 1 + tanh(t) in
-   * double keeps fewer digits than a float has */
+   * double keeps fewer digits than a float has.  (A run over every 13th
+   * float in [-5, 40] found the LLVM kernel within one ulp, 1.19e-7.) */
   {.op = OP_GELU_TANH, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -5, .max_threads = 2, .where = OC_CPU,
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1.2e-7)},
   /* add and mul: [N,C,H,W] with every broadcast pattern the UNet and VAE
