@@ -785,9 +785,14 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
   }
   if (c->op == OP_CONSTANT) x = &c->out, dc_dims_str(x->dims, x->rank, d, sizeof d);
   int k = snprintf(buf, cap, "%s%s %s%s%s", dc_op_get(c->op)->name, l, dc_dtype_name(x->dtype ? x->dtype : DT_F32), d, b);
-  for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
-    k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
-                              : snprintf(buf + k, cap - (size_t)k, " %s=%lld", c->attrs[a].name, (long long)c->attrs[a].i);
+  for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++) {
+    const oc_attr *t = &c->attrs[a];
+    if (strcmp(t->name, "act") == 0 && t->i >= 0 && t->i < ACT_COUNT) /* by name: act=gelu_tanh */
+      k += snprintf(buf + k, cap - (size_t)k, " act=%s", dc_act_name((dc_act)t->i));
+    else
+      k += t->is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", t->name, t->f)
+                       : snprintf(buf + k, cap - (size_t)k, " %s=%lld", t->name, (long long)t->i);
+  }
   if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
