@@ -26,11 +26,14 @@ const char *dc_cuda_ctype(dc_dtype t);
 const char *dc_cuda_loader(dc_dtype t);
 
 /* gelu_tanh of the float expression v, as CUDA C: x·σ(2t) = x / (1 +
- * e^(-2t)), t = √(2/π)·(x + 0.044715·x³), in f32 (the reference's double
- * 0.5·x·(1 + tanh t) within a few ulp; nothing cancels for x < 0, where
- * torch's 1 + tanhf does).  -inf gives -inf/inf = NaN and a large negative
- * x gives -0, as the reference.  Written inline, not in dc_common.cuh, so
- * the prelude (part of every kernel's cache key) stays as it is. */
+ * e^(-2t)), t = √(2/π)·(x + 0.044715·x³), in f32 (nothing cancels for
+ * x < 0, where torch's 1 + tanhf does).  Measured against the exact value
+ * on a grid of [-12, 12] with the host's expf: 1.4e-7 relative from 0 up,
+ * 2.4e-7 from -1, 2.7e-6 from -5 (e^(-2t)'s rounding grows with |t|, where
+ * the result is under 1e-4).  -inf gives -inf/inf = NaN and a large
+ * negative x gives -0, as the reference.  Written inline, not in
+ * dc_common.cuh, so the prelude (part of every kernel's cache key) stays as
+ * it is. */
 #define DC_CUDA_GELU_TANH(v) \
   "(" v " / (1.0f + expf(-1.5957691216057308f * (" v " + 0.044715f * " v " * " v " * " v "))))"
 
