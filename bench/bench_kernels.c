@@ -6,9 +6,11 @@
  *
  *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]   (default all)
  *
- * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, the UNet's
+ * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, Flux's
+ * mod_layer_norm (no affine, one sample's shift and scale) and a weighted
+ * rms_norm at 4608x3072 (and layer_norm there, to compare), the UNet's
  * [B,C,HW] -> [B,HW,C] permute and a bf16 -> f32 cast (GB/s read +
- * written); elementwise: silu and gelu 2x4096x1280, a broadcast add;
+ * written); elementwise: silu, gelu and gelu_tanh 2x4096x1280, a broadcast add;
  * layout: SD1.5 convs, group_norm+silu and upsample, NCHW against NHWC;
  * gemm: SD1.5 convs and linears on 2 threads, GFLOP/s by wall and by the
  * slower thread's CPU time ($DIFFC_BENCH_WIDTH=8: the AVX2 kernels);
@@ -56,6 +58,31 @@ static int32_t norm_node(dc_module *m, dc_op op, int rank, const int64_t *dims, 
   return kh_node(m, n);
 }
 
+/* The DiT norms at Flux's 4608 tokens x 3072: mod_layer_norm without affine
+ * (x [1,4608,3072], mod [1,6·3072]: shift at 0, scale at 3072) and rms_norm
+ * with a weight.  GB/s of x read and y written (mod and w are small). */
+static void bench_dit_norms(void) {
+  const int64_t s = 4608, c = 3072;
+  dc_module *m = dc_module_create();
+  time_node("layer_norm 4608x3072 (to compare)", m, norm_node(m, OP_LAYER_NORM, 2, (int64_t[]){s, c}, LAYOUT_ROWMAJOR),
+            2.0 * 4 * s * c, 10);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  int32_t in[2] = {kh_input(m, 3, (int64_t[]){1, s, c}), kh_input(m, 2, (int64_t[]){1, 6 * c})};
+  dc_node n = dc_node_make(OP_MOD_LAYER_NORM, 2, in);
+  dc_node_set_float(&n, "eps", 1e-6);
+  dc_node_set_int(&n, "scale_at", c);
+  dc_node_set_int(&n, "shift_at", 0);
+  time_node("mod_layer_norm 4608x3072", m, kh_node(m, n), 2.0 * 4 * s * c, 10);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  int32_t rin[2] = {kh_input(m, 2, (int64_t[]){s, c}), kh_input(m, 1, &c)};
+  n = dc_node_make(OP_RMS_NORM, 2, rin);
+  dc_node_set_float(&n, "eps", 1e-6);
+  time_node("rms_norm 4608x3072", m, kh_node(m, n), 2.0 * 4 * s * c, 10);
+  dc_module_destroy(m);
+}
+
 static void bench_norm(void) {
   dc_module *m = dc_module_create();
   time_node("group_norm+silu 2x320x64x64", m, norm_node(m, OP_GROUP_NORM, 4, (int64_t[]){2, 320, 64, 64}, LAYOUT_NCHW),
@@ -65,6 +92,7 @@ static void bench_norm(void) {
   time_node("layer_norm 8192x320", m, norm_node(m, OP_LAYER_NORM, 2, (int64_t[]){8192, 320}, LAYOUT_ROWMAJOR),
             2.0 * 4 * 8192 * 320, 20);
   dc_module_destroy(m);
+  bench_dit_norms();
   m = dc_module_create();
   int32_t x = kh_input(m, 3, (int64_t[]){2, 320, 4096});
   dc_node n = dc_node_make(OP_PERMUTE, 1, &x);
@@ -82,8 +110,8 @@ static void bench_norm(void) {
 
 static void bench_elementwise(void) {
   const int64_t d[3] = {2, 4096, 1280};
-  dc_op ops[2] = {OP_SILU, OP_GELU};
-  for (int i = 0; i < 2; i++) {
+  dc_op ops[3] = {OP_SILU, OP_GELU, OP_GELU_TANH};
+  for (int i = 0; i < 3; i++) {
     dc_module *m = dc_module_create();
     int32_t x = kh_input(m, 3, d);
     char what[48];

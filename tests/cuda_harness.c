@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
+#include "codegen/cuda/nvrtc.h"
 #include "codegen/kernel_cache.h" /* dc_kcache_default_dir */
 #include "runtime/kernels.h"
 #include "testutil.h"
@@ -579,4 +580,49 @@ dc_status *ch_plan_launch(const dc_plan *plan, ch_kernel *const *kernels, int ki
   void *args[DC_MAX_INPUTS + 1];
   for (int i = 0; i <= n->ninputs; i++) memcpy(&args[i], params[i], sizeof args[i]);
   return ch_kernel_launch(kernels[ki], grid, block, smem, args);
+}
+
+/* ---- NVRTC ---------------------------------------------------------------- */
+enum { NV_MAX_SOURCES = 1024 };
+static dc_nvrtc *nv;
+static dc_cuda_arch nv_archs[DC_CUDA_MAX_ARCHS];
+static int nv_narchs, nv_compiles, nv_ncompiled;
+static uint64_t nv_compiled[NV_MAX_SOURCES];
+
+int ch_nvrtc_open(void) {
+  dc_status *st = dc_nvrtc_load(&nv);
+  if (st) {
+    printf("NVRTC not found (%s): the sources are not compiled here\n", dc_status_message(st));
+    dc_status_free(st);
+    nv = NULL;
+    return 0;
+  }
+  CHECK_OK(dc_nvrtc_parse_archs(nv, "sm_80,sm_90", nv_archs, &nv_narchs));
+  printf("NVRTC %s: every distinct source compiled for sm_80 and sm_90, warnings fail\n", dc_nvrtc_version(nv));
+  return 1;
+}
+
+void ch_nvrtc_check(const dc_cuda_kernel *k) {
+  if (!nv) return;
+  uint64_t h = dc_hash64(k->source, strlen(k->source));
+  for (int i = 0; i < nv_ncompiled; i++)
+    if (nv_compiled[i] == h) return;
+  if (nv_ncompiled < NV_MAX_SOURCES) nv_compiled[nv_ncompiled++] = h;
+  for (int a = 0; a < nv_narchs; a++) {
+    dc_nvrtc_output out;
+    memset(&out, 0, sizeof out);
+    dc_status *st = dc_nvrtc_compile(nv, k->name, k->source, &nv_archs[a], &out);
+    CHECK_OK(st);
+    CHECK(!st && !out.log);
+    if (!st && out.log) fprintf(stderr, "NVRTC warnings for %s on %s:\n%s\n", k->name, nv_archs[a].name, out.log);
+    nv_compiles++;
+    dc_nvrtc_output_deinit(&out);
+  }
+}
+
+void ch_nvrtc_close(int *sources, int *compiles) {
+  *sources = nv_ncompiled;
+  *compiles = nv_compiles;
+  if (nv) dc_nvrtc_unload(nv);
+  nv = NULL;
 }

@@ -47,6 +47,16 @@ dc_status *ch_kernel_launch(ch_kernel *k, const uint32_t grid[3], const uint32_t
                             void **params);
 void ch_kernel_free(ch_kernel *k);
 
+/* ---- NVRTC: generated sources compiled for real GPUs, when installed ------ */
+/* Loads NVRTC for sm_80 and sm_90; 0 (printing why) when it is not installed. */
+int ch_nvrtc_open(void);
+/* Compiles k's source for both archs unless an equal source was compiled
+ * before: an NVRTC error or any warning fails the calling test (CHECK).
+ * Nothing when NVRTC is not open. */
+void ch_nvrtc_check(const dc_cuda_kernel *k);
+/* Distinct sources and compiles so far; closes NVRTC. */
+void ch_nvrtc_close(int *sources, int *compiles);
+
 /* ---- a whole plan's kernels (tests that run plans through the fake driver) ---- */
 /* Every kernel of the CUDA plan built for the emulator, two at a time;
  * *out gets plan->cuda.nkernels kernels (free with ch_plan_free).  The first

@@ -27,17 +27,22 @@ oc_tol oc_default_tol(dc_op op, int backend) {
     case OP_SILU:
     case OP_GELU:
     case OP_QUICK_GELU:
+    case OP_GELU_TANH: /* LLVM: double math rounded once, within an ulp; CUDA: f32 expf */
     case OP_GEGLU: return (oc_tol){0, 1e-6, 0};
     case OP_GROUP_NORM:
     case OP_LAYER_NORM: /* double statistics in the reference; f32 in the kernels */
+    case OP_MOD_LAYER_NORM: /* and its modulation's two f32 steps are the reference's */
+    case OP_RMS_NORM: /* LLVM: double sum of squares, then x·rstd·w in f32 (rstd rounded: ~1.5 ulp);
+                       * CUDA: f32 warp sums */
       return (oc_tol){0, backend == OC_CUDA ? 1e-5 : 1e-6, 0};
     case OP_CONV2D:
     case OP_LINEAR:
     case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
     case OP_CAUSAL_ATTENTION:
       return (oc_tol){0, backend == OC_CUDA_TC ? 1e-2 : 1e-5, 0};
-    default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, cast, time_embed, every move, embedding and
-                                        * eos_pool (row copies): bit for bit */
+    default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, scale, gated_add (the reference's roundings, one
+                                        * or two IEEE operations), cast, time_embed, every move, embedding
+                                        * and eos_pool (row copies): bit for bit */
   }
 }
 
@@ -51,6 +56,11 @@ oc_tol oc_default_tol(dc_op op, int backend) {
   {.op = OP_CLAMP, .nin = 1, .in = {F32(__VA_ARGS__)}, .attrs = {F("min", -1.5), F("max", 2.0)}, .scale = 3.0, .inplace = ip}
 #define BIN(op_, ip, a, b) {.op = op_, .nin = 2, .in = {a, b}, .scale = 2.0, .inplace = ip}
 #define BIN_CPU(op_, ip, a, b) {.op = op_, .nin = 2, .in = {a, b}, .scale = 2.0, .inplace = ip, .where = OC_CPU, .why = BIG}
+#define SCALE(ip, f, ...) \
+  {.op = OP_SCALE, .nin = 1, .in = {F32(__VA_ARGS__)}, .attrs = {F("factor", f)}, .scale = 3.0, .inplace = ip}
+#define GATED(ip, alias_, at_, x, mod)                                                                      \
+  {.op = OP_GATED_ADD, .nin = 3, .in = {x, x, mod}, .attrs = {I("at", at_)}, .scale = 2.0, .inplace = ip, \
+   .alias = alias_}
 #define GEGLU(where_, ...) {.op = OP_GEGLU, .nin = 1, .in = {F32(__VA_ARGS__)}, .scale = 2.0, .where = where_}
 
 static const op_case elementwise_rows[] = {
@@ -60,6 +70,7 @@ static const op_case elementwise_rows[] = {
   UNARY_SHAPES(OP_SILU),
   UNARY_SHAPES(OP_GELU),
   UNARY_SHAPES(OP_QUICK_GELU),
+  UNARY_SHAPES(OP_GELU_TANH),
   CLAMP(0, 16), CLAMP(0, 1), CLAMP(0, 17), CLAMP(0, 3, 5, 7, 9), CLAMP(0, 64, 1000), CLAMP(1, 2, 4, 63, 65),
   CLAMP(1, 2, 4, 16, 16),
   /* special values: on LLVM silu per element too; gelu by rel L2 only (the
@@ -67,8 +78,16 @@ static const op_case elementwise_rows[] = {
   {.op = OP_SILU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
   {.op = OP_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2},
   {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2, LLVM_TOL(0, 1e-6, 1e-6)},
+  /* gelu_tanh: NaN at -inf, inf at inf, -0 far below 0, as the reference's 0.5·x·(1 + tanh(t)) */
+  {.op = OP_GELU_TANH, .nin = 1, .in = {F32(0)}, .data = OC_SPECIALS, .max_threads = 2},
   {.op = OP_CLAMP, .nin = 1, .in = {F32(0)}, .attrs = {F("min", 0.0), F("max", 88.0)}, .data = OC_SPECIALS,
    .max_threads = 2},
+  /* scale: one multiply (Flux's timestep · 1000): overflow to inf, inf · 0 = NaN, subnormals */
+  SCALE(0, 1000.0, 16), SCALE(0, 1000.0, 1), SCALE(0, -0.37, 17), SCALE(0, 0.5, 3, 5, 7, 9), SCALE(0, 3.0, 64, 1000),
+  SCALE(1, 1e-3, 2, 4, 63, 65), SCALE(1, 1000.0, 2, 4, 16, 16),
+  {.op = OP_SCALE, .nin = 1, .in = {F32(0)}, .attrs = {F("factor", 1000.0)}, .data = OC_SPECIALS, .max_threads = 2},
+  {.op = OP_SCALE, .nin = 1, .in = {F32(0)}, .attrs = {F("factor", 0.0)}, .data = OC_SPECIALS, .max_threads = 2},
+  {.op = OP_SCALE, .nin = 1, .in = {F32(0)}, .attrs = {F("factor", 1e-20)}, .data = OC_SPECIALS, .max_threads = 2},
   /* every 2^-12 in [lo, 40] and ±1e-38..1e38: gelu within one ulp (1.2e-7)
    * of the reference's double evaluation from -5 up (below, its 1 + erf(x/√2)
    * cancels in double), silu within 1e-6 from -40.  (An exhaustive run over
@@ -79,6 +98,11 @@ static const op_case elementwise_rows[] = {
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1e-6)},
   {.op = OP_QUICK_GELU, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -40, .max_threads = 2, .where = OC_CPU,
    .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1e-6)},
+  /* gelu_tanh from -5 as gelu: below it the reference's own 1 + tanh(t) in
+   * double keeps fewer digits than a float has.  (A run over every 13th
+   * float in [-5, 40] found the LLVM kernel within one ulp, 1.19e-7.) */
+  {.op = OP_GELU_TANH, .nin = 1, .in = {F32(0)}, .data = OC_SWEEP, .scale = -5, .max_threads = 2, .where = OC_CPU,
+   .why = "the LLVM kernels' accuracy sweep", LLVM_TOL(0, 1e-7, 1.2e-7)},
   /* add and mul: [N,C,H,W] with every broadcast pattern the UNet and VAE
    * use, and the rest (a multiple of 4 inside: the vector path) */
 #define A4 F32(2, 20, 8, 8)
@@ -102,6 +126,16 @@ static const op_case elementwise_rows[] = {
   BIN(OP_ADD, 1, F32(2, 320, 32, 32), F32(2, 320, 1, 1)), BIN(OP_MUL, 1, F32(2, 1024, 320), F32(320)),
   BIN_CPU(OP_ADD, 1, F32(2, 320, 64, 64), F32(2, 320, 64, 64)),
   BIN_CPU(OP_ADD, 1, F32(2, 320, 64, 64), F32(2, 320, 1, 1)), BIN_CPU(OP_MUL, 1, F32(2, 4096, 320), F32(320)),
+  /* gated_add: x, y [B,S,C], gate mod[b, at..at+C): C = 1, one row, odd C,
+   * batches whose gates differ, the gate chunk last in mod, in place over x
+   * and over y (a DiT's x + gate·attn(x)), SD3/Flux widths */
+  GATED(0, 0, 0, F32(1, 1, 1), F32(1, 1)), GATED(0, 0, 2, F32(1, 1, 3), F32(1, 9)),
+  GATED(0, 0, 80, F32(2, 77, 40), F32(2, 240)), GATED(0, 0, 34, F32(3, 5, 17), F32(3, 51)),
+  GATED(0, 0, 16, F32(1, 16, 16), F32(1, 48)), GATED(1, 0, 33, F32(2, 9, 33), F32(2, 99)),
+  GATED(1, 1, 64, F32(2, 4, 64), F32(2, 128)), GATED(1, 0, 0, F32(4, 3, 65), F32(4, 130)),
+  GATED(0, 0, 2 * 1536, F32(2, 7, 1536), F32(2, 6 * 1536)),
+  {.op = OP_GATED_ADD, .nin = 3, .in = {F32(2, 1024, 3072), F32(2, 1024, 3072), F32(2, 6 * 3072)},
+   .attrs = {I("at", 5 * 3072)}, .scale = 2.0, .inplace = 1, .where = OC_CPU, .why = BIG},
   GEGLU(0, 2, 77, 80), GEGLU(0, 3, 5, 34), GEGLU(0, 2), GEGLU(0, 1, 34), GEGLU(0, 2, 64, 2560),
   {.op = OP_GEGLU, .nin = 1, .in = {F32(2, 256, 2560)}, .scale = 2.0, .where = OC_CPU, .why = BIG},
 };
@@ -240,6 +274,15 @@ static const op_case cast_rows[] = {
 #define LN(eps, data_, scale_, where_, ...) \
   {.op = OP_LAYER_NORM, .nin = 1, .in = {F32(__VA_ARGS__)}, .attrs = {F("eps", eps)}, .data = data_, .scale = scale_, .where = where_}
 
+/* rms_norm of x over its last dim c, with the weight [c] (w 1) or none */
+#define RMS(w, eps, data_, scale_, where_, c, x) \
+  {.op = OP_RMS_NORM, .nin = 1 + (w), .in = {x, F32(c)}, .attrs = {F("eps", eps)}, .data = data_, .scale = scale_, .where = where_}
+/* mod_layer_norm of x [b,s,c] by mod [b,m] at scale_at, shift_at; gamma and beta [c] when affine */
+#define MLN(affine, data_, scale_, where_, b, s, c, m, scale_at, shift_at)                                  \
+  {.op = OP_MOD_LAYER_NORM, .nin = (affine) ? 4 : 2, .in = {F32(b, s, c), F32(b, m), F32(c), F32(c)},      \
+   .attrs = {F("eps", 1e-6), I("scale_at", scale_at), I("shift_at", shift_at)}, .data = data_, .scale = scale_, \
+   .where = where_}
+
 static const op_case norm_rows[] = {
   GN(32, ACT_SILU, 1e-6, OC_NORMAL, 2.0, OC_CPU, 2, 320, 64, 64), GN(32, ACT_NONE, 1e-6, OC_NORMAL, 2.0, OC_CPU, 2, 320, 64, 64),
   GN(1, ACT_NONE, 1e-6, OC_NORMAL, 2.0, 0, 1, 64, 32, 32), /* one 64K-element group */
@@ -264,6 +307,33 @@ static const op_case norm_rows[] = {
   LN(1e-6, OC_NORMAL, 1.0, 0, 1, 5, 2100), /* streamed from memory */
   LN(1e-5, OC_OFFSET, 500.0, 0, 2, 64, 320), LN(1e-5, OC_OFFSET, -20.0, 0, 3, 1280),
   LN(1e-5, OC_BIG_MEAN, 100.0, 0, 2, 9, 1280), LN(1e-5, OC_BIG_MEAN, 1e4, 0, 3, 4100),
+  /* rms_norm: T5's (weighted, eps 1e-6), the per-head q/k norms (rows of a
+   * head's 64 or 128 dims), one value a row, one row, odd widths, the widest
+   * row CUDA keeps in registers and a streamed one; unweighted; rows with a
+   * mean far from 0 (nothing to cancel in a mean square, but checked) */
+  RMS(1, 1e-6, OC_NORMAL, 2.0, 0, 64, F32(2, 77, 64)), RMS(1, 1e-6, OC_NORMAL, 1.0, 0, 128, F32(2, 9, 3, 128)),
+  RMS(1, 1e-6, OC_NORMAL, 2.0, 0, 17, F32(5, 17)), RMS(1, 1e-6, OC_NORMAL, 2.0, 0, 1, F32(7, 1)),
+  RMS(1, 1e-5, OC_NORMAL, 2.0, 0, 33, F32(33)), RMS(1, 1e-6, OC_NORMAL, 1.0, 0, 320, F32(1, 13, 320)),
+  RMS(1, 1e-6, OC_NORMAL, 1.0, 0, 2048, F32(4, 2048)), RMS(1, 1e-6, OC_NORMAL, 1.0, 0, 2100, F32(1, 5, 2100)),
+  RMS(0, 1e-6, OC_NORMAL, 2.0, 0, 768, F32(3, 77, 768)), RMS(0, 1e-6, OC_NORMAL, 2.0, 0, 40, F32(2, 9, 40)),
+  RMS(0, 1e-6, OC_NORMAL, 2.0, 0, 1, F32(9, 1)), RMS(0, 1e-6, OC_NORMAL, 2.0, 0, 4100, F32(3, 4100)),
+  RMS(0, 0.0, OC_NORMAL, 1e-3, 0, 23, F32(3, 23)), /* eps 0: x / rms(x) */
+  RMS(1, 1e-6, OC_OFFSET, 500.0, 0, 320, F32(2, 64, 320)), RMS(1, 1e-6, OC_BIG_MEAN, 1e4, 0, 4096, F32(3, 4096)),
+  RMS(1, 1e-6, OC_NORMAL, 1.0, OC_CPU, 4096, F32(2, 512, 4096)),
+  /* mod_layer_norm (no affine, eps 1e-6, as Flux's and SD3's AdaLayerNorm):
+   * chunks in Flux's order (shift, scale, gate), in other orders, the same
+   * chunk twice; 2 samples with their own mods; C = 1, one row, odd C; the
+   * widest cached row and a streamed one; with gamma and beta (4 inputs) */
+  MLN(0, OC_NORMAL, 1.0, 0, 2, 77, 64, 6 * 64, 64, 0), MLN(0, OC_NORMAL, 1.0, 0, 1, 1, 1, 2, 1, 0),
+  MLN(0, OC_NORMAL, 1.0, 0, 3, 5, 17, 3 * 17, 17, 34), MLN(0, OC_NORMAL, 1.0, 0, 2, 13, 320, 640, 0, 320),
+  MLN(0, OC_NORMAL, 1.0, 0, 2, 4, 2048, 3 * 2048, 2048, 0), MLN(0, OC_NORMAL, 1.0, 0, 1, 5, 2100, 4200, 2100, 0),
+  MLN(0, OC_NORMAL, 2.0, 0, 4, 3, 33, 33, 0, 0), MLN(0, OC_NORMAL, 1.0, 0, 1, 40, 3, 9, 6, 3),
+  MLN(1, OC_NORMAL, 1.0, 0, 2, 77, 40, 120, 40, 80), MLN(1, OC_NORMAL, 1.0, 0, 3, 9, 33, 99, 66, 0),
+  MLN(1, OC_NORMAL, 1.0, 0, 1, 7, 1, 3, 2, 1), MLN(1, OC_NORMAL, 1.0, 0, 2, 3, 2100, 4200, 0, 2100),
+  /* a mean far from 0: the statistics keep the spread */
+  MLN(0, OC_OFFSET, 500.0, 0, 2, 64, 320, 960, 320, 640), MLN(1, OC_OFFSET, -20.0, 0, 3, 5, 1280, 2560, 1280, 0),
+  MLN(0, OC_BIG_MEAN, 100.0, 0, 2, 9, 1280, 3 * 1280, 0, 1280), MLN(1, OC_BIG_MEAN, 1e4, 0, 1, 3, 4100, 8200, 4100, 0),
+  MLN(0, OC_NORMAL, 1.0, OC_CPU, 2, 1024, 3072, 6 * 3072, 3072, 0),
   /* NHWC (--layout nhwc; shapes channels first): the old test_layout_kernels
    * (LLVM) and test_cuda_layout (CUDA) cases, at the NCHW kernels' bounds */
 #define GN_NHWC(g, act, data_, scale_, ...)                                                                   \
@@ -396,6 +466,15 @@ static oc_shape sized(const oc_shape *s, int64_t len) {
 }
 
 static int is_norm(dc_op op) { return op == OP_GROUP_NORM || op == OP_LAYER_NORM; }
+
+/* What input i of a norm holds, for OC_OFFSET and OC_BIG_MEAN data. */
+typedef enum { ROLE_X, ROLE_GAMMA, ROLE_BETA, ROLE_MOD } norm_role;
+
+static norm_role role_of(dc_op op, int i) {
+  if (i == 0) return ROLE_X;
+  if (op == OP_MOD_LAYER_NORM) return i == 1 ? ROLE_MOD : i == 2 ? ROLE_GAMMA : ROLE_BETA;
+  return i == 1 ? ROLE_GAMMA : ROLE_BETA; /* group_norm, layer_norm; rms_norm's weight */
+}
 
 /* A constant's value: random bytes of its type (the values a constant holds
  * are any bits; the placement copies them). */
@@ -666,9 +745,10 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
       in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
     } else if (c->data == OC_OFFSET) {
       in[i] = fill(numel, &s, i == 0 ? c->scale : 0.0, 1.0, 1);
-    } else if (c->data == OC_BIG_MEAN) {
-      static const double center[3] = {0, 1.0, 0.0}, spread[3] = {1.0, 0.5, 0.5};
-      in[i] = fill(numel, &s, i == 0 ? c->scale : center[i], spread[i], 0);
+    } else if (c->data == OC_BIG_MEAN) { /* by role: x, gamma, beta, mod */
+      static const double center[4] = {0, 1.0, 0.0, 0.0}, spread[4] = {1.0, 0.5, 0.5, 0.5};
+      norm_role r = role_of(n->op, i);
+      in[i] = fill(numel, &s, r == ROLE_X ? c->scale : center[r], spread[r], 0);
     } else {
       int64_t len = 0;
       uint8_t *g = generated(c, &len), *b = malloc(bytes + 4);
@@ -705,9 +785,14 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
   }
   if (c->op == OP_CONSTANT) x = &c->out, dc_dims_str(x->dims, x->rank, d, sizeof d);
   int k = snprintf(buf, cap, "%s%s %s%s%s", dc_op_get(c->op)->name, l, dc_dtype_name(x->dtype ? x->dtype : DT_F32), d, b);
-  for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
-    k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
-                              : snprintf(buf + k, cap - (size_t)k, " %s=%lld", c->attrs[a].name, (long long)c->attrs[a].i);
+  for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++) {
+    const oc_attr *t = &c->attrs[a];
+    if (strcmp(t->name, "act") == 0 && t->i >= 0 && t->i < ACT_COUNT) /* by name: act=gelu_tanh */
+      k += snprintf(buf + k, cap - (size_t)k, " act=%s", dc_act_name((dc_act)t->i));
+    else
+      k += t->is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", t->name, t->f)
+                       : snprintf(buf + k, cap - (size_t)k, " %s=%lld", t->name, (long long)t->i);
+  }
   if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");

@@ -35,8 +35,8 @@ typedef enum {
   OC_ROUNDING,      /* f32 values at f16/bf16 rounding edges: values, ties, ±1 ulp, specials, 2^20 random */
   OC_ROUNDING_HALF, /* the same edges as bit offsets of half an ulp, then random bits up to 724k values */
   OC_TIMESTEPS,     /* 0, 999, 1, 500.5, 981, 0.25, 12345, -3, then random in [0, 1000) */
-  OC_OFFSET,        /* norms: x = scale + normal, gamma and beta normal */
-  OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5 */
+  OC_OFFSET,        /* norms: x = scale + normal, gamma, beta (and mod) normal */
+  OC_BIG_MEAN,      /* norms: x = scale + uniform(-1,1), gamma 1 ± 0.5, beta ± 0.5, mod ± 0.5 */
   OC_STORED,        /* conv2d, linear: normal(0,1) f32, the weight random finite codes of wdtype */
   OC_INTEGERS,      /* small integers rint(2·normal), in each input's dtype: every partial sum exact */
   OC_TOKENS,        /* token ids: integer inputs uniform in [0, scale), float inputs normal(0,1) */
@@ -65,7 +65,8 @@ typedef struct {
 typedef struct {
   dc_op op;
   int nin;
-  oc_shape in[4];      /* norms: x only (gamma and beta follow from it) */
+  oc_shape in[4];      /* group_norm, layer_norm: x only (gamma and beta follow from it); rms_norm
+                        * and mod_layer_norm: every input, nin of them */
   oc_attr attrs[8];
   int nlist;           /* permute's perm */
   int64_t list[DC_MAX_DIMS];

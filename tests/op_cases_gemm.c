@@ -150,6 +150,13 @@ static int llvm_rows(op_case *out) {
   /* quick_gelu (CLIP's fc1): a partial column block, and over its residual */
   out[k++] = cpu_only(LIN(3, 2, 77, 40), 34, 1, ACT_QUICK_GELU, RES_NONE), LLVM_BLOCKING);
   out[k++] = cpu_only(aliased(LIN(3, 3, 50, 300), 64, 1, ACT_QUICK_GELU, RES_FULL)), LLVM_BLOCKING);
+  /* gelu_tanh (a DiT's feed-forward and T5's gated gelu_new): a partial
+   * column block, over its residual in place, a wide one (SD3's 4·1536 at a
+   * few tokens), M = 1 */
+  out[k++] = cpu_only(LIN(3, 2, 77, 40), 34, 1, ACT_GELU_TANH, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(aliased(LIN(3, 3, 50, 300), 64, 1, ACT_GELU_TANH, RES_FULL)), LLVM_BLOCKING);
+  out[k++] = cpu_only(LIN(3, 1, 9, 1536), 6144, 1, ACT_GELU_TANH, RES_NONE), LLVM_BLOCKING);
+  out[k++] = cpu_only(LIN(2, 1, 64), 40, 0, ACT_GELU_TANH, RES_CHANNEL), LLVM_BLOCKING);
   return k;
 }
 
@@ -181,6 +188,10 @@ static int cuda_rows(op_case *out) {
   out[k++] = LIN(3, 2, 77, 24), 40, 0, ACT_GELU, RES_FULL);
   out[k++] = LIN(3, 2, 77, 24), 40, 1, ACT_QUICK_GELU, RES_NONE); /* CLIP's fc1 */
   out[k++] = stored(LIN(3, 2, 9, 24), 33, 1, ACT_QUICK_GELU, RES_CHANNEL), DT_F16);
+  out[k] = LIN(3, 2, 77, 24), 70, 1, ACT_GELU_TANH, RES_NONE); /* a DiT's feed-forward */
+  out[k++].cuda_computes |= OC_CC_F16;
+  out[k++] = aliased(LIN(3, 2, 9, 40), 40, 0, ACT_GELU_TANH, RES_FULL));
+  out[k++] = stored(LIN(2, 5, 33), 17, 1, ACT_GELU_TANH, RES_CHANNEL), DT_BF16);
   /* geglu: value and gate columns in the same block, H = 70 spans two blocks */
   out[k] = LIN(3, 2, 77, 24), 140, 1, ACT_GEGLU, RES_NONE);
   out[k++].cuda_computes |= OC_CC_F16;

@@ -12,48 +12,9 @@
  *   - the generator's error for groups that do not divide the last dim. */
 #include <string.h>
 
-#include "codegen/cuda/nvrtc.h"
 #include "cuda_harness.h"
 #include "op_cases.h"
 #include "testutil.h"
-
-/* ---- NVRTC: each distinct source once, sm_80 and sm_90 ------------------ */
-enum { MAX_SOURCES = 256 };
-static dc_nvrtc *nv;
-static dc_cuda_arch archs[DC_CUDA_MAX_ARCHS];
-static int narchs, nvrtc_compiles;
-static uint64_t compiled[MAX_SOURCES];
-static int ncompiled;
-
-static void nvrtc_init(void) {
-  dc_status *st = dc_nvrtc_load(&nv);
-  if (st) {
-    printf("NVRTC not found (%s): the sources are not compiled here\n", dc_status_message(st));
-    dc_status_free(st);
-    nv = NULL;
-    return;
-  }
-  CHECK_OK(dc_nvrtc_parse_archs(nv, "sm_80,sm_90", archs, &narchs));
-  printf("NVRTC %s: every distinct source compiled for sm_80 and sm_90, warnings fail\n", dc_nvrtc_version(nv));
-}
-
-static void nvrtc_check(const dc_cuda_kernel *k) {
-  if (!nv) return;
-  uint64_t h = dc_hash64(k->source, strlen(k->source));
-  for (int i = 0; i < ncompiled; i++)
-    if (compiled[i] == h) return;
-  if (ncompiled < MAX_SOURCES) compiled[ncompiled++] = h;
-  for (int a = 0; a < narchs; a++) {
-    dc_nvrtc_output out;
-    memset(&out, 0, sizeof out);
-    dc_status *st = dc_nvrtc_compile(nv, k->name, k->source, &archs[a], &out);
-    CHECK_OK(st);
-    CHECK(!st && !out.log);
-    if (!st && out.log) fprintf(stderr, "NVRTC warnings for %s on %s:\n%s\n", k->name, archs[a].name, out.log);
-    nvrtc_compiles++;
-    dc_nvrtc_output_deinit(&out);
-  }
-}
 
 /* The table's NHWC rows that run on CUDA, each compute precision they run at. */
 static void row_sources(void) {
@@ -73,7 +34,7 @@ static void row_sources(void) {
       dc_status *st = y >= 0 ? dc_cuda_gen_node(m, y, &o, "k_nhwc", &k) : dc_error(DC_ERR_MISMATCH, "oc_build");
       CHECK_OK(st);
       if (!st) {
-        nvrtc_check(&k);
+        ch_nvrtc_check(&k);
         if (c->op == OP_CONV2D) {
           int64_t ch = c->in[0].dims[1];
           CHECK((strstr(k.source, "g_f4") != NULL) == (ch % 4 == 0));
@@ -118,11 +79,11 @@ static void error_cases(void) {
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
-  nvrtc_init();
+  int have_nvrtc = ch_nvrtc_open(), sources = 0, compiles = 0;
   error_cases();
   row_sources();
-  if (nv) printf("NVRTC: %d distinct sources, %d compiles, no warnings expected\n", ncompiled, nvrtc_compiles);
+  ch_nvrtc_close(&sources, &compiles);
+  if (have_nvrtc) printf("NVRTC: %d distinct sources, %d compiles, no warnings expected\n", sources, compiles);
   else printf("NVRTC: not run\n");
-  if (nv) dc_nvrtc_unload(nv);
   return tu_finish();
 }

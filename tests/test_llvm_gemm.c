@@ -3,10 +3,12 @@
  * and epilogues are rows of the op case table (tests/op_cases_gemm.c).
  * Here: the same generator at 8 and 4 lanes (AVX2, SSE2) whatever the
  * host, the k loop's registers in the assembly (48 FMAs per step, no
- * spills), and the fused gelu against double erf on a dense grid; the
+ * spills), the fused gelu against double erf and the fused gelu_tanh
+ * against a long double σ form on a dense grid; the
  * default's choice of the Winograd F(2×2, 3×3) conv (k_winograd.c) on
  * VAE/UNet shapes (the forced Winograd rows are in the case table).
  * Timings of these kernels: bench/bench_kernels (gemm, winograd). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,51 @@ static void check_gelu_grid(void) {
     CHECK(maxrel <= 0x1p-24);   /* the float rounding of an exact result */
     CHECK(differ <= N / 10000); /* ties */
     CHECK(maxabs <= 1e-7);
+    free(x);
+    free(out);
+  }
+  runner_deinit(&r);
+  dc_module_destroy(m);
+}
+
+/* gelu_tanh the way no cancellation hurts: x·σ(2t) in long double, σ of a
+ * negative argument as e^(2t)/(1 + e^(2t)). */
+static double gelu_tanh_exact(double x) {
+  long double xl = x, t = 0.79788456080286535587989211986876L * (xl + 0.044715L * xl * xl * xl);
+  long double e = expl(-2 * fabsl(t)), sig = t >= 0 ? 1 / (1 + e) : e / (1 + e);
+  return (double)(xl * sig);
+}
+
+/* The fused gelu_tanh on the same grid: unlike the reference (whose
+ * 1 + tanh cancels below -5), the kernel's σ form is accurate everywhere,
+ * so it must be the exact value rounded (but for ties) over all of
+ * [-12, 12]: within half an ulp, and half the smallest subnormal where the
+ * result is subnormal. */
+static void check_gelu_tanh_grid(void) {
+  enum { N = 1 << 20 };
+  dc_module *m = dc_module_create();
+  int32_t y = add_linear(m, 2, (int64_t[]){1, 1}, N, 0, ACT_GELU_TANH, RES_NONE);
+  runner r;
+  dc_status *st = runner_init(&r, m, y, 2, 16);
+  CHECK_OK(st);
+  if (!st) {
+    float *x = malloc(N * sizeof *x), *out = malloc(N * sizeof *out), one = 1.0f;
+    for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * (float)i / N;
+    r.bufs[0] = out, r.bufs[1] = &one, r.bufs[2] = x;
+    run_all(&r);
+    double maxrel = 0, maxabs = 0;
+    int differ = 0;
+    for (int i = 0; i < N; i++) {
+      double ref = gelu_tanh_exact(x[i]), err = fabs(out[i] - ref);
+      differ += out[i] != (float)ref;
+      if (fabs(ref) >= FLT_MIN && err / fabs(ref) > maxrel) maxrel = err / fabs(ref);
+      if (fabs(ref) < FLT_MIN && err > maxabs) maxabs = err;
+    }
+    printf("gelu_tanh grid [-12, 12], %d points: max rel error %.3g (normal results), max abs error %.3g "
+           "(subnormal), %d differ from the exact value rounded\n", N, maxrel, maxabs, differ);
+    CHECK(maxrel <= 0x1p-24 * (1 + 1e-9)); /* the float rounding of an exact result, and double's digits */
+    CHECK(maxabs <= 0x1p-150 * (1 + 1e-9));
+    CHECK(differ <= N / 10000); /* ties */
     free(x);
     free(out);
   }
@@ -241,6 +288,7 @@ static void check_kloop_registers(void) {
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   check_gelu_grid();
+  check_gelu_tanh_grid();
   width_cases();
   check_kloop_registers();
   winograd_choice();

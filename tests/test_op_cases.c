@@ -1,7 +1,8 @@
 /* test_op_cases.c — runs the op case table (op_cases.h) on the backends
  * named by argv[2] ("reference", "llvm", "cuda"; all three when absent;
  * only llvm when $DIFFC_TEST_CPU names another CPU target, which changes
- * the LLVM kernels alone):
+ * the LLVM kernels alone), and only the rows of the ops named in argv[3]
+ * when given ("rms_norm,gated_add": a run while writing a kernel):
  *   reference  every output element written (runs into buffers pre-filled
  *              two ways agree) and, for in-place rows, the output written
  *              over input 0 equal to the separate one; for NHWC rows, the
@@ -192,7 +193,7 @@ static void run_cuda_as(const op_case *c, const dc_module *m, int32_t y, void **
 
 static void run_cuda(const op_case *c, const dc_module *m, int32_t y, void **given, const char *what) {
   /* norms are f32 whatever the tensor-core precision: random rows generate for bf16 */
-  int norm = c->op == OP_GROUP_NORM || c->op == OP_LAYER_NORM;
+  int norm = c->op == OP_GROUP_NORM || c->op == OP_LAYER_NORM || c->op == OP_RMS_NORM || c->op == OP_MOD_LAYER_NORM;
   int cc = c->cuda_computes ? c->cuda_computes : OC_CC_F32;
   if (cc & OC_CC_F32) run_cuda_as(c, m, y, given, what, norm && !given ? DC_CUDA_COMPUTE_BF16 : DC_CUDA_COMPUTE_F32, OC_CUDA);
   if (cc & OC_CC_BF16) run_cuda_as(c, m, y, given, what, DC_CUDA_COMPUTE_BF16, OC_CUDA_TC);
@@ -217,6 +218,18 @@ static void run_case(const op_case *c, int backends) {
   dc_module_destroy(m);
 }
 
+/* argv[3]: the ops whose rows run (all when NULL), by name, comma-separated. */
+static const char *only_ops;
+
+static int op_selected(dc_op op) {
+  if (!only_ops) return 1;
+  const char *name = dc_op_get(op)->name;
+  size_t len = strlen(name);
+  for (const char *p = only_ops; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == 0)) return 1;
+  return 0;
+}
+
 /* Every op a backend lowers with a kernel has rows that ran there. */
 static void check_coverage(int backends) {
   static const dc_lowering_fn lowering[3] = {dc_ref_lowering, dc_llvm_lowering, dc_cuda_lowering};
@@ -224,7 +237,7 @@ static void check_coverage(int backends) {
   for (int b = 0; b < 3; b++) {
     if (!(backends & (1 << b)) || (b == 2 && cuda_skipped)) continue;
     for (int op = 0; op < OP_COUNT; op++) {
-      if (lowering[b]((dc_op)op).how != DC_LOWER_KERNEL) continue;
+      if (lowering[b]((dc_op)op).how != DC_LOWER_KERNEL || !op_selected((dc_op)op)) continue;
       int ok = ran[b][op] > 0;
       CHECK(ok);
       if (!ok) fprintf(stderr, "%s lowers %s with a kernel, but no row of the case table ran there\n", names[b],
@@ -248,8 +261,10 @@ int main(int argc, char **argv) {
   tu_init(argc, argv);
   ch_init(tu_source_dir);
   int backends = backends_named(argc > 2 ? argv[2] : NULL), n = 0;
+  only_ops = argc > 3 ? argv[3] : NULL;
   const op_case *table = oc_table(&n);
-  for (int i = 0; i < n; i++) run_case(&table[i], backends);
+  for (int i = 0; i < n; i++)
+    if (op_selected(table[i].op)) run_case(&table[i], backends);
   check_coverage(backends);
   return tu_finish_or_skip(backends == OC_CUDA && cuda_skipped);
 }

@@ -3,9 +3,9 @@
  * out->source (starting with #include "dc_cuda.cuh"), sets the launch
  * geometry, and copies `name` into out->name.
  *
- *   g_elementwise.c  silu gelu quick_gelu clamp add mul geglu cast
+ *   g_elementwise.c  silu gelu quick_gelu gelu_tanh clamp scale add mul geglu gated_add cast
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
- *   g_norm.c         group_norm layer_norm
+ *   g_norm.c         group_norm layer_norm mod_layer_norm rms_norm
  *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
  *   g_attention.c    attention, causal_attention (flash: online softmax, never an Sq x Sk matrix)
  *   g_text.c         embedding eos_pool (the ops that read token ids)
@@ -24,6 +24,18 @@ typedef dc_status *(*dc_cuda_gen_fn)(const dc_module *m, const dc_node *n, const
  * "dc_ld_bf16", ...). */
 const char *dc_cuda_ctype(dc_dtype t);
 const char *dc_cuda_loader(dc_dtype t);
+
+/* gelu_tanh of the float expression v, as CUDA C: x·σ(2t) = x / (1 +
+ * e^(-2t)), t = √(2/π)·(x + 0.044715·x³), in f32 (nothing cancels for
+ * x < 0, where torch's 1 + tanhf does).  Measured against the exact value
+ * on a grid of [-12, 12] with the host's expf: 1.4e-7 relative from 0 up,
+ * 2.4e-7 from -1, 2.7e-6 from -5 (e^(-2t)'s rounding grows with |t|, where
+ * the result is under 1e-4).  -inf gives -inf/inf = NaN and a large
+ * negative x gives -0, as the reference.  Written inline, not in
+ * dc_common.cuh, so the prelude (part of every kernel's cache key) stays as
+ * it is. */
+#define DC_CUDA_GELU_TANH(v) \
+  "(" v " / (1.0f + expf(-1.5957691216057308f * (" v " + 0.044715f * " v " * " v " * " v "))))"
 
 /* Fills name/source from b (taking the buffer) and checks b for overflow. */
 dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out);
@@ -60,6 +72,11 @@ dc_status *dc_cuda_gen_blend(const dc_module *, const dc_node *, const dc_cuda_o
 dc_status *dc_cuda_gen_attention(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_quick_gelu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_embedding(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_gelu_tanh(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_scale(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_gated_add(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_mod_layer_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_rms_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_eos_pool(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 
 #endif

@@ -1,16 +1,17 @@
 /* g_elementwise.c — CUDA kernels for the elementwise ops: silu, gelu,
- * quick_gelu, clamp, add and mul (b broadcast numpy-style onto a), geglu and
- * cast.
+ * quick_gelu, gelu_tanh, clamp, scale, add and mul (b broadcast numpy-style
+ * onto a), geglu, gated_add and cast.
  *
  * Every kernel is a grid-stride loop over its output with the shape baked in
  * as constants (so index division is multiply-and-shift).  Where the
  * innermost run allows, a thread handles 4 consecutive floats through a
  * 16-byte struct (one vector load and store; the arena aligns every value to
- * 64 bytes).  In-place: out may equal in0 for silu, gelu, clamp, add and mul,
+ * 64 bytes).  In-place: out may equal in0 for the unary ops, add, mul and gated_add,
  * so those two pointers are not __restrict__ and every thread reads its
  * elements before it writes them.  The math is the reference's
- * (runtime/kernels_ref.c): silu and gelu through dc_common.cuh, add and mul
- * one IEEE operation each (bit-exact), cast bit-exact including NaNs. */
+ * (runtime/kernels_ref.c): silu and gelu through dc_common.cuh, add, mul and
+ * scale one IEEE operation each and gated_add two, rounded as the reference
+ * rounds them (bit-exact), cast bit-exact including NaNs. */
 #include "cgen.h"
 
 #include <string.h>
@@ -54,6 +55,7 @@ static dc_status *gen_unary(const dc_node *n, const char *name, const char *expr
   dc_buf b;
   dc_buf_init(&b);
   emit_head(&b, dc_op_get(n->op)->name, vec, name, "float *out, const float *in0");
+  if (n->op == OP_SCALE) emit_float_const(&b, "factor", (float)dc_node_float(n, "factor"));
   if (n->op == OP_CLAMP) {
     emit_float_const(&b, "lo", (float)dc_node_float(n, "min"));
     emit_float_const(&b, "hi", (float)dc_node_float(n, "max"));
@@ -89,6 +91,20 @@ dc_status *dc_cuda_gen_quick_gelu(const dc_module *m, const dc_node *n, const dc
                                   dc_cuda_kernel *out) {
   DC_TRY(need_f32_io(m, n));
   return gen_unary(n, name, "x * (1.0f / (1.0f + expf(-(1.702f * x))))", out);
+}
+
+/* cgen.h's f32 x·σ(2t); the reference's double tanh form within a few ulp. */
+dc_status *dc_cuda_gen_gelu_tanh(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                 dc_cuda_kernel *out) {
+  DC_TRY(need_f32_io(m, n));
+  return gen_unary(n, name, DC_CUDA_GELU_TANH("x"), out);
+}
+
+/* One rounded multiply (never fused with anything): the reference's bits. */
+dc_status *dc_cuda_gen_scale(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                             dc_cuda_kernel *out) {
+  DC_TRY(need_f32_io(m, n));
+  return gen_unary(n, name, "__fmul_rn(x, factor)", out);
 }
 
 /* Comparisons are false for NaN, so NaN passes through (torch.clamp). */
@@ -232,6 +248,46 @@ dc_status *dc_cuda_gen_geglu(const dc_module *m, const dc_node *n, const dc_cuda
   else
     dc_buf_printf(&b, "    out[e] = row[j] * dc_gelu(row[%lldu + j]);\n", (long long)h);
   dc_buf_printf(&b, "  }\n}\n");
+  dc_cuda_grid_1d(vec ? total / 4 : total, EW_THREADS, out);
+  return dc_cuda_finish(&b, name, out);
+}
+
+/* ---- gated_add: out = x + mod[b, at + c] * y ------------------------------- */
+/* x, y [B,S,C], mod [B,M]: element e is channel e % C of sample e / (S·C).
+ * __fmul_rn / __fadd_rn keep NVRTC from fusing them into one fma: the
+ * product is rounded first, as the reference does.  x and y may be out (in
+ * place over x, or y the same buffer): each thread reads its elements
+ * before writing them.  Four per thread when C allows (the gate, at any
+ * offset of mod, is read one float at a time). */
+dc_status *dc_cuda_gen_gated_add(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                 dc_cuda_kernel *out) {
+  const dc_type *tx = &m->nodes[n->inputs[0]].type, *tm = &m->nodes[n->inputs[2]].type;
+  DC_TRY(need_f32_io(m, n));
+  if (tx->rank != 3 || tm->rank != 2)
+    return dc_error(DC_ERR_MISMATCH, "gated_add: x of rank %d and mod of rank %d; expected [B,S,C] and [B,M]",
+                    tx->rank, tm->rank);
+  int64_t c = tx->dims[2], sc = tx->dims[1] * c, modw = tm->dims[1], at = dc_node_int(n, "at");
+  uint64_t total = dc_type_numel(tx);
+  int vec = c % 4 == 0;
+  const char *it = dc_cuda_index_type(total);
+  dc_buf b;
+  dc_buf_init(&b);
+  emit_head(&b, "gated_add", vec, name, "float *out, const float *in0, const float *in1, const float *__restrict__ mod");
+  if (total) {
+    dc_cuda_emit_grid_loop(&b, vec ? total / 4 : total);
+    dc_buf_printf(&b, "    const %s e = i%s;\n", it, vec ? " * 4" : "");
+    dc_buf_printf(&b, "    const float *gate = mod + (unsigned long long)(e / %lldu) * %lldull + %lldull + e %% %lldu;\n",
+                  (long long)sc, (long long)modw, (long long)at, (long long)c);
+    if (vec)
+      dc_buf_printf(&b,
+                    "    dc_f4 x = ((const dc_f4 *)in0)[i], y = ((const dc_f4 *)in1)[i];\n"
+                    "    for (int k = 0; k < 4; k++) x.v[k] = __fadd_rn(x.v[k], __fmul_rn(gate[k], y.v[k]));\n"
+                    "    ((dc_f4 *)out)[i] = x;\n");
+    else
+      dc_buf_printf(&b, "    out[e] = __fadd_rn(in0[e], __fmul_rn(gate[0], in1[e]));\n");
+    dc_buf_printf(&b, "  }\n");
+  }
+  dc_buf_printf(&b, "}\n");
   dc_cuda_grid_1d(vec ? total / 4 : total, EW_THREADS, out);
   return dc_cuda_finish(&b, name, out);
 }

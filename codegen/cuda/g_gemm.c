@@ -333,6 +333,7 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
   if (g->act == ACT_SILU) dc_buf_printf(b, "    v = dc_silu(v);\n");
   if (g->act == ACT_GELU) dc_buf_printf(b, "    v = dc_gelu(v);\n");
   if (g->act == ACT_QUICK_GELU) dc_buf_printf(b, "    v = v * (1.0f / (1.0f + expf(-(1.702f * v)))); /* quick_gelu */\n");
+  if (g->act == ACT_GELU_TANH) dc_buf_printf(b, "    v = %s; /* gelu_tanh */\n", DC_CUDA_GELU_TANH("v"));
   if (planes)
     dc_buf_printf(b, "    const long long oi = ((long long)(m / G_P) * G_OUTC + j) * G_P + m %% G_P;\n");
   else

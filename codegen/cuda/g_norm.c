@@ -1,4 +1,5 @@
-/* g_norm.c — group_norm (then act) and layer_norm, one launch per node.
+/* g_norm.c — group_norm (then act), layer_norm, mod_layer_norm and
+ * rms_norm, one launch per node.
  *
  * Statistics are f32 but accurate for groups with a large mean, where the
  * reference sums in double: every value is first shifted by the group's
@@ -17,8 +18,14 @@
  *               channel i % (C/G), so consecutive threads still read runs.
  *   layer_norm: one warp per row.  Rows up to 2048 wide are held in
  *               registers (read once); wider rows are read three times.
- * Neither op writes in place (ops.def), but each element is still read
- * before it is written. */
+ *   mod_layer_norm: layer_norm's kernel (gamma and beta optional), each
+ *               row's result then n·(1 + scale) + shift with its sample's
+ *               chunks of mod, the product rounded first (__fmul_rn,
+ *               __fadd_rn: no fma), as the reference.
+ *   rms_norm:   one warp per row, as layer_norm: the f32 sum of x² (no
+ *               shift: a mean square has no mean to cancel), y = x·rstd (·w).
+ * No norm writes in place (ops.def), but each element is still read before
+ * it is written. */
 #include "cgen.h"
 
 /* A float literal that round-trips the double (e.g. eps). */
@@ -128,11 +135,20 @@ dc_status *dc_cuda_gen_group_norm(const dc_module *m, const dc_node *n, const dc
   return dc_cuda_finish(&b, name, out);
 }
 
-/* ---- LAYER_NORM --------------------------------------------------------- */
+/* ---- LAYER_NORM, MOD_LAYER_NORM, RMS_NORM -------------------------------- */
 enum { LN_WARPS = 8, LN_MAX_CACHED = 64 /* values per lane kept in registers */ };
 
+/* What a row's value d (centred, a C expression) becomes at channel c. */
+typedef enum { LN_PLAIN, LN_MOD, LN_MOD_AFFINE } ln_kind;
+
+static void emit_ln_out(dc_buf *b, ln_kind k, const char *d) {
+  if (k == LN_PLAIN) dc_buf_printf(b, "(%s) * (rstd * gamma[c]) + beta[c]", d);
+  else if (k == LN_MOD_AFFINE) dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * (rstd * gamma[c]) + beta[c], 1.0f + sc[c]), sh[c])", d);
+  else dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * rstd, 1.0f + sc[c]), sh[c])", d);
+}
+
 /* The row held in v[] (lane + 32 i): read once. */
-static void emit_layer_cached(dc_buf *b) {
+static void emit_layer_cached(dc_buf *b, ln_kind k) {
   dc_buf_printf(b,
                 "  float v[LN_VPL], s = 0.0f;\n"
                 "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
@@ -149,12 +165,13 @@ static void emit_layer_cached(dc_buf *b) {
                 "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
                 "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
                 "    const int c = lane + 32 * i;\n"
-                "    if (c < LN_C) yr[c] = (v[i] - mean) * (rstd * gamma[c]) + beta[c];\n"
-                "  }\n");
+                "    if (c < LN_C) yr[c] = ");
+  emit_ln_out(b, k, "v[i] - mean");
+  dc_buf_printf(b, ";\n  }\n");
 }
 
 /* Rows too wide for registers: three strided passes over global memory. */
-static void emit_layer_streamed(dc_buf *b) {
+static void emit_layer_streamed(dc_buf *b, ln_kind k) {
   dc_buf_printf(b,
                 "  float s = 0.0f;\n"
                 "  for (int c = lane; c < LN_C; c += 32) s += xr[c] - shift;\n"
@@ -165,48 +182,125 @@ static void emit_layer_streamed(dc_buf *b) {
                 "    q += d * d;\n"
                 "  }\n"
                 "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
-                "  for (int c = lane; c < LN_C; c += 32) yr[c] = ((xr[c] - shift) - mean) * (rstd * gamma[c]) + beta[c];\n");
+                "  for (int c = lane; c < LN_C; c += 32) yr[c] = ");
+  emit_ln_out(b, k, "(xr[c] - shift) - mean");
+  dc_buf_printf(b, ";\n");
 }
 
-dc_status *dc_cuda_gen_layer_norm(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
-                                  dc_cuda_kernel *out) {
-  (void)o;
+/* A kernel of one warp per row of x's (input 0's) last dim: the checks, the
+ * source's head (through LN_EPS) into b, and the blocks to launch. */
+static dc_status *rows_head(const dc_module *m, const dc_node *n, dc_buf *b, int64_t *vpl, int64_t *blocks) {
   DC_TRY(check_f32(m, n));
   const dc_type *tx = &m->nodes[n->inputs[0]].type;
   int64_t c = tx->dims[tx->rank - 1], rows = c ? (int64_t)dc_type_numel(tx) / c : 0;
-  int64_t vpl = (c + 31) / 32, blocks = (rows + LN_WARPS - 1) / LN_WARPS;
-  if (rows == 0) return dc_error(DC_ERR_UNSUPPORTED, "layer_norm of an empty tensor");
-  if (c >= ((int64_t)1 << 30) || blocks >= ((int64_t)1 << 31))
+  const char *op = dc_op_get(n->op)->name;
+  *vpl = (c + 31) / 32, *blocks = (rows + LN_WARPS - 1) / LN_WARPS;
+  if (rows == 0) return dc_error(DC_ERR_UNSUPPORTED, "%s of an empty tensor", op);
+  if (c >= ((int64_t)1 << 30) || *blocks >= ((int64_t)1 << 31))
     return dc_error(DC_ERR_UNSUPPORTED, "%lld rows of %lld values exceed the kernel's indices", (long long)rows,
                     (long long)c);
-  dc_buf b;
-  dc_buf_init(&b);
-  dc_buf_printf(&b,
+  dc_buf_init(b);
+  dc_buf_printf(b,
                 "#include \"dc_cuda.cuh\"\n"
-                "/* layer_norm of %lld rows of %lld, one warp per row (generated by diffc) */\n"
+                "/* %s of %lld rows of %lld, one warp per row (generated by diffc) */\n"
                 "#if defined(__CUDACC__)\n#define LN_UNROLL _Pragma(\"unroll\")\n#else\n#define LN_UNROLL\n#endif\n"
                 "#define LN_C %lld\n#define LN_ROWS %lldLL\n#define LN_VPL %lld\n",
-                (long long)rows, (long long)c, (long long)c, (long long)rows, (long long)vpl);
-  emit_float_define(&b, "LN_EPS", dc_node_float(n, "eps"));
-  dc_buf_printf(&b,
-                "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ gamma,\n"
-                "                  const float *__restrict__ beta) {\n"
-                "  const int lane = threadIdx.x %% 32;\n"
-                "  const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
-                "  if (row >= LN_ROWS) return; /* the whole warp: it shares the row */\n"
-                "  const float *xr = x + row * LN_C;\n"
-                "  float *yr = out + row * LN_C;\n"
-                "  const float shift = xr[0];\n",
-                name);
-  if (vpl <= LN_MAX_CACHED)
-    emit_layer_cached(&b);
-  else
-    emit_layer_streamed(&b);
-  dc_buf_printf(&b, "}\n");
+                op, (long long)rows, (long long)c, (long long)c, (long long)rows, (long long)*vpl);
+  emit_float_define(b, "LN_EPS", dc_node_float(n, "eps"));
+  return NULL;
+}
+
+/* The kernel's first lines after its signature: this warp's row. */
+static const char row_prologue[] =
+    "  const int lane = threadIdx.x % 32;\n"
+    "  const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+    "  if (row >= LN_ROWS) return; /* the whole warp: it shares the row */\n"
+    "  const float *xr = x + row * LN_C;\n"
+    "  float *yr = out + row * LN_C;\n";
+
+static dc_status *rows_finish(dc_buf *b, int64_t blocks, const char *name, dc_cuda_kernel *out) {
+  dc_buf_printf(b, "}\n");
   out->grid[0] = (uint32_t)blocks;
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 32 * LN_WARPS;
   out->block[1] = out->block[2] = 1;
   out->smem_bytes = 0;
-  return dc_cuda_finish(&b, name, out);
+  return dc_cuda_finish(b, name, out);
+}
+
+/* layer_norm and mod_layer_norm: the row's mean and rstd, then
+ * emit_ln_out's expression (kind k). */
+static dc_status *gen_layer(const dc_module *m, const dc_node *n, ln_kind k, const char *name, dc_cuda_kernel *out) {
+  dc_buf b;
+  int64_t vpl, blocks;
+  DC_TRY(rows_head(m, n, &b, &vpl, &blocks));
+  if (k == LN_PLAIN)
+    dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ gamma,\n"
+                      "                  const float *__restrict__ beta) {\n", name);
+  else
+    dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ mod%s) {\n",
+                  name, k == LN_MOD_AFFINE ? ",\n                  const float *__restrict__ gamma, const float *__restrict__ beta" : "");
+  dc_buf_printf(&b, "%s  const float shift = xr[0];\n", row_prologue);
+  if (k != LN_PLAIN) { /* x [B,S,C]: the row's sample is row / S */
+    const dc_type *tx = &m->nodes[n->inputs[0]].type, *tm = &m->nodes[n->inputs[1]].type;
+    dc_buf_printf(&b,
+                  "  const float *mrow = mod + (row / %lldLL) * %lldLL;\n"
+                  "  const float *sc = mrow + %lldLL, *sh = mrow + %lldLL; /* this sample's scale and shift */\n",
+                  (long long)tx->dims[1], (long long)tm->dims[1], (long long)dc_node_int(n, "scale_at"),
+                  (long long)dc_node_int(n, "shift_at"));
+  }
+  if (vpl <= LN_MAX_CACHED)
+    emit_layer_cached(&b, k);
+  else
+    emit_layer_streamed(&b, k);
+  return rows_finish(&b, blocks, name, out);
+}
+
+dc_status *dc_cuda_gen_layer_norm(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                  dc_cuda_kernel *out) {
+  (void)o;
+  return gen_layer(m, n, LN_PLAIN, name, out);
+}
+
+dc_status *dc_cuda_gen_mod_layer_norm(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                      dc_cuda_kernel *out) {
+  (void)o; /* statistics are f32 whatever the tensor-core precision */
+  if (m->nodes[n->inputs[0]].type.rank != 3)
+    return dc_error(DC_ERR_MISMATCH, "mod_layer_norm of rank %d; expected x [B, S, C]", m->nodes[n->inputs[0]].type.rank);
+  return gen_layer(m, n, n->ninputs == 4 ? LN_MOD_AFFINE : LN_MOD, name, out);
+}
+
+/* ---- RMS_NORM: y = x / sqrt(mean(x²) + eps) (· w) ------------------------- */
+dc_status *dc_cuda_gen_rms_norm(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                                dc_cuda_kernel *out) {
+  (void)o;
+  dc_buf b;
+  int64_t vpl, blocks;
+  int weighted = n->ninputs > 1;
+  const char *wmul = weighted ? " * w[c]" : "";
+  DC_TRY(rows_head(m, n, &b, &vpl, &blocks));
+  dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x%s) {\n%s", name,
+                weighted ? ", const float *__restrict__ w" : "", row_prologue);
+  if (vpl <= LN_MAX_CACHED)
+    dc_buf_printf(&b,
+                  "  float v[LN_VPL], q = 0.0f;\n"
+                  "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
+                  "    const int c = lane + 32 * i;\n"
+                  "    v[i] = c < LN_C ? xr[c] : 0.0f;\n"
+                  "    q += v[i] * v[i];\n"
+                  "  }\n"
+                  "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
+                  "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
+                  "    const int c = lane + 32 * i;\n"
+                  "    if (c < LN_C) yr[c] = v[i] * rstd%s;\n"
+                  "  }\n",
+                  wmul);
+  else
+    dc_buf_printf(&b,
+                  "  float q = 0.0f;\n"
+                  "  for (int c = lane; c < LN_C; c += 32) q += xr[c] * xr[c];\n"
+                  "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
+                  "  for (int c = lane; c < LN_C; c += 32) yr[c] = xr[c] * rstd%s;\n",
+                  wmul);
+  return rows_finish(&b, blocks, name, out);
 }

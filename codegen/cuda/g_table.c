@@ -32,6 +32,11 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_QUICK_GELU: return dc_cuda_gen_quick_gelu;
     case OP_EMBEDDING: return dc_cuda_gen_embedding;
     case OP_EOS_POOL: return dc_cuda_gen_eos_pool;
+    case OP_RMS_NORM: return dc_cuda_gen_rms_norm;
+    case OP_MOD_LAYER_NORM: return dc_cuda_gen_mod_layer_norm;
+    case OP_GATED_ADD: return dc_cuda_gen_gated_add;
+    case OP_GELU_TANH: return dc_cuda_gen_gelu_tanh;
+    case OP_SCALE: return dc_cuda_gen_scale;
     default: return NULL;
   }
 }
@@ -45,11 +50,6 @@ static const dc_lowering cuda_marks[OP_COUNT] = {
   [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place constants; compile for --target cpu"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
   /* TEMPORARY while the CUDA generators are written (issue 14): */
-  [OP_RMS_NORM] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_MOD_LAYER_NORM] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_GATED_ADD] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_GELU_TANH] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_SCALE] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
   [OP_ROPE_FREQS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
   [OP_ROPE] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
   [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},

@@ -1,7 +1,8 @@
 /* k_elementwise.c — kernels for the elementwise ops (silu, gelu,
- * quick_gelu, clamp), add and mul with numpy broadcasting, and geglu; and
- * the vector math they share with other kernels' epilogues (kg_expf,
- * kg_silu, kg_gelu, kg_quick_gelu).
+ * quick_gelu, gelu_tanh, clamp, scale), add and mul with numpy
+ * broadcasting, geglu and gated_add; and the vector math they share with
+ * other kernels' epilogues (kg_expf, kg_silu, kg_gelu, kg_quick_gelu,
+ * kg_gelu_tanh).
  *
  * Every kernel here is a walk over rows of contiguous elements in vectors
  * of W lanes (a masked vector for a row's tail): the rows·ceil(len/W)
@@ -123,6 +124,33 @@ LLVMValueRef kg_gelu(dc_kgen *g, LLVMValueRef x) {
   return LLVMBuildFPTrunc(g->b, LLVMBuildFMul(g->b, xd, phi, ""), ft, "gelu");
 }
 
+/* gelu_tanh(x) = 0.5·x·(1 + tanh(t)) = x·σ(2t), t = √(2/π)·(x + 0.044715·x³),
+ * all in double like the reference, rounded once.  σ(2t) = 1/(1 + e^(-2t))
+ * for t >= 0 and e^(2t)/(1 + e^(2t)) below, so exp_f64 always sees
+ * -2|t| <= 0 and nothing cancels: every 13th float in [-5, 40] checked, it
+ * is within one ulp of the reference and nearly always its bits.  Below
+ * -5 the reference's own 1 + tanh(t) cancels in double (digits lost; 0
+ * from about -8.2, where tanh(t) rounds to -1, so it gives -0 where this
+ * gives the true value, under 1e-15): this one is the more accurate there.
+ * Past |t| = 350 (|x| > 21) e^(-2|t|) underflows: σ is then 1 above and
+ * exactly 0 below, so x·0 gives -0 for a finite x and NaN for -inf, as the
+ * reference's 0.5·x·(1 + -1). */
+LLVMValueRef kg_gelu_tanh(dc_kgen *g, LLVMValueRef x) {
+  LLVMTypeRef ft = LLVMTypeOf(x), t = like(ft, g->f64);
+  LLVMValueRef xd = LLVMBuildFPExt(g->b, x, t, "");
+  LLVMValueRef cube = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, kg_fconst(t, 0.044715), xd, ""), xd, ""),
+                                    xd, "");
+  LLVMValueRef tt = LLVMBuildFMul(g->b, kg_fconst(t, 0.7978845608028654), LLVMBuildFAdd(g->b, xd, cube, ""), "t");
+  LLVMValueRef a = kg_intrinsic(g, "llvm.fabs", t, &tt, 1);
+  LLVMValueRef arg = LLVMBuildFMul(g->b, a, kg_fconst(t, -2.0), "");
+  LLVMValueRef far = LLVMBuildFCmp(g->b, LLVMRealULT, arg, kg_fconst(t, -700.0), "far"); /* NaN too */
+  LLVMValueRef e = exp_f64(g, LLVMBuildSelect(g->b, far, kg_fconst(t, -700.0), arg, ""));
+  LLVMValueRef up = LLVMBuildFDiv(g->b, kg_fconst(t, 1.0), LLVMBuildFAdd(g->b, kg_fconst(t, 1.0), e, ""), "");
+  LLVMValueRef down = LLVMBuildSelect(g->b, far, kg_fconst(t, 0.0), LLVMBuildFMul(g->b, e, up, ""), "");
+  LLVMValueRef sig = sel_cmp(g, LLVMRealOLT, tt, kg_fconst(t, 0.0), down, up);
+  return LLVMBuildFPTrunc(g->b, LLVMBuildFMul(g->b, xd, sig, ""), ft, "gelu_tanh");
+}
+
 /* ---- the row walk -------------------------------------------------------- */
 typedef struct walk walk;
 struct walk {
@@ -135,6 +163,7 @@ struct walk {
   LLVMValueRef rp[4];        /* per-row values (set by row) */
   LLVMValueRef (*f)(dc_kgen *g, walk *w, LLVMValueRef x); /* unary: the function */
   float lo, hi;              /* clamp bounds */
+  float factor;              /* scale */
   int is_mul, b_row;         /* broadcast: the op; b is a row (1) or a scalar per row (0) */
   const int64_t *seg;        /* broadcast: outer segment sizes and b strides */
   const int64_t *bstride;
@@ -201,6 +230,11 @@ static dc_status *unary(dc_kgen *g, LLVMValueRef (*f)(dc_kgen *, walk *, LLVMVal
 static LLVMValueRef f_silu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_silu(g, x); }
 static LLVMValueRef f_gelu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_gelu(g, x); }
 static LLVMValueRef f_quick_gelu(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_quick_gelu(g, x); }
+static LLVMValueRef f_gelu_tanh(dc_kgen *g, walk *w, LLVMValueRef x) { return kg_gelu_tanh(g, x); }
+/* one f32 multiply, as the reference: bit for bit */
+static LLVMValueRef f_scale(dc_kgen *g, walk *w, LLVMValueRef x) {
+  return LLVMBuildFMul(g->b, x, kg_fconst(LLVMTypeOf(x), w->factor), "");
+}
 
 /* x < lo ? lo : x > hi ? hi : x — ordered compares, so NaN passes through
  * and -0 stays -0 (minnum/maxnum would differ), exactly the reference. */
@@ -223,6 +257,17 @@ dc_status *dc_k_gelu(dc_kgen *g) {
 dc_status *dc_k_quick_gelu(dc_kgen *g) {
   walk w = {0};
   return unary(g, f_quick_gelu, &w);
+}
+
+dc_status *dc_k_gelu_tanh(dc_kgen *g) {
+  walk w = {0};
+  return unary(g, f_gelu_tanh, &w);
+}
+
+dc_status *dc_k_scale(dc_kgen *g) {
+  walk w = {0};
+  w.factor = (float)dc_node_float(g->n, "factor");
+  return unary(g, f_scale, &w);
 }
 
 dc_status *dc_k_clamp(dc_kgen *g) {
@@ -335,6 +380,43 @@ dc_status *dc_k_geglu(dc_kgen *g) {
   w.vec = geglu_vec;
   w.p[0] = kg_buf(g, 0);
   w.p[1] = kg_buf(g, 1);
+  walk_emit(g, &w);
+  return NULL;
+}
+
+/* ---- gated_add: y[b, s, c] = x[b, s, c] + mod[b, at + c] · y[b, s, c] ---------
+ * Rows of C (B·S of them); a row's gate is its sample's chunk of mod, read
+ * where it lies.  The product is rounded, then added (two IEEE operations,
+ * never fused): the reference's bits.  The output may be x (or y): each
+ * vector is read before its lanes are written. */
+static void gated_row(dc_kgen *g, walk *w, LLVMValueRef r) {
+  LLVMValueRef off = LLVMBuildNSWMul(g->b, r, kg_i64(g, w->len), "");
+  LLVMValueRef b = LLVMBuildSDiv(g->b, r, kg_i64(g, w->seg[0]), "b"); /* rows per sample */
+  w->rp[0] = at(g, w->p[0], off);
+  w->rp[1] = at(g, w->p[1], off);
+  w->rp[2] = at(g, w->p[2], off);
+  w->rp[3] = at(g, w->p[3], LLVMBuildNSWAdd(g->b, LLVMBuildNSWMul(g->b, b, kg_i64(g, w->seg[1]), ""),
+                                            kg_i64(g, w->seg[2]), "gate"));
+}
+
+static void gated_vec(dc_kgen *g, walk *w, LLVMValueRef off, int n) {
+  LLVMValueRef x = ld(g, at(g, w->rp[1], off), n), y = ld(g, at(g, w->rp[2], off), n);
+  LLVMValueRef gate = ld(g, at(g, w->rp[3], off), n);
+  LLVMValueRef prod = LLVMBuildFMul(g->b, gate, y, "");
+  kg_vstore_n(g, LLVMBuildFAdd(g->b, x, prod, ""), at(g, w->rp[0], off), n);
+}
+
+dc_status *dc_k_gated_add(dc_kgen *g) {
+  const dc_type *t = kg_type(g, 1), *tm = kg_type(g, 3);
+  /* seg: rows per sample, mod's row length, the gate's offset */
+  int64_t seg[3] = {t->dims[1], tm->dims[1], dc_node_int(g->n, "at")};
+  walk w = {0};
+  w.len = t->dims[2];
+  w.rows = t->dims[0] * t->dims[1];
+  w.seg = seg;
+  w.row = gated_row;
+  w.vec = gated_vec;
+  for (int i = 0; i < 4; i++) w.p[i] = kg_buf(g, i);
   walk_emit(g, &w);
   return NULL;
 }

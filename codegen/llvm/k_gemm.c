@@ -61,11 +61,12 @@ static LLVMValueRef mul(dc_kgen *g, LLVMValueRef a, int64_t c) { return LLVMBuil
 
 /* ---- activations ---- */
 /* The shared epilogue math of kgen.h, so a fused conv/linear + act gives the
- * same bits as the unfused SILU/GELU/QUICK_GELU kernels would on the same sums. */
+ * same bits as the unfused SILU/GELU/QUICK_GELU/GELU_TANH kernels would on the same sums. */
 static LLVMValueRef act(dc_kgen *g, dc_act a, LLVMValueRef y) {
   if (a == ACT_SILU) return kg_silu(g, y);
   if (a == ACT_GELU) return kg_gelu(g, y);
   if (a == ACT_QUICK_GELU) return kg_quick_gelu(g, y);
+  if (a == ACT_GELU_TANH) return kg_gelu_tanh(g, y);
   return y;
 }
 

@@ -1,4 +1,5 @@
-/* k_norm.c — group norm (+ act), layer norm and the timestep embedding.
+/* k_norm.c — group norm (+ act), layer norm, the DiTs' modulated layer
+ * norm and RMS norm, and the timestep embedding.
  *
  * Norms, two passes over each group or row: (1) the sum and sum of squares
  * in <W x double> vectors, shifted by the first element so E[x²] - E[x]²
@@ -8,6 +9,12 @@
  * floats, so y keeps its digits even when |mean| >> std.  A group of SD's
  * biggest norm (10 channels × 64×64 = 160 KiB) stays in L2 between passes.
  * Threads split the (n, group) pairs or the rows.
+ *
+ * mod_layer_norm is layer norm (affine or not) whose rows then take their
+ * sample's scale and shift chunks of the modulation: n·(1 + scale) + shift,
+ * the product rounded, then the sum, as the reference.  rms_norm sums x²
+ * in <W x double> vectors (no shift: it is a mean square, not a variance)
+ * and writes x·rstd (·w).
  *
  * Group norm channels last (x [N, positions..., C]) keeps the same math
  * with vectors along the channels: a thread item is (n, a block of whole
@@ -430,6 +437,116 @@ dc_status *dc_k_layer_norm(dc_kgen *g) {
   ln_vec(g, p, v.i, W, &mo, rstd);
   kg_end(g, &v);
   if (c % W) ln_vec(g, p, kg_i64(g, c / W * W), (int)(c % W), &mo, rstd);
+  kg_end(g, &r);
+  return NULL;
+}
+
+/* ---- mod_layer_norm ------------------------------------------------------ */
+/* n = centre(x)·rstd (then fma with gamma, beta); y = n·(1 + scale) + shift
+ * for n lanes at element off; p: y row, x row, gamma, beta, scale, shift. */
+static void mln_vec(dc_kgen *g, LLVMValueRef *p, LLVMValueRef off, int n, const moments *mo, LLVMValueRef rstd,
+                    int affine) {
+  LLVMValueRef x = kg_vload_n(g, g->vf32, kg_gep(g, p[1], off), n, NULL);
+  LLVMValueRef v = LLVMBuildFMul(g->b, centre(g, x, mo), rstd, "");
+  if (affine) {
+    LLVMValueRef gm = kg_vload_n(g, g->vf32, kg_gep(g, p[2], off), n, NULL);
+    v = kg_fma(g, v, gm, kg_vload_n(g, g->vf32, kg_gep(g, p[3], off), n, NULL));
+  }
+  LLVMValueRef sc = kg_vload_n(g, g->vf32, kg_gep(g, p[4], off), n, NULL);
+  LLVMValueRef sh = kg_vload_n(g, g->vf32, kg_gep(g, p[5], off), n, NULL);
+  LLVMValueRef t = LLVMBuildFMul(g->b, v, LLVMBuildFAdd(g->b, kg_vf32(g, 1.0), sc, ""), "");
+  kg_vstore_n(g, LLVMBuildFAdd(g->b, t, sh, "mod"), kg_gep(g, p[0], off), n);
+}
+
+/* x [B,S,C], mod [B,M] (inputs 1, 2), gamma and beta (3, 4) when given;
+ * threads split the B·S rows. */
+dc_status *dc_k_mod_layer_norm(dc_kgen *g) {
+  const dc_type *t = kg_type(g, 1), *tm = kg_type(g, 2);
+  int64_t seq = t->dims[1], c = t->dims[2], rows = t->dims[0] * seq;
+  if (rows == 0 || c == 0) return NULL;
+  int W = g->vw, affine = g->n->ninputs == 4;
+  double eps = dc_node_float(g->n, "eps");
+  LLVMValueRef y = kg_buf(g, 0), x = kg_buf(g, 1), mod = kg_buf(g, 2), lo, hi;
+  LLVMValueRef gamma = affine ? kg_buf(g, 3) : NULL, beta = affine ? kg_buf(g, 4) : NULL;
+  kg_split(g, kg_i64(g, rows), &lo, &hi);
+  kg_loop r;
+  kg_for(g, &r, lo, hi, 1, "row");
+  LLVMValueRef base = LLVMBuildNSWMul(g->b, r.i, kg_i64(g, c), "");
+  LLVMValueRef modrow = LLVMBuildNSWMul(g->b, LLVMBuildSDiv(g->b, r.i, kg_i64(g, seq), "b"), kg_i64(g, tm->dims[1]), "");
+  LLVMValueRef p[6] = {kg_gep(g, y, base), kg_gep(g, x, base), gamma, beta,
+                       kg_gep(g, mod, LLVMBuildNSWAdd(g->b, modrow, kg_i64(g, dc_node_int(g->n, "scale_at")), "")),
+                       kg_gep(g, mod, LLVMBuildNSWAdd(g->b, modrow, kg_i64(g, dc_node_int(g->n, "shift_at")), ""))};
+  moments mo;
+  emit_moments(g, p[1], c, eps, &mo);
+  LLVMValueRef rstd = kg_splat(g, LLVMBuildFPTrunc(g->b, mo.rstd, g->f32, ""));
+  kg_loop v;
+  kg_for(g, &v, kg_i64(g, 0), kg_i64(g, c / W * W), W, "mlnv");
+  mln_vec(g, p, v.i, W, &mo, rstd, affine);
+  kg_end(g, &v);
+  if (c % W) mln_vec(g, p, kg_i64(g, c / W * W), (int)(c % W), &mo, rstd, affine);
+  kg_end(g, &r);
+  return NULL;
+}
+
+/* ---- rms_norm ------------------------------------------------------------ */
+/* acc += x·x in double. */
+static void accumulate_sq(dc_kgen *g, LLVMValueRef x, LLVMValueRef acc) {
+  LLVMValueRef d = LLVMBuildFPExt(g->b, x, vf64(g), "");
+  LLVMBuildStore(g->b, kg_fma(g, d, d, fvar_get(g, acc)), acc);
+}
+
+/* 1 / sqrt(mean(x²) + eps) of len floats at p, as a float: two
+ * accumulators hide the fma latency; the tail lanes load as zeros. */
+static LLVMValueRef emit_rstd(dc_kgen *g, LLVMValueRef p, int64_t len, double eps) {
+  int W = g->vw;
+  LLVMValueRef acc[2];
+  for (int i = 0; i < 2; i++) {
+    acc[i] = kg_var(g, vf64(g), "sq");
+    LLVMBuildStore(g->b, kg_fconst(vf64(g), 0.0), acc[i]);
+  }
+  int64_t npair = len / (2 * W);
+  kg_loop l;
+  kg_for(g, &l, kg_i64(g, 0), kg_i64(g, npair * 2 * W), 2 * W, "sq");
+  accumulate_sq(g, kg_vload(g, kg_gep(g, p, l.i)), acc[0]);
+  accumulate_sq(g, kg_vload(g, kg_gep(g, p, LLVMBuildNSWAdd(g->b, l.i, kg_i64(g, W), ""))), acc[1]);
+  kg_end(g, &l);
+  for (int64_t off = npair * 2 * W; off < len; off += W) {
+    int n = (int)(len - off < W ? len - off : W);
+    accumulate_sq(g, kg_vload_n(g, g->vf32, kg_gep(g, p, kg_i64(g, off)), n, NULL), acc[0]);
+  }
+  LLVMValueRef q = kg_hsum(g, LLVMBuildFAdd(g->b, fvar_get(g, acc[0]), fvar_get(g, acc[1]), ""));
+  LLVMValueRef ms = kg_fconst(g->f64, eps);
+  ms = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, q, LLVMConstReal(g->f64, 1.0 / (double)len), ""), ms, "");
+  LLVMValueRef sd = kg_intrinsic(g, "llvm.sqrt", g->f64, &ms, 1);
+  return LLVMBuildFPTrunc(g->b, LLVMBuildFDiv(g->b, LLVMConstReal(g->f64, 1.0), sd, ""), g->f32, "rstd");
+}
+
+static void rms_vec(dc_kgen *g, LLVMValueRef y, LLVMValueRef x, LLVMValueRef w, LLVMValueRef off, int n,
+                    LLVMValueRef rstd) {
+  LLVMValueRef v = LLVMBuildFMul(g->b, kg_vload_n(g, g->vf32, kg_gep(g, x, off), n, NULL), rstd, "");
+  if (w) v = LLVMBuildFMul(g->b, v, kg_vload_n(g, g->vf32, kg_gep(g, w, off), n, NULL), "");
+  kg_vstore_n(g, v, kg_gep(g, y, off), n);
+}
+
+/* Rows of the last dim, split across threads; y = x·rstd (·w). */
+dc_status *dc_k_rms_norm(dc_kgen *g) {
+  const dc_type *t = kg_type(g, 1);
+  int64_t c = t->dims[t->rank - 1], numel = (int64_t)dc_type_numel(t);
+  if (numel == 0) return NULL;
+  int W = g->vw;
+  double eps = dc_node_float(g->n, "eps");
+  LLVMValueRef y = kg_buf(g, 0), x = kg_buf(g, 1), w = g->n->ninputs > 1 ? kg_buf(g, 2) : NULL, lo, hi;
+  kg_split(g, kg_i64(g, numel / c), &lo, &hi);
+  kg_loop r;
+  kg_for(g, &r, lo, hi, 1, "row");
+  LLVMValueRef base = LLVMBuildNSWMul(g->b, r.i, kg_i64(g, c), "");
+  LLVMValueRef xr = kg_gep(g, x, base), yr = kg_gep(g, y, base);
+  LLVMValueRef rstd = kg_splat(g, emit_rstd(g, xr, c, eps));
+  kg_loop v;
+  kg_for(g, &v, kg_i64(g, 0), kg_i64(g, c / W * W), W, "rmsv");
+  rms_vec(g, yr, xr, w, v.i, W, rstd);
+  kg_end(g, &v);
+  if (c % W) rms_vec(g, yr, xr, w, kg_i64(g, c / W * W), (int)(c % W), rstd);
   kg_end(g, &r);
   return NULL;
 }

@@ -25,6 +25,11 @@ dc_status *dc_k_attention(dc_kgen *g);
 dc_status *dc_k_quick_gelu(dc_kgen *g);
 dc_status *dc_k_embedding(dc_kgen *g);
 dc_status *dc_k_eos_pool(dc_kgen *g);
+dc_status *dc_k_rms_norm(dc_kgen *g);
+dc_status *dc_k_mod_layer_norm(dc_kgen *g);
+dc_status *dc_k_gated_add(dc_kgen *g);
+dc_status *dc_k_gelu_tanh(dc_kgen *g);
+dc_status *dc_k_scale(dc_kgen *g);
 
 dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
@@ -50,6 +55,11 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
     case OP_QUICK_GELU: return dc_k_quick_gelu;
     case OP_EMBEDDING: return dc_k_embedding;
     case OP_EOS_POOL: return dc_k_eos_pool;
+    case OP_RMS_NORM: return dc_k_rms_norm;
+    case OP_MOD_LAYER_NORM: return dc_k_mod_layer_norm;
+    case OP_GATED_ADD: return dc_k_gated_add;
+    case OP_GELU_TANH: return dc_k_gelu_tanh;
+    case OP_SCALE: return dc_k_scale;
     default: return NULL;
   }
 }
@@ -65,11 +75,6 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
   [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
   [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
   /* TEMPORARY while the LLVM kernels are written (issue 14): */
-  [OP_RMS_NORM] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_MOD_LAYER_NORM] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_GATED_ADD] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_GELU_TANH] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_SCALE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_ROPE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
