@@ -198,7 +198,7 @@ static const dc_config_key t5_keys[] = {
     {"dropout_rate", DC_KEY_NUM, "0.1", 0, NULL},
     {"layer_norm_epsilon", DC_KEY_NUM, "1e-06", 0, NULL},
     {"initializer_factor", DC_KEY_NUM, "1.0", 0, NULL},
-    {"feed_forward_proj", DC_KEY_STR, "\"relu\"", 0, "gated-gelu, relu"},
+    {"feed_forward_proj", DC_KEY_STR, "\"relu\"", 0, "gated-gelu, relu, gated-relu, gelu_new, gated-gelu_new"},
     {"dense_act_fn", DC_KEY_STR, "\"relu\"", 0, "gelu_new, relu"},
     {"is_gated_act", DC_KEY_BOOL, "false", 0, NULL},
     {"is_encoder_decoder", DC_KEY_BOOL, "true", 0, NULL},
