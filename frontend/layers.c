@@ -16,6 +16,14 @@ const char *gb_path(char *buf, size_t cap, const char *fmt, ...) {
 
 const dc_type *gb_type(const dc_gb *g, int32_t x) { return &g->m->nodes[x].type; }
 
+int32_t gb_stored(const dc_gb *g, int32_t t) {
+  const dc_node *n = &g->m->nodes[t];
+  if (n->op != OP_CAST) return t;
+  const dc_node *w = &g->m->nodes[n->inputs[0]];
+  if (w->op != OP_WEIGHT || w->type.dtype == DT_F32) return t;
+  return g->m->weights[w->ref].offset % (uint64_t)dc_dtype_size(w->type.dtype) ? t : n->inputs[0];
+}
+
 dc_status *gb_add(dc_gb *g, dc_node *n, const char *scope, int32_t *out) {
   n->scope = scope ? dc_arena_strdup(g->m->arena, scope) : NULL;
   if (scope && !n->scope) return dc_nomem("building the graph");

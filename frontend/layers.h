@@ -64,6 +64,13 @@ dc_status *gb_permute(dc_gb *g, const char *scope, int32_t x, int rank, const in
  * neighbours. */
 dc_status *gb_to_tokens(dc_gb *g, const char *scope, int32_t x, int32_t *out);
 dc_status *gb_from_tokens(dc_gb *g, const char *scope, int32_t x, int64_t h, int64_t w, int32_t *out);
+/* The weight node under the cast to f32 that dc_weights_get put after a
+ * 16-bit tensor, for an op that reads any float dtype itself (embedding,
+ * relative_position_bias): the table is then not cast whole into the arena,
+ * and dce drops the unread cast.  t itself when there is no such cast, when
+ * the "cast" only realigns f32 data, or when the elements are not aligned in
+ * the file. */
+int32_t gb_stored(const dc_gb *g, int32_t t);
 /* The type of a value already in the graph. */
 const dc_type *gb_type(const dc_gb *g, int32_t x);
 

@@ -56,9 +56,9 @@ esac
 expect_fail "--component scheduler" 'component "scheduler" is the diffusers class PNDMScheduler, which diffc does not compile yet' -- \
   "$diffc" "$pipe" --component scheduler -o "$tmp/p.dplan"
 mkdir -p "$tmp/pipe"
-sed 's/"text_encoder": \[/"text_encoder": ["transformers", "T5EncoderModel"], "unused_te": [/' "$pipe/model_index.json" >"$tmp/pipe/model_index.json"
+sed 's/"text_encoder": \[/"text_encoder": ["transformers", "T5ForConditionalGeneration"], "unused_te": [/' "$pipe/model_index.json" >"$tmp/pipe/model_index.json"
 mkdir -p "$tmp/pipe/text_encoder"
-expect_fail "transformers text_encoder" 'component "text_encoder" is the transformers class T5EncoderModel, which diffc does not compile yet' -- \
+expect_fail "transformers text_encoder" 'component "text_encoder" is the transformers class T5ForConditionalGeneration, which diffc does not compile yet' -- \
   "$diffc" "$tmp/pipe" --component text_encoder -o "$tmp/p.dplan"
 # a CLIP text encoder is a component diffc compiles (transformers' file names inside)
 sed 's/"text_encoder": \[/"text_encoder": ["transformers", "CLIPTextModel"], "unused_te": [/' "$pipe/model_index.json" >"$tmp/pipe/model_index.json"

@@ -211,6 +211,21 @@ static void check_cuda(const fc_options *fo, const dc_compile_options *base, con
 
 /* ---- runs ------------------------------------------------------------------ */
 
+/* A memory technique the run asks for (it must not change the outputs):
+ * --offload KIND, --group-level block|leaf, --blocks-per-group N.  0 for
+ * another flag or a value diffc would refuse. */
+static int memory_option(const char *flag, const char *value, dc_memory_options *m) {
+  if (!strcmp(flag, "--offload")) {
+    for (int k = DC_OFFLOAD_NONE; k <= DC_OFFLOAD_GROUP; k++)
+      if (!strcmp(value, dc_offload_name((dc_offload_kind)k))) return m->offload = (dc_offload_kind)k, 1;
+    return 0;
+  }
+  if (!strcmp(flag, "--group-level") && (!strcmp(value, "block") || !strcmp(value, "leaf")))
+    return m->group_level = !strcmp(value, "block") ? DC_GROUP_BLOCK : DC_GROUP_LEAF, 1;
+  if (!strcmp(flag, "--blocks-per-group") && atoi(value) > 0) return m->blocks_per_group = atoi(value), 1;
+  return 0;
+}
+
 /* The run's "diffc_options" (diffc flags for the diffusers options it used)
  * into co.  A flag this checker cannot pass is a failure naming it: compiling
  * without it would compare a different graph with diffusers. */
@@ -226,6 +241,8 @@ static int apply_diffc_options(const cJSON *run, const char *io_name, dc_compile
     else if (!strcmp(flag, "--clip-hidden-state") && cJSON_IsString(value)) { /* its value is the next string */
       co->clip_hidden_state = 1;
       co->clip_hidden_index = atoi(value->valuestring);
+      o = o->next;
+    } else if (cJSON_IsString(value) && memory_option(flag, value->valuestring, &co->memory)) {
       o = o->next;
     } else {
       printf("  %s: case.json asks for diffc option %s, which fixture_check does not know\n", io_name, flag);

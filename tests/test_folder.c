@@ -237,7 +237,7 @@ static void test_pipeline(void) {
              " \"unet\": [\"diffusers\", \"UNet2DConditionModel\"],\n"
              " \"vae\": [\"diffusers\", \"AutoencoderKL\"],\n"
              " \"text_encoder\": [\"transformers\", \"CLIPTextModel\"],\n"
-             " \"text_encoder_3\": [\"transformers\", \"T5EncoderModel\"],\n"
+             " \"text_encoder_3\": [\"transformers\", \"T5ForConditionalGeneration\"],\n"
              " \"safety_checker\": [null, null], \"feature_extractor\": [\"transformers\", null],\n"
              " \"requires_safety_checker\": false}\n");
   char *unet = dc_path_join(dir, "unet");
@@ -248,11 +248,11 @@ static void test_pipeline(void) {
 
   check_open_err(dir, NULL,
                  " is a pipeline folder (model_index.json); choose a component with --component: "
-                 "text_encoder, unet, vae; not supported yet: text_encoder_3 (transformers T5EncoderModel)");
+                 "text_encoder, unet, vae; not supported yet: text_encoder_3 (transformers T5ForConditionalGeneration)");
   dc_folder_options opt = {.component = "foo"};
   check_open_err(dir, &opt,
                  "/model_index.json: no component \"foo\" (components: text_encoder, unet, vae; not supported yet: "
-                 "text_encoder_3 (transformers T5EncoderModel))");
+                 "text_encoder_3 (transformers T5ForConditionalGeneration))");
   opt.component = "safety_checker";
   check_open_err(dir, &opt, "/model_index.json: no component \"safety_checker\"");
   opt.component = "_class_name";

@@ -86,7 +86,9 @@ static void test_bench_configs(void) {
                {"../bench/configs/sd15_vae.json", 83653863ull},
                /* CLIP-L (SD1.5's text encoder) and OpenCLIP bigG with its projection (SDXL's second) */
                {"../bench/configs/sd15_text_encoder.json", 123060480ull},
-               {"../bench/configs/sdxl_text_encoder_2.json", 694659840ull}};
+               {"../bench/configs/sdxl_text_encoder_2.json", 694659840ull},
+               /* T5-v1.1-XXL's encoder (Flux's text_encoder_2), its tied token table once */
+               {"../bench/configs/flux_text_encoder_2.json", 4762310656ull}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *config = src_path(cases[i].config);
     dc_weight_list l;

@@ -191,11 +191,17 @@ static void test_transformers_identity(void) {
   CHECK_OK(dc_class_of_config(&d, &name, &c));
   CHECK(name && !strcmp(name, "CLIPTextModel") && c == dc_class_find(DC_LIB_TRANSFORMERS, "CLIPTextModel"));
   dc_json_free(&d);
+  text = "{\"architectures\": [\"T5ForConditionalGeneration\"], \"model_type\": \"t5\"}";
+  tu_write_file(path, text, strlen(text));
+  CHECK_OK(dc_json_load(path, &d));
+  CHECK_OK(dc_class_of_config(&d, &name, &c));
+  CHECK(name && !strcmp(name, "T5ForConditionalGeneration") && c == NULL); /* named; no descriptor */
+  dc_json_free(&d);
   text = "{\"architectures\": [\"T5EncoderModel\"], \"model_type\": \"t5\"}";
   tu_write_file(path, text, strlen(text));
   CHECK_OK(dc_json_load(path, &d));
   CHECK_OK(dc_class_of_config(&d, &name, &c));
-  CHECK(name && !strcmp(name, "T5EncoderModel") && c == NULL); /* named; no descriptor */
+  CHECK(name && !strcmp(name, "T5EncoderModel") && c == dc_class_find(DC_LIB_TRANSFORMERS, "T5EncoderModel"));
   dc_json_free(&d);
   text = "{\"in_channels\": 4}";
   tu_write_file(path, text, strlen(text));
@@ -247,5 +253,7 @@ int main(int argc, char **argv) {
   check_entries("vae_tiny");
   check_entries("clip_sd15");
   check_entries("clip_sdxl2");
+  check_entries("t5_v11");
+  check_entries("t5_original");
   return tu_finish();
 }

@@ -10,19 +10,20 @@ import shutil
 import torch
 
 from make_fixtures_common import SCRIPT, dir_size, load_io, run_worker_job, save_io
-from make_fixtures_models import (apply_vae_options, build_model, make_inputs, model_class, run_model,
-                                  save_model, write_model_index)
-from make_fixtures_clip import is_clip as model_class_is_clip
+from make_fixtures_models import (apply_vae_options, build_model, is_transformers, make_inputs, model_class,
+                                  run_model, save_model, write_model_index)
 from make_fixtures_table import SCHEDULER_SD15
 
 
 def diffc_options(run):
     """The diffc flags that ask for the same as the run's diffusers options (a text encoder's
-    hidden_states[k]: --clip-hidden-state k, with final_layer_norm --clip-final-norm)."""
+    hidden_states[k]: --clip-hidden-state k, with final_layer_norm --clip-final-norm), then the run's own
+    "diffc_options" (memory techniques that must not change the output, such as group offload)."""
     clip = []
     if run.get("clip_hidden"):
         clip = ["--clip-hidden-state", str(run["clip_hidden"][0])] + (["--clip-final-norm"] if run["clip_hidden"][1] else [])
-    return (["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else []) + clip
+    return ((["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else []) + clip
+            + list(run.get("diffc_options", [])))
 
 
 def check_upcast_no_effect(fx, model, run):
@@ -66,7 +67,7 @@ def make_fixture(fx, out_root, table):
         save_model(m, model_dir, fx)
         models[None] = (fx["cls"], m)
         if fx.get("max_shard_size"):
-            stem = "model" if model_class_is_clip(fx["cls"]) else "diffusion_pytorch_model"
+            stem = "model" if is_transformers(fx["cls"]) else "diffusion_pytorch_model"
             idx = os.path.join(model_dir, stem + ".safetensors.index.json")
             assert os.path.isfile(idx), "sharded save did not write an index.json"
             shards = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))

@@ -1,5 +1,5 @@
 """make_fixtures' models (tools/make_fixtures.py): building a diffusers model class (or a transformers
-CLIP text encoder, make_fixtures_clip.py) from a config with seeded weights, the seeded inputs of a run,
+text encoder: CLIP, make_fixtures_clip.py; T5, make_fixtures_t5.py) from a config with seeded weights, the seeded inputs of a run,
 one reference forward (UNet forward, VAE encode/decode, with diffusers' tiling/slicing as the run asks;
 a text encoder's outputs), the attention modules' summary, and saving a model folder (bf16 or fp16
 variant, sharded, the older transformers layout) or a pipeline's model_index.json.
@@ -13,6 +13,12 @@ import torch
 from torch import nn
 
 from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
+from make_fixtures_t5 import build_t5, embed_tokens_layout, is_t5, reinit_t5_norms, run_t5, t5_class, t5_inputs
+
+
+def is_transformers(cls_name):
+    """A transformers class: its folder holds model*.safetensors, from_pretrained takes dtype."""
+    return is_clip(cls_name) or is_t5(cls_name)
 
 # --------------------------------------------------------------------------------------
 # Inputs (seeded).  Each returns an ordered dict name -> float32 tensor.
@@ -54,6 +60,8 @@ def apply_vae_options(model, run):
 def model_class(name):
     if is_clip(name):
         return clip_class(name)
+    if is_t5(name):
+        return t5_class(name)
     import diffusers
     diffusers.utils.logging.set_verbosity_error()  # quiet the 'accelerate not found' note
     diffusers.utils.logging.disable_progress_bar()
@@ -62,7 +70,12 @@ def model_class(name):
 
 def build_model(cls_name, config, seed):
     torch.manual_seed(seed)
-    model = build_clip(cls_name, config) if is_clip(cls_name) else model_class(cls_name)(**config)
+    if is_clip(cls_name):
+        model = build_clip(cls_name, config)
+    elif is_t5(cls_name):
+        model = build_t5(cls_name, config)
+    else:
+        model = model_class(cls_name)(**config)
     reinit_weights(model, seed)
     model.eval()
     return model
@@ -70,7 +83,8 @@ def build_model(cls_name, config, seed):
 
 def reinit_weights(model, seed):
     """Seeded re-initialisation: conv/linear weights N(0, 1/fan_in), biases 0.05*N(0,1),
-    norm weights 1 + 0.1*N(0,1), norm biases 0.1*N(0,1), embedding tables N(0,1) (after the rest).
+    norm weights 1 + 0.1*N(0,1) (T5's RMS norms too), norm biases 0.1*N(0,1), embedding tables N(0,1)
+    (after the rest).
     Every parameter is covered."""
     g = torch.Generator().manual_seed(1000003 * seed + 17)
     done = set()
@@ -90,6 +104,7 @@ def reinit_weights(model, seed):
                 if m.bias is not None:
                     m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
+        reinit_t5_norms(model, g, _randn, done)
         reinit_embeddings(model, g, _randn, done)
     missed = [n for n, p in model.named_parameters() if id(p) not in done]
     if missed:
@@ -102,6 +117,8 @@ def make_inputs(spec):
         return unet_inputs(**a)
     if kind == "clip":
         return clip_inputs(**a)
+    if kind == "t5":
+        return t5_inputs(**a)
     return image_inputs(a["seed"], a["name"], *a["shape"])
 
 
@@ -110,6 +127,8 @@ def run_model(model, kind, entry, inputs, clip_hidden=None):
     with torch.no_grad():
         if kind == "clip":
             return run_clip(model, inputs, clip_hidden)
+        if kind == "t5":
+            return run_t5(model, inputs)
         if kind == "unet":
             added = None
             if "text_embeds" in inputs:
@@ -147,6 +166,8 @@ def save_model(model, model_dir, fx):
         model.save_pretrained(model_dir)
     if fx.get("legacy_layout"):
         legacy_layout(model_dir, fx["config"]["max_position_embeddings"])
+    if fx.get("embed_tokens_layout"):
+        embed_tokens_layout(model_dir, keep_shared=fx["embed_tokens_layout"] == "both")
 
 
 def write_model_index(model_dir):

@@ -39,7 +39,7 @@ fields of `case.json` (`diffusers_seconds*`, `diffusers_*_rss_bytes`). The timin
 ## Layout
 
 `<name>/model/` is a diffusers model folder as `save_pretrained` writes it (for `pipeline_sd`, a
-pipeline folder with `model_index.json`; for the `clip_*` fixtures, a transformers model folder).
+pipeline folder with `model_index.json`; for the `clip_*` and `t5_*` fixtures, a transformers model folder).
 `<name>/io_<entry>[_<tag>].safetensors` holds float32 tensors (token ids: int64): inputs under their
 diffusers (transformers) argument names and outputs under `out.<name>`. `<name>/case.json`:
 
@@ -71,6 +71,10 @@ The tolerance is on relative L2 error. Entries:
   (CLIPTextModelWithProjection); a run with `--clip-hidden-state K` in `diffc_options` also records
   `out.hidden_state` = `hidden_states[K]` of `model(input_ids, output_hidden_states=True)`, through
   `final_layer_norm` when `--clip-final-norm` is there too.
+- `forward` (T5EncoderModel): input `input_ids` [B,S] int64 (any S: positions are relative); output
+  `out.last_hidden_state` = `model(input_ids).last_hidden_state`, with no attention mask (the Flux and
+  SD3 pipelines pass none). A run with `--offload group ...` in `diffc_options` used nothing more on
+  the transformers side: the flags are a memory technique that must give the same output.
 
 `diffusers_peak_rss_bytes` includes the Python interpreter, torch and diffusers themselves (several
 hundred MB), since each run is measured in its own process; subtract `diffusers_baseline_rss_bytes`
@@ -135,6 +139,23 @@ for what the model and its activations added.
   equal the in-memory model's, so transformers reads it as the same model).
 - Tokenizer padding: SD1.x pads with `<|endoftext|>` (49407), SDXL's tokenizer_2 with `!` (0); prompts
   longer than 77 tokens are truncated with the eos at position 76.
+
+## transformers behaviour the t5_* fixtures pin down
+
+- T5EncoderModel runs `shared` (the token table, no scaling), then per block: T5LayerNorm (an RMS norm:
+  x * rsqrt(mean(x^2) + eps) * weight, no mean, no bias), self-attention with no biases and unscaled
+  scores (scale 1) plus the relative position bias, residual; T5LayerNorm, the feed-forward
+  (`gelu_new(wi_0 x) * wi_1 x` then `wo` for `gated-gelu`; `wo(relu(wi x))` for `relu`), residual;
+  then `final_layer_norm`. The bias [heads, S, S] comes from block 0's `relative_attention_bias` alone
+  and every later block adds the same one. Its buckets are bidirectional: half per sign, exact below a
+  quarter of the buckets, log-spaced up to `relative_attention_max_distance` and saturated past it
+  (`t5_v11`'s 77 tokens reach past its 20, `t5_original`'s 150 past 128).
+- `dense_act_fn` and `is_gated_act` are derived from `feed_forward_proj` (`gated-gelu` gives `gelu_new`,
+  gated) unless the config writes them, which transformers 5.24 then honours as written.
+- transformers 5.24 saves the tied token table once, as `shared.weight`; a checkpoint with
+  `encoder.embed_tokens.weight` instead (`t5_original`) loads the same. With both present and
+  different, transformers leaves them untied and the encoder reads `encoder.embed_tokens.weight`.
+  `tie_word_embeddings` in the config changes none of this for the encoder.
 
 ## Pipelines (`pipelines/`)
 

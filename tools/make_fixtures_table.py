@@ -171,6 +171,37 @@ CLIP_IDS = [[49406, 320, 1125, 49407, 539, 49407] + [1] * 71,
             [49406] + list(range(1000, 1076)),
             [49407] + [49406] * 76]
 
+# transformers' T5EncoderModel shaped like T5-v1.1 (Flux's and SD3's text_encoder_2/3: gated-gelu,
+# untied lm head in the full model) at d_model 32; relative_attention_max_distance 20 so that 77 tokens
+# reach the saturated buckets (the released 128 is exercised by T5_ORIGINAL).
+T5_V11 = {
+    "vocab_size": 1000,
+    "d_model": 32,
+    "d_kv": 8,
+    "num_heads": 4,
+    "d_ff": 64,
+    "num_layers": 2,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 20,
+    "feed_forward_proj": "gated-gelu",
+    "tie_word_embeddings": False,
+    "decoder_start_token_id": 0,
+}
+# The original T5 (t5-small's structure): relu, not gated, at d_model 32 with heads * d_kv = 48 (not
+# d_model), 3 layers, the released buckets (32) and max_distance (128).
+T5_ORIGINAL = {
+    "vocab_size": 600,
+    "d_model": 32,
+    "d_kv": 8,
+    "num_heads": 6,
+    "d_ff": 48,
+    "num_layers": 3,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 128,
+    "feed_forward_proj": "relu",
+}
+T5_GROUP_OFFLOAD = ["--offload", "group", "--group-level", "block", "--blocks-per-group", "1"]
+
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -192,6 +223,11 @@ def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=Fals
 def _clip_run(io, inputs, hidden=None, variant=None, tol=1e-5):
     return dict(entry="forward", io=io, kind="clip", inputs=("clip", inputs), tolerance=tol, component=None,
                 variant=variant, clip_hidden=hidden)
+
+
+def _t5_run(io, inputs, variant=None, tol=1e-5, diffc_options=None):
+    return dict(entry="forward", io=io, kind="t5", inputs=("t5", inputs), tolerance=tol, component=None,
+                variant=variant, **({"diffc_options": diffc_options} if diffc_options else {}))
 
 
 FIXTURES = [
@@ -298,6 +334,32 @@ FIXTURES = [
                      "without final_layer_norm, as SDXL pipelines take it).",
          runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS_2, pad="!")),
                _clip_run("io_penultimate.safetensors", dict(prompts=CLIP_PROMPTS, pad="!"), hidden=[3, False])]),
+    dict(name="t5_v11", cls="T5EncoderModel", config=T5_V11, seed=12, max_shard_size="100KB",
+         description="transformers' T5EncoderModel shaped like T5-v1.1 (the text encoder of Flux and SD3) at "
+                     "d_model 32: gated-gelu (gelu_new), 2 blocks of 4 heads of 8, d_ff 64, 32 buckets, "
+                     "relative_attention_max_distance 20, vocabulary 1000. Saved SHARDED by transformers 5 "
+                     "(max_shard_size 100KB, model.safetensors.index.json; the token table as shared.weight "
+                     "only). Inputs: seeded ids, each row ending in eos, the last row padded with 0. Runs: 2x77 "
+                     "(offsets beyond max_distance: the saturated log buckets); 2x19; 2x19 again with group "
+                     "offload, one block per group (encoder.block.N).",
+         runs=[_t5_run("io_forward.safetensors", dict(seed=400, batch=2, seq=77, vocab=1000, padded=20)),
+               _t5_run("io_short.safetensors", dict(seed=401, batch=2, seq=19, vocab=1000, padded=5)),
+               _t5_run("io_offload.safetensors", dict(seed=401, batch=2, seq=19, vocab=1000, padded=5),
+                       diffc_options=T5_GROUP_OFFLOAD)]),
+    dict(name="t5_v11_fp16", cls="T5EncoderModel", config=T5_V11, seed=12, save_dtype="fp16",
+         description="The t5_v11 model saved by transformers 5 in float16 as variant 'fp16' (model.fp16.safetensors; "
+                     "the token table and relative_attention_bias are read as stored). Reference computed in "
+                     "float32 from the fp16-rounded weights.",
+         runs=[_t5_run("io_forward.safetensors", dict(seed=400, batch=2, seq=77, vocab=1000, padded=20),
+                       variant="fp16")]),
+    dict(name="t5_original", cls="T5EncoderModel", config=T5_ORIGINAL, seed=13, embed_tokens_layout="only",
+         description="transformers' T5EncoderModel shaped like the original T5 (t5-small's structure) at d_model "
+                     "32: relu feed-forward (wi, wo; not gated), 3 blocks of 6 heads of 8 (heads * d_kv = 48, "
+                     "not d_model), d_ff 48, the released 32 buckets and max_distance 128, vocabulary 600. The "
+                     "token table stored as encoder.embed_tokens.weight without shared.weight (transformers "
+                     "ties it to shared on load). Runs: 1x150 (offsets beyond 128); 2x33.",
+         runs=[_t5_run("io_forward.safetensors", dict(seed=410, batch=1, seq=150, vocab=600)),
+               _t5_run("io_batch.safetensors", dict(seed=411, batch=2, seq=33, vocab=600, padded=9))]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},

@@ -10,9 +10,8 @@ import time
 
 import torch
 
-from make_fixtures_clip import is_clip
 from make_fixtures_common import NUM_THREADS, load_io, save_io
-from make_fixtures_models import apply_vae_options, attention_summary, model_class, run_model
+from make_fixtures_models import apply_vae_options, attention_summary, is_transformers, model_class, run_model
 
 TIMING_BLOCKS = 7
 TIMING_BLOCK_SECONDS = 0.25
@@ -39,7 +38,7 @@ def worker(job_path):
     cls = model_class(job["cls"])
     baseline_rss = peak_rss_bytes()  # torch + diffusers imported, no model yet
     # transformers 5 names it dtype (torch_dtype is its deprecated alias); diffusers torch_dtype
-    kwargs = {"dtype" if is_clip(job["cls"]) else "torch_dtype": torch.float32}
+    kwargs = {"dtype" if is_transformers(job["cls"]) else "torch_dtype": torch.float32}
     if job["variant"]:
         kwargs["variant"] = job["variant"]
     model = cls.from_pretrained(job["model_dir"], **kwargs)

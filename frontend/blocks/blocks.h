@@ -20,6 +20,8 @@
  *   blocks/vae_blocks.c:          autoencoders/vae.py: Encoder, Decoder
  *   blocks/clip.c:                transformers' models/clip/modeling_clip.py (text):
  *                                 CLIPTextEmbeddings, CLIPEncoderLayer, CLIPEncoder
+ *   blocks/t5.c:                  transformers' models/t5/modeling_t5.py (encoder):
+ *                                 T5Block, T5Stack
  * Plain torch modules (Conv2d, Linear, GroupNorm, LayerNorm) are layers.h;
  * normalization.py's adaptive norms (AdaLayerNorm...) get their file here
  * with the first class that uses them. */
@@ -188,5 +190,28 @@ dc_status *blk_clip_encoder_layer(dc_gb *g, const char *p, const blk_clip_cfg *c
  * so hidden holds layers + 1 entries. */
 dc_status *blk_clip_encoder(dc_gb *g, const char *p, const blk_clip_cfg *c, int64_t layers, int32_t x,
                             int32_t *hidden);
+
+/* ---- transformers: models/t5/modeling_t5.py ---------------------------------- */
+
+/* What every T5Block of an encoder shares. */
+typedef struct {
+  int64_t d_model, d_kv, heads, d_ff; /* d_model, d_kv, num_heads, d_ff */
+  int64_t buckets, max_distance;      /* relative_attention_num_buckets, relative_attention_max_distance */
+  double eps;                         /* layer_norm_epsilon */
+  int gated;                          /* is_gated_act: wi_0 / wi_1, else wi */
+  int relu;                           /* dense_act_fn "relu" (act unused) */
+  dc_op act;                          /* else the op of dense_act_fn: OP_GELU_TANH (gelu_new) */
+} blk_t5_cfg;
+
+/* T5Block of an encoder at p: pre-RMS-norm self-attention with `bias`
+ * [heads, S, S] added to the unscaled scores, + x; pre-RMS-norm
+ * DenseReluDense (gated or not), + x. */
+dc_status *blk_t5_block(dc_gb *g, const char *p, const blk_t5_cfg *c, int32_t x, int32_t bias, int32_t *out);
+/* T5Stack as an encoder at p ("encoder"): embed_tokens(ids [B,S]) with the
+ * given table [vocab, d_model] (T5 ties it to "shared"; the class picks the
+ * tensor), the position bias from block 0's relative_attention_bias, `layers`
+ * blocks, final_layer_norm -> [B,S,d_model]. */
+dc_status *blk_t5_encoder(dc_gb *g, const char *p, const blk_t5_cfg *c, int64_t layers, int32_t ids, int32_t table,
+                          int32_t *out);
 
 #endif

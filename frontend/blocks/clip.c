@@ -8,29 +8,17 @@
 
 #define P(...) gb_path(s, sizeof s, __VA_ARGS__)
 
-/* The token table as the file stores it: embedding reads any float dtype
- * itself, so a 16-bit checkpoint's table (CLIP-L: 76 MB in fp16) is not
- * cast whole into the arena.  The cast dc_weights_get added is then read by
- * nothing and dce drops it.  An f32 "cast" only realigns: that one stays, as
- * does a table whose elements are not aligned in the file. */
-static int32_t stored_table(const dc_gb *g, int32_t t) {
-  const dc_node *n = &g->m->nodes[t];
-  if (n->op != OP_CAST) return t;
-  const dc_node *w = &g->m->nodes[n->inputs[0]];
-  if (w->op != OP_WEIGHT || w->type.dtype == DT_F32) return t;
-  return g->m->weights[w->ref].offset % (uint64_t)dc_dtype_size(w->type.dtype) ? t : n->inputs[0];
-}
-
 /* token_embedding(input_ids) + position_embedding(position_ids), where the
- * position ids are the buffer arange(max_position_embeddings)[:S]: rows
- * [0, S) of the table, a slice of the weight rather than a gather. */
+ * token table is read as the file stores it (gb_stored: CLIP-L's is 76 MB in
+ * fp16) and the position ids are the buffer arange(max_position_embeddings)[:S]:
+ * rows [0, S) of the table, a slice of the weight rather than a gather. */
 dc_status *blk_clip_text_embeddings(dc_gb *g, const char *p, int32_t ids, int64_t vocab, int64_t max_pos,
                                     int64_t dim, int32_t *out) {
   char s[256];
   int64_t seq = gb_type(g, ids)->dims[gb_type(g, ids)->rank - 1];
   int32_t table, pos, tok;
   DC_TRY(gb_param(g, P("%s.token_embedding", p), "weight", 2, (int64_t[]){vocab, dim}, &table));
-  dc_node n = dc_node_make(OP_EMBEDDING, 2, (int32_t[]){ids, stored_table(g, table)});
+  dc_node n = dc_node_make(OP_EMBEDDING, 2, (int32_t[]){ids, gb_stored(g, table)});
   DC_TRY(gb_add(g, &n, P("%s.token_embedding", p), &tok));
   DC_TRY(gb_param(g, P("%s.position_embedding", p), "weight", 2, (int64_t[]){max_pos, dim}, &pos));
   if (seq < max_pos) {
