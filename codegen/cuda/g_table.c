@@ -32,6 +32,10 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_QUICK_GELU: return dc_cuda_gen_quick_gelu;
     case OP_EMBEDDING: return dc_cuda_gen_embedding;
     case OP_EOS_POOL: return dc_cuda_gen_eos_pool;
+    case OP_ROPE_FREQS: return dc_cuda_gen_rope_freqs;
+    case OP_ROPE: return dc_cuda_gen_rope;
+    case OP_ATTENTION_BIAS: return dc_cuda_gen_attention; /* the same kernel with the bias */
+    case OP_REL_POS_BIAS: return dc_cuda_gen_rel_pos_bias;
     default: return NULL;
   }
 }
@@ -50,10 +54,6 @@ static const dc_lowering cuda_marks[OP_COUNT] = {
   [OP_GATED_ADD] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
   [OP_GELU_TANH] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
   [OP_SCALE] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_ROPE_FREQS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_ROPE] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_REL_POS_BIAS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
 };
 
 dc_lowering dc_cuda_lowering(dc_op op) {

@@ -25,6 +25,7 @@ dc_status *dc_k_attention(dc_kgen *g);
 dc_status *dc_k_quick_gelu(dc_kgen *g);
 dc_status *dc_k_embedding(dc_kgen *g);
 dc_status *dc_k_eos_pool(dc_kgen *g);
+dc_status *dc_k_rope(dc_kgen *g);
 
 dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
@@ -50,6 +51,8 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
     case OP_QUICK_GELU: return dc_k_quick_gelu;
     case OP_EMBEDDING: return dc_k_embedding;
     case OP_EOS_POOL: return dc_k_eos_pool;
+    case OP_ROPE: return dc_k_rope;
+    case OP_ATTENTION_BIAS: return dc_k_attention; /* the same kernel with the bias added to the scores */
     default: return NULL;
   }
 }
@@ -70,8 +73,6 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
   [OP_GATED_ADD] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_GELU_TANH] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_SCALE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_ROPE] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
-  [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no LLVM kernel yet"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 
