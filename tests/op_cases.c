@@ -649,18 +649,19 @@ static float *positions(size_t n, double range, uint64_t *s) {
 }
 
 /* attention_bias's bias [H, Sq, Sk]: normal(0,1), with masks as a padding or
- * attention mask adds them: -1e9 at scattered keys, -inf on the last quarter
- * of the keys in odd heads (whole key blocks of some rows), never on key 0,
- * so every row keeps a finite score. */
+ * attention mask adds them: -1e9 at scattered keys, -inf on the first three
+ * quarters of the keys in odd heads (whole leading key blocks: the running
+ * max is -inf until a later block), never on the last key, so every row
+ * keeps a finite score. */
 static float *masked_bias(const dc_type *t, uint64_t *s) {
   int64_t heads = t->dims[0], sq = t->dims[1], sk = t->dims[2];
   float *b = fill(dc_type_numel(t), s, 0.0, 1.0, 1);
   for (int64_t h = 0; h < heads; h++)
     for (int64_t i = 0; i < sq; i++)
-      for (int64_t j = 1; j < sk; j++) {
+      for (int64_t j = 0; j + 1 < sk; j++) {
         float *v = &b[(h * sq + i) * sk + j];
         if ((i * 3 + j * 7 + h) % 5 == 0) *v = -1e9f;
-        if (h % 2 && j >= sk - sk / 4) *v = -INFINITY;
+        if (h % 2 && j < sk - sk / 4) *v = -INFINITY;
       }
   return b;
 }

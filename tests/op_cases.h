@@ -44,7 +44,7 @@ typedef enum {
   OC_POSITIONS,     /* rope_freqs: integer positions in [0, scale), every 5th fractional, and 0, -17,
                      * 1e3, 4095.5, 65535, 1e5 first */
   OC_MASK,          /* attention_bias: q, k, v normal(0,1)*scale; the bias normal(0,1) with masked keys:
-                     * -1e9 scattered (never key 0), and -inf on the last quarter of keys in odd heads */
+                     * -1e9 scattered, -inf on the first 3/4 of the keys in odd heads (never the last) */
 } oc_data;
 
 typedef struct {

@@ -64,7 +64,8 @@ dc_status *dc_cuda_gen_rope_freqs(const dc_module *m, const dc_node *n, const dc
                 (long long)seq, (long long)naxes, (long long)d, theta, (long long)(d > 0 ? d / 2 : 1));
   for (int a = 0, k = 0; a < n->nlist; a++)
     for (int64_t i = 0; i < n->list[a] / 2; i++, k++)
-      dc_buf_printf(&b, "%s%.17g", k % 4 ? ", " : "\n  ", 1.0 / pow(theta, (double)(2 * i) / (double)n->list[a]));
+      dc_buf_printf(&b, "%s%.17g", k == 0 ? "\n  " : k % 4 ? ", " : ",\n  ",
+                    1.0 / pow(theta, (double)(2 * i) / (double)n->list[a]));
   if (d == 0) dc_buf_printf(&b, "0.0");
   dc_buf_printf(&b, "};\nDC_KERNEL void %s(float *__restrict__ out, const float *__restrict__ pos) {\n", name);
   dc_cuda_emit_grid_loop(&b, pairs);
@@ -159,7 +160,8 @@ dc_status *dc_cuda_gen_rel_pos_bias(const dc_module *m, const dc_node *n, const 
                 (long long)nb, (long long)heads, dc_dtype_name(tt->dtype), (long long)sq, (long long)sk,
                 bidir ? "bidirectional" : "causal", (long long)maxd, (long long)(offsets > 0 ? offsets : 1));
   for (int64_t r = 0; r < offsets; r++)
-    dc_buf_printf(&b, "%s%lld", r % 16 ? "," : "\n  ", (long long)dc_t5_position_bucket(r - (sq - 1), nb, bidir, maxd));
+    dc_buf_printf(&b, "%s%lld", r == 0 ? "\n  " : r % 16 ? "," : ",\n  ",
+                  (long long)dc_t5_position_bucket(r - (sq - 1), nb, bidir, maxd));
   if (offsets <= 0) dc_buf_printf(&b, "0");
   dc_buf_printf(&b, "};\nDC_KERNEL void %s(float *__restrict__ out, const %s *__restrict__ table) {\n", name,
                 dc_cuda_ctype(tt->dtype));
