@@ -4,7 +4,7 @@
  * Built by CMake, never run by CTest: the unit tests only check.  Printed,
  * not asserted.
  *
- *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]   (default all)
+ *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]   (default all)
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, the UNet's
  * [B,C,HW] -> [B,HW,C] permute and a bf16 -> f32 cast (GB/s read +
@@ -16,10 +16,11 @@
  * thresholds come from (or the shapes in $DIFFC_BENCH_SHAPES, "C,O,HW;...");
  * attention: SD1.5- and VAE-shaped attention, Flux's (24 heads of 128 at
  * 768 and 4608 tokens) and T5-XXL's biased one (attention_bias, 64 heads of
- * 64, 512 tokens) on 1 and 2 threads (4·B·H·Sq·Sk·D flops) with the load
- * average; then the position encodings at those sizes: the rope kernel, and
- * the reference kernels rope_freqs and relative_position_bias run on (their
- * LLVM mark, codegen/llvm/k_table.c). */
+ * 64, 512 tokens; and the same without the bias, for the bias's cost) on 1
+ * and 2 threads (4·B·H·Sq·Sk·D flops) with the load average;
+ * positions: the position encodings at those sizes: rope (the kernel and
+ * the reference), and the reference kernels that rope_freqs and
+ * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,8 @@ static void bench_positions(int64_t flux_tokens, int64_t t5_tokens) {
   dc_node_set_int(&r, "start", 0);
   int32_t y = kh_node(m, r);
   time_node("rope Flux q", m, y, 4.0 * (double)(2 * flux_tokens * 24 * 128 + flux_tokens * 256), 5);
+  s = time_reference(m, y, 5);
+  printf("bench rope Flux q (reference)          1 thread:  %8.3f ms\n", s * 1e3);
   dc_type tab = {DT_F32, 2, {32, 64}}, out = {DT_F32, 3, {64, t5_tokens, t5_tokens}};
   dc_node b = dc_node_make(OP_REL_POS_BIAS, 1, (int32_t[]){dc_module_add_input(m, "table", &tab, INIT_NORMAL)});
   dc_node_set_int(&b, "bidirectional", 1);
@@ -365,8 +368,8 @@ static void bench_attention(void) {
     bench_attention_at("Flux 256² joint attention", 1, 24, 128, 768, 768, threads, 0);
     bench_attention_at("Flux 1024² joint attention", 1, 24, 128, 4608, 4608, threads, 0);
     bench_attention_at("T5-XXL biased self-attention", 1, 64, 64, 512, 512, threads, 1);
+    bench_attention_at("T5-XXL shape, no bias", 1, 64, 64, 512, 512, threads, 0);
   }
-  bench_positions(4608, 512);
 }
 
 int main(int argc, char **argv) {
@@ -378,8 +381,9 @@ int main(int argc, char **argv) {
   if (all || strcmp(which, "gemm") == 0) bench_gemm(), any = 1;
   if (all || strcmp(which, "winograd") == 0) bench_winograd(), any = 1;
   if (all || strcmp(which, "attention") == 0) bench_attention(), any = 1;
+  if (all || strcmp(which, "positions") == 0) bench_positions(4608, 512), any = 1;
   if (!any) {
-    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]\n");
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]\n");
     return 2;
   }
   return 0;

@@ -8,9 +8,11 @@
  * with swap exchanging the two lanes of each pair: each product rounded,
  * then the sum, the reference's arithmetic (multiplying by ±1 is exact), so
  * the kernel is bit for bit the reference.  Threads split the B·S token
- * rows; within a row, a vector of cos and sin is loaded once and applied to
- * that column of every head.  Each vector is loaded before its lanes are
- * stored, so the output may be x's own buffer. */
+ * rows; a row is walked in order, head by head (the token's cos and sin
+ * rows, 2·D floats, stay in L1), so the hardware prefetchers see one
+ * stream in and one out: at Flux's sizes the op is a pass over memory.
+ * Each vector is loaded before its lanes are stored, so the output may be
+ * x's own buffer. */
 #include "kgen.h"
 
 typedef struct {
@@ -31,21 +33,17 @@ static LLVMValueRef pair_sign(dc_kgen *g) {
   return LLVMConstVector(e, (unsigned)g->vw);
 }
 
-/* Columns [col, col + n) of every head of one token row (n lanes, n even:
- * a full vector or a head's tail). */
-static void rotate_column(dc_kgen *g, const rope_shape *r, LLVMValueRef xr, LLVMValueRef yr, LLVMValueRef fr,
-                          LLVMValueRef col, int n) {
+/* Columns [col, col + n) of the head at xh/yh (n lanes, n even: a full
+ * vector or the head's tail). */
+static void rotate_columns(dc_kgen *g, const rope_shape *r, LLVMValueRef xh, LLVMValueRef yh, LLVMValueRef fr,
+                           LLVMValueRef col, int n) {
   LLVMValueRef cs = kg_vload_n(g, g->vf32, kg_gep(g, fr, col), n, NULL);
   LLVMValueRef sn = kg_vload_n(g, g->vf32, kg_gep(g, fr, LLVMBuildNSWAdd(g->b, col, kg_i64(g, r->d), "")), n, NULL);
-  kg_loop h;
-  kg_for(g, &h, kg_i64(g, 0), kg_i64(g, r->hd), r->d, "head");
-  LLVMValueRef at = LLVMBuildNSWAdd(g->b, h.i, col, "");
-  LLVMValueRef x = kg_vload_n(g, g->vf32, kg_gep(g, xr, at), n, NULL);
+  LLVMValueRef x = kg_vload_n(g, g->vf32, kg_gep(g, xh, col), n, NULL);
   LLVMValueRef sw = LLVMBuildShuffleVector(g->b, x, x, pair_swap_mask(g), "swap");
   LLVMValueRef a = LLVMBuildFMul(g->b, x, cs, "");
   LLVMValueRef b = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, sw, pair_sign(g), ""), sn, "");
-  kg_vstore_n(g, LLVMBuildFAdd(g->b, a, b, "rope"), kg_gep(g, yr, at), n);
-  kg_end(g, &h);
+  kg_vstore_n(g, LLVMBuildFAdd(g->b, a, b, "rope"), kg_gep(g, yh, col), n);
 }
 
 /* One token row: rotated, or copied when before `start`. */
@@ -65,13 +63,17 @@ static void token_row(dc_kgen *g, const rope_shape *r, LLVMValueRef row, LLVMVal
   LLVMValueRef fr = kg_gep(g, f, LLVMBuildNSWMul(g->b, LLVMBuildNSWSub(g->b, s, kg_i64(g, r->start), ""),
                                                  kg_i64(g, 2 * r->d), ""));
   int64_t full = r->d / g->vw * g->vw;
+  kg_loop h;
+  kg_for(g, &h, kg_i64(g, 0), kg_i64(g, r->hd), r->d, "head");
+  LLVMValueRef xh = kg_gep(g, xr, h.i), yh = kg_gep(g, yr, h.i);
   if (full) {
     kg_loop c;
     kg_for(g, &c, kg_i64(g, 0), kg_i64(g, full), g->vw, "col");
-    rotate_column(g, r, xr, yr, fr, c.i, g->vw);
+    rotate_columns(g, r, xh, yh, fr, c.i, g->vw);
     kg_end(g, &c);
   }
-  if (r->d > full) rotate_column(g, r, xr, yr, fr, kg_i64(g, full), (int)(r->d - full));
+  if (r->d > full) rotate_columns(g, r, xh, yh, fr, kg_i64(g, full), (int)(r->d - full));
+  kg_end(g, &h);
   kg_endif(g, &turn);
 }
 
