@@ -67,7 +67,7 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
   [OP_BLEND] = {DC_LOWER_REFERENCE, "a cross-fade of a few rows per tile: the reference is enough"},
   /* Measured (bench_kernels positions, a busy 2-vCPU Xeon): Flux's 4608-token table in 11-18 ms, T5-XXL's
    * 64 x 512 x 512 bias (64 MiB) in 70-110 ms; each once per forward, of T5-XXL's ~5 TFLOP encoder at 512 tokens
-   * or a Flux step of ~100 TFLOP: under a thousandth of either on a CPU. */
+   * (~50 s at 100 GFLOP/s: the bias is 0.2% of it) or a Flux step of ~100 TFLOP (the table far less). */
   [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
   [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
   /* TEMPORARY while the LLVM kernels are written (issue 14): */
