@@ -68,6 +68,7 @@ typedef struct {
   float scale;
   int causal;       /* causal_attention: query i sees keys 0..i */
   int bias;         /* attention_bias: input 3, [H, Sq, Sk], added to the scores */
+  dc_op op;
   int mma;          /* tensor-core variant */
   dc_cuda_compute compute;
   int64_t dp;       /* head size padded to the MMA step (d for f32) */
@@ -137,6 +138,7 @@ static void choose_tiles(att_geom *g) {
 static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_options *o, att_geom *g) {
   memset(g, 0, sizeof *g);
   const dc_type *tq = &m->nodes[n->inputs[0]].type, *tk = &m->nodes[n->inputs[1]].type;
+  g->op = n->op;
   g->bias = n->op == OP_ATTENTION_BIAS;
   for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = &m->nodes[n->inputs[i]].type;
@@ -199,7 +201,7 @@ static void emit_constants(dc_buf *b, const att_geom *g) {
                 "#define ATT_SPL %lld /* scores per lane in a row */\n"
                 "#define ATT_OFF_Q %llu\n#define ATT_OFF_KV %llu\n#define ATT_OFF_P %llu\n#define ATT_OFF_S %llu\n"
                 "#define ATT_OFF_STATS %llu\n",
-                g->causal ? "causal_attention" : g->bias ? "attention_bias" : "attention", dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
+                dc_op_get(g->op)->name, dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
                 (long long)g->sk, (long long)g->d, (long long)g->bq, (long long)g->bk,
                 (unsigned long long)g->bytes, (long long)g->sq, (long long)g->sk, (long long)g->d,
                 (long long)g->hd, (double)g->scale, (long long)g->bq, (long long)g->bk,
