@@ -30,7 +30,10 @@
  * rows, contiguous over keys) is moved into S transposed, by the same
  * vw×vw register transposes that pack Q; each score then adds its S entry
  * before overwriting it.  S is scratch the block has anyway, so the bias
- * costs no scratch and is read once per query block. */
+ * costs no scratch and is read once per query block.  A bias that masks
+ * keys with -inf may leave a query's running max at -inf through whole key
+ * blocks: there -inf - -inf is NaN, which the exp's clamp (compare-and-
+ * select, false for NaN) sends to -88, an exact 0, as the -inf scores are. */
 #include <math.h>
 #include <string.h>
 
