@@ -748,7 +748,11 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
   for (int a = 0; a < 8 && c->attrs[a].name && k < (int)cap; a++)
     k += c->attrs[a].is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", c->attrs[a].name, c->attrs[a].f)
                               : snprintf(buf + k, cap - (size_t)k, " %s=%lld", c->attrs[a].name, (long long)c->attrs[a].i);
-  if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
+  if (c->out.rank && k < (int)cap) {
+    char o[96];
+    k += snprintf(buf + k, cap - (size_t)k, " -> %s%s", dc_dtype_name(c->out.dtype),
+                  dc_dims_str(c->out.dims, c->out.rank, o, sizeof o));
+  }
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));
