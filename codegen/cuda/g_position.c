@@ -7,7 +7,10 @@
  *                           computes them (double pow), and written into the
  *                           source as exact double literals; the device does
  *                           the double product and the double cos and sin,
- *                           rounded once to float as the reference does.
+ *                           rounded once to float as the reference does
+ *                           (CUDA's double cos and sin are within 2 ulps of
+ *                           double, glibc's within 1: a float may round the
+ *                           other way about once in 2^28 values).
  *   rope                    adjacent pairs turned, with __fmul_rn/__fadd_rn so
  *                           that no FMA contraction changes a rounding: each
  *                           product rounded, then the sum, as the reference
@@ -18,8 +21,9 @@
  *                           dc_t5_position_bucket (runtime/kernels.h) and
  *                           written into the source as a table: one place
  *                           for T5's f32 log arithmetic, and no device logf
- *                           whose last bit could move a bucket.  A 16-bit
- *                           table is read through its exact dc_ld_* loader. */
+ *                           whose last bit could move a bucket.  A table
+ *                           stored in another float dtype is read through its
+ *                           exact dc_ld_* loader. */
 #include <math.h>
 
 #include "cgen.h"
