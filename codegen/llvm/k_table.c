@@ -65,9 +65,9 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
   [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a copy between two arenas"},
   [OP_CONSTANT] = {DC_LOWER_REFERENCE, "its reference kernel places its bytes"},
   [OP_BLEND] = {DC_LOWER_REFERENCE, "a cross-fade of a few rows per tile: the reference is enough"},
-  /* Measured (bench_kernels positions, a busy 2-vCPU Xeon): Flux's 4608-token table in 11-18 ms, T5-XXL's
-   * 64 x 512 x 512 bias (64 MiB) in 70-110 ms; each once per forward, of T5-XXL's ~5 TFLOP encoder at 512 tokens
-   * (~50 s at 100 GFLOP/s: the bias is 0.2% of it) or a Flux step of ~100 TFLOP (the table far less). */
+  /* Measured (bench_kernels positions, the 2-vCPU Xeon idle): Flux's 4608-token table in 11 ms, T5-XXL's
+   * 64 x 512 x 512 bias (64 MiB) in 48 ms; each once per forward, of T5-XXL's ~5 TFLOP encoder at 512 tokens
+   * (~50 s at 100 GFLOP/s: the bias is 0.1% of it) or a Flux step of ~100 TFLOP (the table far less). */
   [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
   [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
   /* TEMPORARY while the LLVM kernels are written (issue 14): */
