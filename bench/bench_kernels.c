@@ -4,7 +4,7 @@
  * Built by CMake, never run by CTest: the unit tests only check.  Printed,
  * not asserted.
  *
- *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]   (default all)
+ *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]   (default all)
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, Flux's
  * mod_layer_norm (no affine, one sample's shift and scale) and a weighted
@@ -16,8 +16,13 @@
  * slower thread's CPU time ($DIFFC_BENCH_WIDTH=8: the AVX2 kernels);
  * winograd: 3×3 convs on one thread, Winograd and direct, where its
  * thresholds come from (or the shapes in $DIFFC_BENCH_SHAPES, "C,O,HW;...");
- * attention: SD1.5- and VAE-shaped attention on 1 and 2 threads
- * (4·B·H·Sq·Sk·D flops) with the load average. */
+ * attention: SD1.5- and VAE-shaped attention, Flux's (24 heads of 128 at
+ * 768 and 4608 tokens) and T5-XXL's biased one (attention_bias, 64 heads of
+ * 64, 512 tokens; and the same without the bias, for the bias's cost) on 1
+ * and 2 threads (4·B·H·Sq·Sk·D flops) with the load average;
+ * positions: the position encodings at those sizes: rope (the kernel and
+ * the reference), and the reference kernels that rope_freqs and
+ * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,7 @@
 
 #include "kernel_harness.h"
 #include "kernel_runner.h"
+#include "runtime/kernels.h"
 
 static void report_status(dc_status *st) {
   if (!st) return;
@@ -310,14 +316,16 @@ static double load_average(void) {
   return l;
 }
 
-/* q [B,Sq,H·D], k and v [B,Sk,H·D], scale 1/sqrt(D). */
-static void bench_attention_at(const char *what, int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, int threads) {
+/* q [B,Sq,H·D], k and v [B,Sk,H·D], scale 1/sqrt(D); with a bias
+ * [H,Sq,Sk] (attention_bias), scale 1 as T5's. */
+static void bench_attention_at(const char *what, int64_t b, int64_t h, int64_t d, int64_t sq, int64_t sk, int threads,
+                               int bias) {
   dc_module *m = dc_module_create();
-  int32_t in[3] = {kh_input(m, 3, (int64_t[]){b, sq, h * d}), kh_input(m, 3, (int64_t[]){b, sk, h * d}),
-                   kh_input(m, 3, (int64_t[]){b, sk, h * d})};
-  dc_node n = dc_node_make(OP_ATTENTION, 3, in);
+  int32_t in[4] = {kh_input(m, 3, (int64_t[]){b, sq, h * d}), kh_input(m, 3, (int64_t[]){b, sk, h * d}),
+                   kh_input(m, 3, (int64_t[]){b, sk, h * d}), bias ? kh_input(m, 3, (int64_t[]){h, sq, sk}) : 0};
+  dc_node n = dc_node_make(bias ? OP_ATTENTION_BIAS : OP_ATTENTION, bias ? 4 : 3, in);
   dc_node_set_int(&n, "heads", h);
-  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)d));
+  dc_node_set_float(&n, "scale", bias ? 1.0 : 1.0 / sqrt((double)d));
   double s = 0;
   report_status(kh_time(m, kh_node(m, n), threads, 5, &s));
   printf("bench %-28s B=%lld H=%lld Sq=%-4lld Sk=%-4lld D=%-3lld %d thread(s): %8.2f ms, %6.1f GFLOP/s "
@@ -327,11 +335,68 @@ static void bench_attention_at(const char *what, int64_t b, int64_t h, int64_t d
   dc_module_destroy(m);
 }
 
+/* The best of `iters` runs of node y's reference kernel on random inputs, in seconds. */
+static double time_reference(dc_module *m, int32_t y, int iters) {
+  const dc_node *n = &m->nodes[y];
+  void *in[DC_MAX_INPUTS] = {0}, *out = malloc((size_t)dc_type_bytes(&n->type) + 64);
+  for (int i = 0; i < n->ninputs; i++) {
+    const dc_type *t = &m->nodes[n->inputs[i]].type;
+    float *v = malloc((size_t)dc_type_bytes(t) + 64);
+    for (uint64_t j = 0; j < dc_type_numel(t); j++) v[j] = (float)(j % 97); /* positions; table values */
+    in[i] = v;
+  }
+  double best = INFINITY;
+  for (int it = 0; it <= iters; it++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    report_status(dc_ref_kernel_for(n->op)(m, n, (const void *const *)in, out));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (it > 0 && s < best) best = s; /* the first run warms caches and pages */
+  }
+  for (int i = 0; i < n->ninputs; i++) free(in[i]);
+  free(out);
+  return best;
+}
+
+/* Flux's rope tables (text and image ids, axes 16/56/56) and rope itself on
+ * q [1, S, 24·128]; T5-XXL's position bias (32 buckets, 64 heads, S x S). */
+static void bench_positions(int64_t flux_tokens, int64_t t5_tokens) {
+  dc_module *m = dc_module_create();
+  dc_node f = dc_node_make(OP_ROPE_FREQS, 1, (int32_t[]){kh_input(m, 2, (int64_t[]){flux_tokens, 3})});
+  f.nlist = 3, f.list[0] = 16, f.list[1] = 56, f.list[2] = 56;
+  dc_node_set_float(&f, "theta", 10000.0);
+  int32_t freqs = kh_node(m, f);
+  double s = time_reference(m, freqs, 5);
+  printf("bench rope_freqs (reference)  S=%-5lld axes 16,56,56       1 thread:  %8.2f ms\n", (long long)flux_tokens, s * 1e3);
+  dc_node r = dc_node_make(OP_ROPE, 2, (int32_t[]){kh_input(m, 3, (int64_t[]){1, flux_tokens, 24 * 128}), freqs});
+  dc_node_set_int(&r, "heads", 24);
+  dc_node_set_int(&r, "start", 0);
+  int32_t y = kh_node(m, r);
+  time_node("rope Flux q", m, y, 4.0 * (double)(2 * flux_tokens * 24 * 128 + flux_tokens * 256), 5);
+  s = time_reference(m, y, 5);
+  printf("bench rope Flux q (reference)          1 thread:  %8.3f ms\n", s * 1e3);
+  dc_type tab = {DT_F32, 2, {32, 64}}, out = {DT_F32, 3, {64, t5_tokens, t5_tokens}};
+  dc_node b = dc_node_make(OP_REL_POS_BIAS, 1, (int32_t[]){dc_module_add_input(m, "table", &tab, INIT_NORMAL)});
+  dc_node_set_int(&b, "bidirectional", 1);
+  dc_node_set_int(&b, "max_distance", 128);
+  b.type = out;
+  b.layout = LAYOUT_ROWMAJOR;
+  s = time_reference(m, dc_module_add_node(m, &b), 5);
+  printf("bench relative_position_bias (reference) H=64 S=%lld 1 thread: %8.2f ms, %6.1f GB/s written\n",
+         (long long)t5_tokens, s * 1e3, 4.0 * 64 * (double)(t5_tokens * t5_tokens) / s * 1e-9);
+  dc_module_destroy(m);
+}
+
 static void bench_attention(void) {
   for (int threads = 1; threads <= 2; threads++) {
-    bench_attention_at("SD1.5 64x64 self-attention", 2, 8, 40, 4096, 4096, threads);
-    bench_attention_at("SD1.5 64x64 cross-attention", 2, 8, 40, 4096, 77, threads);
-    bench_attention_at("VAE mid-block attention", 1, 1, 512, 4096, 4096, threads);
+    bench_attention_at("SD1.5 64x64 self-attention", 2, 8, 40, 4096, 4096, threads, 0);
+    bench_attention_at("SD1.5 64x64 cross-attention", 2, 8, 40, 4096, 77, threads, 0);
+    bench_attention_at("VAE mid-block attention", 1, 1, 512, 4096, 4096, threads, 0);
+    bench_attention_at("Flux 256² joint attention", 1, 24, 128, 768, 768, threads, 0);
+    bench_attention_at("Flux 1024² joint attention", 1, 24, 128, 4608, 4608, threads, 0);
+    bench_attention_at("T5-XXL biased self-attention", 1, 64, 64, 512, 512, threads, 1);
+    bench_attention_at("T5-XXL shape, no bias", 1, 64, 64, 512, 512, threads, 0);
   }
 }
 
@@ -344,8 +409,9 @@ int main(int argc, char **argv) {
   if (all || strcmp(which, "gemm") == 0) bench_gemm(), any = 1;
   if (all || strcmp(which, "winograd") == 0) bench_winograd(), any = 1;
   if (all || strcmp(which, "attention") == 0) bench_attention(), any = 1;
+  if (all || strcmp(which, "positions") == 0) bench_positions(4608, 512), any = 1;
   if (!any) {
-    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|all]\n");
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]\n");
     return 2;
   }
   return 0;

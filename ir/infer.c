@@ -378,8 +378,15 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
     if (tab->rank != 2 || dc_dtype_is_int(tab->dtype) || t->rank != 3 || t->dtype != DT_F32 || t->dims[0] != tab->dims[1])
       return fail(c, "table %s cannot give %s: expected a float table [buckets, heads] and f32 [heads, queries, keys]",
                   ts(tab, b1), ts(t, b2));
-    if (tab->dims[0] < 2 || dc_node_int(c->n, "max_distance") < 1 || (dc_node_int(c->n, "bidirectional") & ~1))
-      return fail(c, "needs >= 2 buckets, max_distance >= 1 and bidirectional 0 or 1");
+    /* the exact buckets (half of a side's) must exist and end before max_distance: the log-spaced
+     * buckets divide by their count and by log(max_distance / count) */
+    int64_t side = dc_node_int(c->n, "bidirectional") ? tab->dims[0] / 2 : tab->dims[0];
+    if (side / 2 < 1 || dc_node_int(c->n, "max_distance") <= side / 2 || (dc_node_int(c->n, "bidirectional") & ~1))
+      return fail(c, "%lld buckets with max_distance %lld and bidirectional %lld: expected an exact bucket per side "
+                  "at least (4 buckets bidirectional, 2 one-sided), max_distance above the exact ones, and "
+                  "bidirectional 0 or 1",
+                  (long long)tab->dims[0], (long long)dc_node_int(c->n, "max_distance"),
+                  (long long)dc_node_int(c->n, "bidirectional"));
   } else if (c->n->op == OP_CAST) {
     if (dc_dtype_is_int(t->dtype) || dc_dtype_is_int(c->in[0]->dtype))
       return fail(c, "cast %s to %s: no kernel casts integers (float dtypes only)", ts(c->in[0], b1), ts(t, b2));

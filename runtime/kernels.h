@@ -38,7 +38,8 @@ dc_lowering dc_ref_lowering(dc_op op);
 
 /* relative_position_bias's bucket of offset rel = key - query (ops.def):
  * transformers' T5Attention._relative_position_bucket, the log term in f32.
- * The CUDA generator emits the same arithmetic. */
+ * The CUDA generator (codegen/cuda/g_position.c) calls it for every offset
+ * its kernel meets and writes the buckets into the kernel as a table. */
 int64_t dc_t5_position_bucket(int64_t rel, int64_t buckets, int bidirectional, int64_t max_distance);
 
 /* The scalar dtype conversions CAST uses (also the compiler's). */

@@ -39,10 +39,15 @@ oc_tol oc_default_tol(dc_op op, int backend) {
     case OP_LINEAR:
     case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
     case OP_CAUSAL_ATTENTION:
+    case OP_ATTENTION_BIAS: /* the bias added after the scale, as the reference; the sums as attention's */
       return (oc_tol){0, backend == OC_CUDA_TC ? 1e-2 : 1e-5, 0};
     default: return (oc_tol){1, 0, 0}; /* clamp, add, mul, scale, gated_add (the reference's roundings, one
                                         * or two IEEE operations), cast, time_embed, every move, embedding
-                                        * and eos_pool (row copies): bit for bit */
+                                        * and eos_pool (row copies): bit for bit; so are rope (each product
+                                        * rounded, then the sum, no FMA), rope_freqs (the same double
+                                        * math, rounded once; the emulator's cos and sin are the
+                                        * host's) and relative_position_bias (the reference's buckets,
+                                        * table values copied) */
   }
 }
 
@@ -398,7 +403,7 @@ const op_case *oc_table(int *n) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows, text_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows),
                           COUNT(text_rows)};
-    int total = 64 + 384 + 96; /* random permutes, conv2d and linear, attention and blend */
+    int total = 64 + 384 + 160; /* random permutes, conv2d and linear, attention, blend and positions */
     for (int p = 0; p < 5; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
     for (int p = 0; p < 5; p++) {
@@ -709,6 +714,37 @@ static void *token_ids(const dc_type *t, int64_t lo, int64_t hi, uint64_t *s) {
   return b;
 }
 
+/* rope_freqs's positions: integers in [0, range), every 5th plus a
+ * quarter, after the special ones (large angles, a negative position). */
+static float *positions(size_t n, double range, uint64_t *s) {
+  static const float first[] = {0.0f, -17.0f, 1e3f, 4095.5f, 65535.0f, 1e5f};
+  float *p = malloc(n * sizeof *p + 64);
+  for (size_t j = 0; j < n; j++) {
+    p[j] = (float)(next_u32(s) % (uint32_t)(range > 1 ? range : 1));
+    if (j % 5 == 4) p[j] += 0.25f;
+  }
+  for (size_t j = 0; j < n && j < (size_t)COUNT(first); j++) p[j] = first[j];
+  return p;
+}
+
+/* attention_bias's bias [H, Sq, Sk]: normal(0,1), with masks as a padding or
+ * attention mask adds them: -1e9 at scattered keys, -inf on the first three
+ * quarters of the keys in odd heads (whole leading key blocks: the running
+ * max is -inf until a later block), never on the last key, so every row
+ * keeps a finite score. */
+static float *masked_bias(const dc_type *t, uint64_t *s) {
+  int64_t heads = t->dims[0], sq = t->dims[1], sk = t->dims[2];
+  float *b = fill(dc_type_numel(t), s, 0.0, 1.0, 1);
+  for (int64_t h = 0; h < heads; h++)
+    for (int64_t i = 0; i < sq; i++)
+      for (int64_t j = 0; j + 1 < sk; j++) {
+        float *v = &b[(h * sq + i) * sk + j];
+        if ((i * 3 + j * 7 + h) % 5 == 0) *v = -1e9f;
+        if (h % 2 && j < sk - sk / 4) *v = -INFINITY;
+      }
+  return b;
+}
+
 void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
   if (c->data == OC_NORMAL) return NULL;
   const dc_node *n = &m->nodes[id];
@@ -743,6 +779,10 @@ void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
                                         : weight_codes(t->dtype, numel, &s); /* a stored table */
     } else if (c->data == OC_STORED) {
       in[i] = t->dtype == DT_F32 ? (void *)fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : weight_codes(t->dtype, numel, &s);
+    } else if (c->data == OC_POSITIONS) {
+      in[i] = positions(numel, c->scale, &s);
+    } else if (c->data == OC_MASK) {
+      in[i] = i < 3 ? fill(numel, &s, 0.0, c->scale ? c->scale : 1.0, 1) : masked_bias(t, &s);
     } else if (c->data == OC_OFFSET) {
       in[i] = fill(numel, &s, i == 0 ? c->scale : 0.0, 1.0, 1);
     } else if (c->data == OC_BIG_MEAN) { /* by role: x, gamma, beta, mod */
@@ -770,7 +810,7 @@ void oc_free_inputs(void **in) {
 static const char *data_name(oc_data d) {
   static const char *names[] = {"", "bytes", "specials", "sweep", "all codes", "rounding", "rounding/half-ulp",
                                 "timesteps", "offset", "big mean", "stored", "integers", "tokens",
-                                "tokens, some outside"};
+                                "tokens, some outside", "positions", "masked"};
   return names[d];
 }
 
@@ -793,7 +833,11 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
       k += t->is_float ? snprintf(buf + k, cap - (size_t)k, " %s=%g", t->name, t->f)
                        : snprintf(buf + k, cap - (size_t)k, " %s=%lld", t->name, (long long)t->i);
   }
-  if (c->out.rank && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " -> %s", dc_dtype_name(c->out.dtype));
+  if (c->out.rank && k < (int)cap) {
+    char o[96];
+    k += snprintf(buf + k, cap - (size_t)k, " -> %s%s", dc_dtype_name(c->out.dtype),
+                  dc_dims_str(c->out.dims, c->out.rank, o, sizeof o));
+  }
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));

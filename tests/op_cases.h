@@ -41,6 +41,10 @@ typedef enum {
   OC_INTEGERS,      /* small integers rint(2·normal), in each input's dtype: every partial sum exact */
   OC_TOKENS,        /* token ids: integer inputs uniform in [0, scale), float inputs normal(0,1) */
   OC_TOKENS_OUT,    /* the same with ids in [-4, scale + 4): some outside a table of scale rows */
+  OC_POSITIONS,     /* rope_freqs: integer positions in [0, scale), every 5th fractional, and 0, -17,
+                     * 1e3, 4095.5, 65535, 1e5 first */
+  OC_MASK,          /* attention_bias: q, k, v normal(0,1)*scale; the bias normal(0,1) with masked keys:
+                     * -1e9 scattered, -inf on the first 3/4 of the keys in odd heads (never the last) */
 } oc_data;
 
 typedef struct {

@@ -17,7 +17,9 @@
  * a kernel (ir/lowering.h) has rows that ran there.  Ops a backend marks
  * instead (the runtime's copies, a reference kernel, a refusal) need none
  * there: upload, transfer and constant have rows on the reference backend,
- * whose kernels they are. */
+ * whose kernels they are.
+ * $DIFFC_OC_OPS, a comma-separated list of op names, runs only those ops'
+ * rows (and checks only their coverage): for working on a few ops. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,16 +220,20 @@ static void run_case(const op_case *c, int backends) {
   dc_module_destroy(m);
 }
 
-/* argv[3]: the ops whose rows run (all when NULL), by name, comma-separated. */
+/* argv[3], else $DIFFC_OC_OPS: the ops whose rows run (all when neither
+ * is given), by name, comma-separated. */
 static const char *only_ops;
 
 static int op_selected(dc_op op) {
-  if (!only_ops) return 1;
-  const char *name = dc_op_get(op)->name;
+  const char *list = only_ops ? only_ops : getenv("DIFFC_OC_OPS"), *name = dc_op_get(op)->name;
   size_t len = strlen(name);
-  for (const char *p = only_ops; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-    if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == 0)) return 1;
-  return 0;
+  if (!list || !*list) return 1;
+  for (const char *p = list;; p++) {
+    size_t n = strcspn(p, ",");
+    if (n == len && strncmp(p, name, len) == 0) return 1;
+    p += n;
+    if (!*p) return 0;
+  }
 }
 
 /* Every op a backend lowers with a kernel has rows that ran there. */

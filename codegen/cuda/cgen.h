@@ -7,7 +7,8 @@
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
  *   g_norm.c         group_norm layer_norm mod_layer_norm rms_norm
  *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
- *   g_attention.c    attention, causal_attention (flash: online softmax, never an Sq x Sk matrix)
+ *   g_attention.c    attention, causal_attention, attention_bias (flash: online softmax, never an Sq x Sk matrix)
+ *   g_position.c     rope_freqs rope relative_position_bias (position encodings)
  *   g_text.c         embedding eos_pool (the ops that read token ids)
  *   g_blend.c        blend (the tiled VAE's seams)
  *   g_table.c        op -> generator, dc_cuda_gen_node */
@@ -78,5 +79,8 @@ dc_status *dc_cuda_gen_gated_add(const dc_module *, const dc_node *, const dc_cu
 dc_status *dc_cuda_gen_mod_layer_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_rms_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_eos_pool(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_rope_freqs(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_rope(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_rel_pos_bias(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 
 #endif

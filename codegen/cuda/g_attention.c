@@ -9,7 +9,12 @@
  * the same kernel with ATT_CAUSAL set: scores of keys after their query are
  * -inf (an exact 0 after the exp; key 0, in the first tile, is every
  * query's, so each row's max is finite from the first tile on), and a query
- * tile stops at the key tile of its last query.
+ * tile stops at the key tile of its last query.  attention_bias is the same
+ * kernel with ATT_BIAS set: bias[h, query, key] is added to each score after
+ * the scale, as the reference adds it, where the softmax reads the score.
+ * A bias may mask keys (-1e9, finfo.min, -inf): a row whose keys in a tile
+ * are all -inf takes 0 as that tile's max in the exponents, so it adds
+ * exact zeros instead of NaNs (exp(-inf - -inf)).
  *
  * Two variants, by dc_cuda_options.compute:
  *   f32        FMA only (no TF32), so fp32 plans match the CPU to ~1e-5.  The
@@ -62,6 +67,8 @@ typedef struct {
   int64_t batch, heads, sq, sk, d, hd; /* hd = H*D, the row stride of q, k, v and out */
   float scale;
   int causal;       /* causal_attention: query i sees keys 0..i */
+  int bias;         /* attention_bias: input 3, [H, Sq, Sk], added to the scores */
+  dc_op op;
   int mma;          /* tensor-core variant */
   dc_cuda_compute compute;
   int64_t dp;       /* head size padded to the MMA step (d for f32) */
@@ -131,7 +138,9 @@ static void choose_tiles(att_geom *g) {
 static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_options *o, att_geom *g) {
   memset(g, 0, sizeof *g);
   const dc_type *tq = &m->nodes[n->inputs[0]].type, *tk = &m->nodes[n->inputs[1]].type;
-  for (int i = 0; i < 3; i++) {
+  g->op = n->op;
+  g->bias = n->op == OP_ATTENTION_BIAS;
+  for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = &m->nodes[n->inputs[i]].type;
     if (t->dtype != DT_F32 || t->rank != 3)
       return dc_error(DC_ERR_UNSUPPORTED, "attention input %d is %s[rank %d]; the kernel takes rank-3 f32 activations", i,
@@ -150,6 +159,11 @@ static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_
   if (g->heads < 1 || g->hd % g->heads || tk->dims[2] != g->hd)
     return dc_error(DC_ERR_MISMATCH, "attention: %lld heads do not split q's %lld and k's %lld columns",
                     (long long)g->heads, (long long)g->hd, (long long)tk->dims[2]);
+  const dc_type *tb = g->bias ? &m->nodes[n->inputs[3]].type : NULL;
+  if (tb && (tb->dims[0] != g->heads || tb->dims[1] != g->sq || tb->dims[2] != g->sk))
+    return dc_error(DC_ERR_MISMATCH, "attention_bias: the bias [%lld, %lld, %lld] is not [heads %lld, Sq %lld, Sk %lld]",
+                    (long long)tb->dims[0], (long long)tb->dims[1], (long long)tb->dims[2], (long long)g->heads,
+                    (long long)g->sq, (long long)g->sk);
   g->d = g->hd / g->heads;
   double scale = dc_node_float(n, "scale");
   g->scale = (float)scale;
@@ -182,16 +196,16 @@ static void emit_constants(dc_buf *b, const att_geom *g) {
                 "#define ATT_SQ %lld\n#define ATT_SK %lld\n#define ATT_D %lld\n#define ATT_HD %lld\n"
                 "#define ATT_SCALE ((float)%.17g)\n"
                 "#define ATT_BQ %lld\n#define ATT_BK %lld\n#define ATT_NKT %lld\n"
-                "#define ATT_NT %d\n#define ATT_NW %d\n#define ATT_CAUSAL %d\n"
+                "#define ATT_NT %d\n#define ATT_NW %d\n#define ATT_CAUSAL %d\n#define ATT_BIAS %d\n"
                 "#define ATT_LDS %lld /* row stride of the scores */\n"
                 "#define ATT_SPL %lld /* scores per lane in a row */\n"
                 "#define ATT_OFF_Q %llu\n#define ATT_OFF_KV %llu\n#define ATT_OFF_P %llu\n#define ATT_OFF_S %llu\n"
                 "#define ATT_OFF_STATS %llu\n",
-                g->causal ? "causal_attention" : "attention", dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
+                dc_op_get(g->op)->name, dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads, (long long)g->sq,
                 (long long)g->sk, (long long)g->d, (long long)g->bq, (long long)g->bk,
                 (unsigned long long)g->bytes, (long long)g->sq, (long long)g->sk, (long long)g->d,
                 (long long)g->hd, (double)g->scale, (long long)g->bq, (long long)g->bk,
-                (long long)ceil_div(g->sk, g->bk), g->threads, g->threads / 32, g->causal, (long long)ld_s(g),
+                (long long)ceil_div(g->sk, g->bk), g->threads, g->threads / 32, g->causal, g->bias, (long long)ld_s(g),
                 (long long)ceil_div(g->bk, 32), (unsigned long long)g->off_q, (unsigned long long)g->off_kv,
                 (unsigned long long)g->off_p, (unsigned long long)g->off_s, (unsigned long long)g->off_stats);
   if (g->mma)
@@ -217,32 +231,41 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
   dc_buf_printf(b, "typedef %s att_p;\n#define ATT_TO_P(x) %s(x)\n", p_type[g->compute], p_conv[g->compute]);
   dc_buf_printf(b, "%s",
                 "#if defined(__CUDA_ARCH__)\n#define ATT_UNROLL _Pragma(\"unroll\")\n#else\n#define ATT_UNROLL\n#endif\n"
+                "#if ATT_BIAS /* the row's bias (rows past Sq are padding: none), and a max of -inf taken as 0 */\n"
+                "#define ATT_SCORE(v, r, j) ((v) * ATT_SCALE + (q0 + (r) < ATT_SQ ? bias[(long long)(r) * ATT_SK + (j)] : 0.0f))\n"
+                "#define ATT_MAX_USED(m) ((m) == -DC_INF ? 0.0f : (m))\n"
+                "#else\n"
+                "#define ATT_SCORE(v, r, j) ((v) * ATT_SCALE)\n"
+                "#define ATT_MAX_USED(m) (m)\n"
+                "#endif\n"
                 "/* One key tile of the online softmax.  Each warp takes rows r = warp, warp + NW, ...:\n"
-                " * x = scale * s (keys past Sk are -inf, and with ATT_CAUSAL keys past the row's\n"
-                " * query q0 + r), m_new = max(m, max x), p = exp(x - m_new)\n"
-                " * (written to p, which may be s itself), alpha = exp(m - m_new) rescales what the\n"
-                " * row has summed so far: l = l * alpha + sum p. */\n"
-                "DC_DEVICE void att_softmax(const float *s, att_p *p, float *row_m, float *row_l, float *row_a, int k0, int q0) {\n"
+                " * x = scale * s (+ bias[q0 + r][k0 + j] with ATT_BIAS; keys past Sk are -inf, and\n"
+                " * with ATT_CAUSAL keys past the row's query q0 + r), m_new = max(m, max x),\n"
+                " * p = exp(x - m_new) (written to p, which may be s itself), alpha = exp(m - m_new)\n"
+                " * rescales what the row has summed so far: l = l * alpha + sum p.  bias points at\n"
+                " * the block's first query row of its head's [Sq, Sk] bias (NULL without ATT_BIAS). */\n"
+                "DC_DEVICE void att_softmax(const float *s, att_p *p, float *row_m, float *row_l, float *row_a, int k0, int q0,\n"
+                "                           const float *bias) {\n"
                 "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
                 "  for (int r = warp; r < ATT_BQ; r += ATT_NW) {\n"
                 "    float x[ATT_SPL], mx = -DC_INF;\n"
                 "    ATT_UNROLL for (int c = 0; c < ATT_SPL; c++) {\n"
                 "      const int j = lane + 32 * c;\n"
-                "      x[c] = j < ATT_BK && k0 + j < ATT_SK && (!ATT_CAUSAL || k0 + j <= q0 + r) ? s[r * ATT_LDS + j] * ATT_SCALE\n"
+                "      x[c] = j < ATT_BK && k0 + j < ATT_SK && (!ATT_CAUSAL || k0 + j <= q0 + r) ? ATT_SCORE(s[r * ATT_LDS + j], r, k0 + j)\n"
                 "                                                                             : -DC_INF;\n"
                 "      mx = fmaxf(mx, x[c]);\n"
                 "    }\n"
-                "    const float m_old = row_m[r], m_new = fmaxf(m_old, dc_warp_max(mx));\n"
+                "    const float m_old = row_m[r], m_new = fmaxf(m_old, dc_warp_max(mx)), m_used = ATT_MAX_USED(m_new);\n"
                 "    float sum = 0.0f;\n"
                 "    ATT_UNROLL for (int c = 0; c < ATT_SPL; c++) {\n"
                 "      const int j = lane + 32 * c;\n"
-                "      const float e = expf(x[c] - m_new);\n"
+                "      const float e = expf(x[c] - m_used);\n"
                 "      sum += e;\n"
                 "      if (j < ATT_BK) p[r * ATT_LDP + j] = ATT_TO_P(e);\n"
                 "    }\n"
                 "    sum = dc_warp_sum(sum);\n"
                 "    if (lane == 0) {\n"
-                "      const float alpha = expf(m_old - m_new);\n"
+                "      const float alpha = expf(m_old - m_used);\n"
                 "      row_a[r] = alpha;\n"
                 "      row_l[r] = row_l[r] * alpha + sum;\n"
                 "      row_m[r] = m_new;\n"
@@ -252,10 +275,10 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
 }
 
 /* The kernel's opening: aligned shared-memory regions, the tile's rows,
- * this block's base pointers into q, k, v and out. */
-static void emit_prologue(dc_buf *b, const char *name, const char *tile_type) {
+ * this block's base pointers into q, k, v, out and (attention_bias) the bias. */
+static void emit_prologue(dc_buf *b, const char *name, const char *tile_type, int bias) {
   dc_buf_printf(b,
-                "DC_KERNEL void %s(float *out, const float *q, const float *k, const float *v) {\n"
+                "DC_KERNEL void %s(float *out, const float *q, const float *k, const float *v%s) {\n"
                 "  DC_DYNAMIC_SMEM(att_raw);\n"
                 "  unsigned char *smem = att_raw + ((32u - (unsigned)((unsigned long long)att_raw & 31u)) & 31u);\n"
                 "  %s *qs = (%s *)(smem + ATT_OFF_Q), *kv = (%s *)(smem + ATT_OFF_KV);\n"
@@ -267,6 +290,7 @@ static void emit_prologue(dc_buf *b, const char *name, const char *tile_type) {
                 "  const float *kb = k + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
                 "  const float *vb = v + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
                 "  float *ob = out + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
+                "  const float *bb = %s;\n"
                 "  /* causal: the key tiles up to this tile's last query */\n"
                 "  const int nkt = ATT_CAUSAL && (q0 + rows + ATT_BK - 1) / ATT_BK < ATT_NKT ? (q0 + rows + ATT_BK - 1) / ATT_BK\n"
                 "                                                                            : ATT_NKT;\n"
@@ -274,7 +298,8 @@ static void emit_prologue(dc_buf *b, const char *name, const char *tile_type) {
                 "    row_m[i] = -DC_INF;\n"
                 "    row_l[i] = 0.0f;\n"
                 "  }\n",
-                name, tile_type, tile_type, tile_type);
+                name, bias ? ", const float *bias" : "", tile_type, tile_type, tile_type,
+                bias ? "bias + ((long long)blockIdx.y * ATT_SQ + q0) * ATT_SK" : "(const float *)0");
 }
 
 /* ---- f32: FMA ------------------------------------------------------------ */
@@ -336,7 +361,7 @@ static const char f32_body[] =
     "    att_scores(qs, kv, s, tq, tk);\n"
     "    __syncthreads();\n"
     "    att_stage(kv, vb + (long long)k0 * ATT_HD, keys);\n"
-    "    att_softmax(s, s, row_m, row_l, row_a, k0, q0);\n"
+    "    att_softmax(s, s, row_m, row_l, row_a, k0, q0, bb);\n"
     "    __syncthreads();\n"
     "    att_mix(o, s, kv, row_a, keys, tq, tk);\n"
     "  }\n"
@@ -418,7 +443,7 @@ static const char mma_body[] =
     "    att_scores(qs, kv, s, keys);\n"
     "    __syncthreads();\n"
     "    att_stage(kv, ATT_BK, vb + (long long)k0 * ATT_HD, keys);\n"
-    "    att_softmax(s, p, row_m, row_l, row_a, k0, q0);\n"
+    "    att_softmax(s, p, row_m, row_l, row_a, k0, q0, bb);\n"
     "    __syncthreads();\n"
     "    att_mix(p, kv, s, keys);\n"
     "  }\n"
@@ -434,14 +459,14 @@ static void append_text(dc_buf *b, const char *text) { dc_buf_append(b, text, st
 
 /* Nothing to compute: no queries, or no keys (the reference then leaves the
  * output as it is). */
-static dc_status *gen_empty(const char *name, dc_cuda_kernel *out) {
+static dc_status *gen_empty(const char *name, int bias, dc_cuda_kernel *out) {
   dc_buf b;
   dc_buf_init(&b);
   dc_buf_printf(&b,
                 "#include \"dc_cuda.cuh\"\n"
                 "/* attention over an empty sequence: nothing to write */\n"
-                "DC_KERNEL void %s(float *, const float *, const float *, const float *) {}\n",
-                name);
+                "DC_KERNEL void %s(float *, const float *, const float *, const float *%s) {}\n",
+                name, bias ? ", const float *" : "");
   out->grid[0] = out->grid[1] = out->grid[2] = 1;
   out->block[0] = 32;
   out->block[1] = out->block[2] = 1;
@@ -453,13 +478,13 @@ dc_status *dc_cuda_gen_attention(const dc_module *m, const dc_node *n, const dc_
                                  dc_cuda_kernel *out) {
   att_geom g;
   DC_TRY(read_geom(m, n, o, &g));
-  if (g.batch == 0 || g.sq == 0 || g.sk == 0) return gen_empty(name, out);
+  if (g.batch == 0 || g.sq == 0 || g.sk == 0) return gen_empty(name, g.bias, out);
   dc_buf b;
   dc_buf_init(&b);
   emit_constants(&b, &g);
   emit_softmax(&b, &g);
   append_text(&b, g.mma ? mma_helpers : f32_helpers);
-  emit_prologue(&b, name, g.mma ? "att_p" : "float");
+  emit_prologue(&b, name, g.mma ? "att_p" : "float", g.bias);
   append_text(&b, g.mma ? mma_body : f32_body);
   out->grid[0] = (uint32_t)ceil_div(g.sq, g.bq);
   out->grid[1] = (uint32_t)g.heads;

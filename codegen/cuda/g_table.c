@@ -37,6 +37,10 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_GATED_ADD: return dc_cuda_gen_gated_add;
     case OP_GELU_TANH: return dc_cuda_gen_gelu_tanh;
     case OP_SCALE: return dc_cuda_gen_scale;
+    case OP_ROPE_FREQS: return dc_cuda_gen_rope_freqs;
+    case OP_ROPE: return dc_cuda_gen_rope;
+    case OP_ATTENTION_BIAS: return dc_cuda_gen_attention; /* the same kernel with the bias */
+    case OP_REL_POS_BIAS: return dc_cuda_gen_rel_pos_bias;
     default: return NULL;
   }
 }
@@ -49,11 +53,6 @@ static const dc_lowering cuda_marks[OP_COUNT] = {
   [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a peer copy"},
   [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place constants; compile for --target cpu"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
-  /* TEMPORARY while the CUDA generators are written (issue 14): */
-  [OP_ROPE_FREQS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_ROPE] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_ATTENTION_BIAS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
-  [OP_REL_POS_BIAS] = {DC_LOWER_REFUSED, "no CUDA generator yet"},
 };
 
 dc_lowering dc_cuda_lowering(dc_op op) {

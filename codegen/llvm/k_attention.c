@@ -22,7 +22,18 @@
  * walks only the key blocks up to its last query, and the score of key j
  * for query i is -inf where j > i, which the exp turns into exactly 0 (key
  * 0, in the first block, is every query's, so each running max is finite
- * from the first block on). */
+ * from the first block on).
+ *
+ * attention_bias is the same kernel with a bias [H, Sq, Sk] added to the
+ * scores after the scale, as the reference adds it (a product rounded, then
+ * the sum).  Before a key block's scores, the block's bias tile (its query
+ * rows, contiguous over keys) is moved into S transposed, by the same
+ * vw×vw register transposes that pack Q; each score then adds its S entry
+ * before overwriting it.  S is scratch the block has anyway, so the bias
+ * costs no scratch and is read once per query block.  A bias that masks
+ * keys with -inf may leave a query's running max at -inf through whole key
+ * blocks: there -inf - -inf is NaN, which the exp's clamp (compare-and-
+ * select, false for NaN) sends to -88, an exact 0, as the -inf scores are. */
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +46,7 @@ typedef struct {
   int64_t batch, heads, sq, sk, d, hd; /* hd = H·D, the row stride */
   float scale;
   int causal;  /* causal_attention: query i sees keys 0..i */
+  int bias;    /* attention_bias: S holds the block's bias before its scores */
   int vw;      /* lanes */
   int cq;      /* query vectors per block; bq = cq·vw queries */
   int ct;      /* query vectors per micro-tile (divides cq) */
@@ -53,6 +65,8 @@ typedef struct {
   LLVMValueRef acc[MAX_ACC];
   LLVMValueRef lsum;
   LLVMValueRef r0, k0; /* causal: the first query of the block, the first key of the key block */
+  LLVMValueRef bh;     /* bias: &bias[h][r0][0], this block's first bias row */
+  LLVMValueRef rows;   /* bias: the block's real queries */
 } attn_ctx;
 
 static void plan_shape(const dc_kgen *g, attn_shape *a) {
@@ -65,6 +79,7 @@ static void plan_shape(const dc_kgen *g, attn_shape *a) {
   a->d = a->hd / a->heads;
   a->scale = (float)dc_node_float(g->n, "scale");
   a->causal = g->n->op == OP_CAUSAL_ATTENTION;
+  a->bias = g->n->op == OP_ATTENTION_BIAS;
   a->vw = g->vw;
   /* 24 accumulators fill 32 zmm registers with room for operands; with 16
    * registers (AVX2, SSE) 12 do. */
@@ -181,9 +196,11 @@ static void qk_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef kp, LLVMValueRef jl, L
     LLVMValueRef ct = add(g, c0, kg_i64(g, t)), mp = qvec(g, a, c->mb, kg_i64(g, 0), ct);
     LLVMValueRef mx = kg_vload(g, mp);
     for (int r = 0; r < nk; r++) {
+      LLVMValueRef sp = qvec(g, a, c->s, add(g, jl, kg_i64(g, r)), ct);
       LLVMValueRef sv = LLVMBuildFMul(g->b, getv(g, c->acc[r * a->ct + t]), scale, "s");
       if (a->causal) sv = causal_mask(g, c, sv, jl, r, ct);
-      kg_vstore(g, sv, qvec(g, a, c->s, add(g, jl, kg_i64(g, r)), ct));
+      if (a->bias) sv = LLVMBuildFAdd(g->b, sv, kg_vload(g, sp), "sb"); /* the bias pack_bias left there */
+      kg_vstore(g, sv, sp);
       mx = vmax(g, mx, sv);
     }
     kg_vstore(g, mx, mp);
@@ -249,11 +266,14 @@ static void pv_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef vp, LLVMValueRef d0, L
 }
 
 /* ---- one key block ------------------------------------------------------ */
+static void pack_bias(dc_kgen *g, attn_ctx *c, LLVMValueRef k0, int64_t nk);
+
 /* Keys [k0, k0 + nk) (nk constant: the full block, or the last one). */
 static void key_block(dc_kgen *g, attn_ctx *c, LLVMValueRef kh, LLVMValueRef vh, LLVMValueRef k0, int64_t nk) {
   const attn_shape *a = c->a;
   LLVMValueRef kp = at(g, kh, mul(g, k0, a->hd)), vp = at(g, vh, mul(g, k0, a->hd));
   c->k0 = k0;
+  if (a->bias) pack_bias(g, c, k0, nk);
   int64_t nfull = nk / a->rk, ktail = nk % a->rk, dfull = a->d / a->rd, dtail = a->d % a->rd;
   kg_loop grp, t;
   kg_for(g, &grp, kg_i64(g, 0), kg_i64(g, a->cq), a->ct, "qk_g");
@@ -335,18 +355,24 @@ static void transpose(dc_kgen *g, LLVMValueRef *v) {
     }
 }
 
-/* Qt[d0..d0+dn)[i0..i0+vw) from q rows i0.. (rows past `rows` read as 0). */
-static void pack_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef qh, LLVMValueRef i0, LLVMValueRef rows, LLVMValueRef d0,
-                      int dn) {
-  const attn_shape *a = c->a;
+/* dst[d0..d0+dn)[i0..i0+vw) (a [*][bq] array) from columns d0.. of rows
+ * i0.. of src (row stride `stride`; rows past `rows` read as 0). */
+static void pack_tile_t(dc_kgen *g, const attn_shape *a, LLVMValueRef src, int64_t stride, LLVMValueRef i0,
+                        LLVMValueRef rows, LLVMValueRef d0, int dn, LLVMValueRef dst) {
   LLVMValueRef v[16];
   for (int r = 0; r < g->vw; r++) {
     LLVMValueRef i = add(g, i0, kg_i64(g, r));
     LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntSLT, i, rows, "");
-    v[r] = load_masked(g, at(g, qh, add(g, mul(g, i, a->hd), d0)), row_mask(g, dn, ok));
+    v[r] = load_masked(g, at(g, src, add(g, mul(g, i, stride), d0)), row_mask(g, dn, ok));
   }
   transpose(g, v);
-  for (int k = 0; k < dn; k++) kg_vstore(g, v[k], qvec_at(g, a, c->qt, d0, k, i0));
+  for (int k = 0; k < dn; k++) kg_vstore(g, v[k], qvec_at(g, a, dst, d0, k, i0));
+}
+
+/* Qt[d0..d0+dn)[i0..i0+vw) from q rows i0.. (rows past `rows` read as 0). */
+static void pack_tile(dc_kgen *g, attn_ctx *c, LLVMValueRef qh, LLVMValueRef i0, LLVMValueRef rows, LLVMValueRef d0,
+                      int dn) {
+  pack_tile_t(g, c->a, qh, c->a->hd, i0, rows, d0, dn, c->qt);
 }
 
 /* Qt[d][i] = q row i for i < rows, 0 for the padding queries (their scores
@@ -362,6 +388,23 @@ static void pack_q(dc_kgen *g, attn_ctx *c, LLVMValueRef qh, LLVMValueRef rows) 
     kg_end(g, &d);
   }
   if (a->d > dfull) pack_tile(g, c, qh, i.i, rows, kg_i64(g, dfull), (int)(a->d - dfull));
+  kg_end(g, &i);
+}
+
+/* attention_bias: S[j][i] = bias[h][r0 + i][k0 + j] for the block's nk keys
+ * (0 for the padding queries, whose scores are never written out). */
+static void pack_bias(dc_kgen *g, attn_ctx *c, LLVMValueRef k0, int64_t nk) {
+  const attn_shape *a = c->a;
+  int64_t jfull = nk / a->vw * a->vw;
+  LLVMValueRef src = at(g, c->bh, k0);
+  kg_loop i, j;
+  kg_for(g, &i, kg_i64(g, 0), kg_i64(g, a->bq), a->vw, "bias_i");
+  if (jfull) {
+    kg_for(g, &j, kg_i64(g, 0), kg_i64(g, jfull), a->vw, "bias_j");
+    pack_tile_t(g, a, src, a->sk, i.i, c->rows, j.i, a->vw, c->s);
+    kg_end(g, &j);
+  }
+  if (nk > jfull) pack_tile_t(g, a, src, a->sk, i.i, c->rows, kg_i64(g, jfull), (int)(nk - jfull), c->s);
   kg_end(g, &i);
 }
 
@@ -433,15 +476,15 @@ static void key_blocks(dc_kgen *g, attn_ctx *c, LLVMValueRef kh, LLVMValueRef vh
   if (a->causal) kg_endif(g, &tail);
 }
 
-/* One work item: batch b, head h, query block qb. */
+/* One work item: batch b, head h, query block qb (bias: NULL, or bias's buffer). */
 static void query_block(dc_kgen *g, attn_ctx *c, LLVMValueRef item, LLVMValueRef q, LLVMValueRef k, LLVMValueRef v,
-                        LLVMValueRef y) {
+                        LLVMValueRef bias, LLVMValueRef y) {
   const attn_shape *a = c->a;
   LLVMBuilderRef b = g->b;
   LLVMValueRef qb = LLVMBuildSRem(b, item, kg_i64(g, a->nqb), "qb");
   LLVMValueRef bh = LLVMBuildSDiv(b, item, kg_i64(g, a->nqb), "bh");
   LLVMValueRef bi = LLVMBuildSDiv(b, bh, kg_i64(g, a->heads), "b");
-  LLVMValueRef hcol = mul(g, LLVMBuildSRem(b, bh, kg_i64(g, a->heads), "h"), a->d);
+  LLVMValueRef h = LLVMBuildSRem(b, bh, kg_i64(g, a->heads), "h"), hcol = mul(g, h, a->d);
   LLVMValueRef r0 = mul(g, qb, a->bq), left = LLVMBuildNSWSub(b, kg_i64(g, a->sq), r0, "");
   LLVMValueRef rows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, kg_i64(g, a->bq), ""), left,
                                       kg_i64(g, a->bq), "rows");
@@ -449,15 +492,18 @@ static void query_block(dc_kgen *g, attn_ctx *c, LLVMValueRef item, LLVMValueRef
   LLVMValueRef koff = add(g, mul(g, bi, a->sk * a->hd), hcol);
   LLVMValueRef kh = at(g, k, koff), vh = at(g, v, koff);
   c->r0 = r0;
+  c->rows = rows;
+  if (bias) c->bh = at(g, bias, add(g, mul(g, h, a->sq * a->sk), mul(g, r0, a->sk)));
   pack_q(g, c, at(g, q, qoff), rows);
   init_block(g, c);
   key_blocks(g, c, kh, vh, add(g, r0, rows));
   write_out(g, c, at(g, y, qoff), rows);
 }
 
-/* attention and causal_attention (a->causal, from the node's op). */
+/* attention, causal_attention and attention_bias (a->causal, a->bias, from
+ * the node's op). */
 dc_status *dc_k_attention(dc_kgen *g) {
-  for (int i = 0; i <= 3; i++)
+  for (int i = 0; i <= g->n->ninputs; i++)
     if (kg_type(g, i)->dtype != DT_F32)
       return dc_error(DC_ERR_UNSUPPORTED, "%s: the LLVM kernel computes in f32, got %s for %s",
                       dc_op_get(g->n->op)->name, dc_dtype_name(kg_type(g, i)->dtype), i ? "an input" : "the output");
@@ -469,6 +515,7 @@ dc_status *dc_k_attention(dc_kgen *g) {
   for (int i = 0; i < MAX_ACC; i++) c.acc[i] = kg_var(g, g->vf32, "acc");
   c.lsum = kg_var(g, g->vf32, "lsum");
   LLVMValueRef y = kg_buf(g, 0), q = kg_buf(g, 1), k = kg_buf(g, 2), v = kg_buf(g, 3), scr = kg_scratch(g);
+  LLVMValueRef bias = a.bias ? kg_buf(g, 4) : NULL;
   c.qt = atc(g, scr, a.o_qt);
   c.ot = atc(g, scr, a.o_ot);
   c.s = atc(g, scr, a.o_s);
@@ -480,7 +527,7 @@ dc_status *dc_k_attention(dc_kgen *g) {
   kg_split(g, kg_i64(g, a.batch * a.heads * a.nqb), &lo, &hi);
   kg_loop it;
   kg_for(g, &it, lo, hi, 1, "item");
-  query_block(g, &c, it.i, q, k, v, y);
+  query_block(g, &c, it.i, q, k, v, bias, y);
   kg_end(g, &it);
   return NULL;
 }
