@@ -247,5 +247,7 @@ int main(int argc, char **argv) {
   check_entries("vae_tiny");
   check_entries("clip_sd15");
   check_entries("clip_sdxl2");
+  check_entries("flux_dev");
+  check_entries("flux_schnell");
   return tu_finish();
 }

@@ -160,6 +160,24 @@ CLIP_SDXL2 = {
     "pad_token_id": 1,
 }
 
+# diffusers' tiny FluxTransformer2DModel test config (tests/models/transformers/test_models_transformer_flux.py:
+# attention_head_dim 16, 2 heads, axes_dims_rope [4, 4, 8]) with 16 input channels (4 latent channels packed
+# 2x2), two double-stream blocks and one single-stream block (dev, with the guidance embedder), or one and
+# two (schnell)
+FLUX_DEV_TINY = {
+    "patch_size": 1,
+    "in_channels": 16,
+    "num_layers": 2,
+    "num_single_layers": 1,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": 32,
+    "pooled_projection_dim": 24,
+    "guidance_embeds": True,
+    "axes_dims_rope": [4, 4, 8],
+}
+FLUX_SCHNELL_TINY = dict(FLUX_DEV_TINY, num_layers=1, num_single_layers=2, guidance_embeds=False)
+
 CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
                 "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
 CLIP_PROMPTS_2 = ["an oil painting of a lighthouse at dusk, waves crashing on the rocks",
@@ -171,6 +189,11 @@ CLIP_IDS = [[49406, 320, 1125, 49407, 539, 49407] + [1] * 71,
             [49406] + list(range(1000, 1076)),
             [49407] + [49406] * 76]
 
+# the packed grid of a 48x80 image (latents 6x10 -> 3x5 packed), batch 2, 7 or 13 text tokens
+FLUX_DEV_IN = dict(seed=400, batch=2, channels=16, rows=3, cols=5, seq=7, joint_dim=32, pooled_dim=24,
+                   sigmas=[1.0, 0.35], guidance=[3.5, 5.0])
+FLUX_SCHNELL_IN = dict(seed=410, batch=2, channels=16, rows=5, cols=3, seq=13, joint_dim=32, pooled_dim=24,
+                       sigmas=[0.75, 0.1])
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -187,6 +210,12 @@ def _unet_run(io, inputs, tol=1e-4, component=None, variant=None):
 def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=False, slicing=False):
     return dict(entry=entry, io=io, kind="vae", inputs=("image", dict(seed=seed, name=name, shape=shape)),
                 tolerance=tol, component=component, variant=None, tiling=tiling, slicing=slicing)
+
+
+def _flux_run(io, inputs, tol=1e-4, **options):
+    """options: group_offload ("block", "leaf"), layerwise_casting ("fp8_e4m3"): make_fixtures_dit.py."""
+    return dict(entry="forward", io=io, kind="flux", inputs=("flux", inputs), tolerance=tol, component=None,
+                variant=None, **options)
 
 
 def _clip_run(io, inputs, hidden=None, variant=None, tol=1e-5):
@@ -298,6 +327,27 @@ FIXTURES = [
                      "without final_layer_norm, as SDXL pipelines take it).",
          runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS_2, pad="!")),
                _clip_run("io_penultimate.safetensors", dict(prompts=CLIP_PROMPTS, pad="!"), hidden=[3, False])]),
+    dict(name="flux_dev", cls="FluxTransformer2DModel", config=FLUX_DEV_TINY, seed=11,
+         description="diffusers' FluxTransformer2DModel shaped like FLUX.1-dev (guidance_embeds true) at diffusers' "
+                     "tiny test width: 2 heads of 16, axes_dims_rope [4, 4, 8], in_channels 16, joint_attention_dim "
+                     "32, pooled_projection_dim 24, 2 double-stream and 1 single-stream blocks. Inputs as FluxPipeline "
+                     "makes them: batch 2, hidden_states 2x15x16 (a 3x5 packed grid), img_ids [0, row, col] 15x3, 7 "
+                     "text tokens with txt_ids zeros, timestep sigma [1.0, 0.35], guidance [3.5, 5.0]. Runs: forward; "
+                     "compiled with group offload by block (diffc --offload group --group-level block "
+                     "--blocks-per-group 1 --prefetch) "
+                     "and by leaf (--group-level leaf), checked against the plain forward (offload moves weights, "
+                     "not values; diffusers' own group offload needs accelerate, absent here); with "
+                     "enable_layerwise_casting(float8_e4m3fn, float32) (diffc --storage-dtype fp8_e4m3): diffusers' "
+                     "own fp8-stored output is the reference.",
+         runs=[_flux_run("io_forward.safetensors", FLUX_DEV_IN),
+               _flux_run("io_group_block.safetensors", FLUX_DEV_IN, group_offload="block"),
+               _flux_run("io_group_leaf.safetensors", FLUX_DEV_IN, group_offload="leaf"),
+               _flux_run("io_fp8.safetensors", FLUX_DEV_IN, layerwise_casting="fp8_e4m3")]),
+    dict(name="flux_schnell", cls="FluxTransformer2DModel", config=FLUX_SCHNELL_TINY, seed=12,
+         description="FluxTransformer2DModel shaped like FLUX.1-schnell (guidance_embeds false, no guidance input) at "
+                     "the flux_dev width: 1 double-stream and 2 single-stream blocks. Batch 2, a 5x3 packed grid "
+                     "(hidden_states 2x15x16), 13 text tokens, timestep sigma [0.75, 0.1].",
+         runs=[_flux_run("io_forward.safetensors", FLUX_SCHNELL_IN)]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},
