@@ -298,8 +298,10 @@ static dc_status *check_pipeline_options(const dc_compile_options *o) {
  * tokenizers' length is the text encoders' sequence. */
 static dc_status *check_pipeline_files(const dc_pipeline_source *src, int *tokens) {
   const dc_text_files *toks[2] = {&src->tokenizer, &src->tokenizer_2};
+  /* CLIP tokenizers: SDXL's and SD3's two, Flux's first (its second is T5's) */
+  int nclip = src->kind == DC_PIPE_FLUX ? 1 : src->has_text_encoder_2 ? 2 : 1;
   *tokens = 0;
-  for (int i = 0; i < (src->has_text_encoder_2 ? 2 : 1); i++) {
+  for (int i = 0; i < nclip; i++) {
     dc_clip_tokenizer *t = NULL;
     DC_TRY(dc_clip_tokenizer_parse(toks[i], &t));
     int n = dc_clip_tokenizer_max_length(t);
@@ -340,6 +342,7 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
                                   .clip_skip = o->clip_skip, .vae_slicing = o->vae_slicing,
                                   .vae_tiling = o->vae_tiling, .tile_size = o->tile_size,
                                   .tile_overlap = o->tile_overlap};
+  bo.max_sequence_length = o->max_sequence_length;
   DC_TRY(dc_pipeline_build(&pl->src, &bo, m, &pl->info));
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d nodes\n", o->model, pl->src.class_name, (*m)->nnodes);
   return NULL;
@@ -347,9 +350,9 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
 
 /* One model: the folder's class builds it. */
 static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_module **m) {
-  if (o->height || o->width || o->batch || o->clip_skip)
-    return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch and --clip-skip apply to a pipeline folder; for one "
-                    "model, give its input shapes with --input NAME=DIMS");
+  if (o->height || o->width || o->batch || o->clip_skip || o->max_sequence_length)
+    return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch, --clip-skip and --max-sequence-length apply to a "
+                    "pipeline folder; for one model, give its input shapes with --input NAME=DIMS");
   dc_folder_options fo = {o->component, o->variant};
   DC_TRY(dc_folder_open(o->model, &fo, f));
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
@@ -462,8 +465,14 @@ static char *pipeline_json(const dc_compile_options *o, const dc_compile_pipelin
   const dc_pipeline_info *pi = &pl->info;
   cJSON *j = cJSON_CreateObject();
   if (!j) return NULL;
+  static const char *const kinds[] = {"sd", "sdxl", "flux", "sd3"};
   cJSON_AddStringToObject(j, "class", pl->src.class_name);
+  cJSON_AddStringToObject(j, "kind", kinds[pi->kind]);
   cJSON_AddBoolToObject(j, "sdxl", pi->sdxl);
+  cJSON_AddNumberToObject(j, "t5_tokens", (double)pi->t5_tokens);
+  cJSON_AddBoolToObject(j, "guidance_embeds", pi->guidance_embeds);
+  cJSON_AddBoolToObject(j, "has_uncond", pi->has_uncond);
+  cJSON_AddNumberToObject(j, "patch", (double)pi->patch);
   cJSON_AddNumberToObject(j, "height", (double)pi->height);
   cJSON_AddNumberToObject(j, "width", (double)pi->width);
   cJSON_AddNumberToObject(j, "batch", (double)pi->batch);
@@ -498,6 +507,7 @@ static dc_status *pipeline_section(const dc_compile_options *o, const dc_compile
   if (!plan->pipeline_json || !plan->pipeline_files.origin) return dc_nomem("writing the pipeline section");
   DC_TRY(add_files(&plan->pipeline_files, "tokenizer", &pl->src.tokenizer));
   DC_TRY(add_files(&plan->pipeline_files, "tokenizer_2", &pl->src.tokenizer_2));
+  DC_TRY(add_files(&plan->pipeline_files, "tokenizer_3", &pl->src.tokenizer_3));
   return add_files(&plan->pipeline_files, "scheduler", &pl->src.scheduler);
 }
 

@@ -25,26 +25,15 @@
  * phase's inputs, runs it, and does the scheduler's arithmetic between
  * steps. */
 #include "pipeline_build.h"
+#include "pipeline_build_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "frontend/registry.h"
 
-enum { TOKENS_MAX = 512 };
 
 /* ---- merging a component module into the pipeline's ---------------------- */
-
-typedef struct {
-  const char *name;   /* the component input's name */
-  int32_t node;       /* the pipeline value that feeds it */
-} binding;
-
-typedef struct {
-  dc_module *m;       /* the pipeline's module */
-  int32_t *weight_node; /* per pipeline weight: its OP_WEIGHT node, -1 before the first */
-  int32_t cap_weight_node;
-} merger;
 
 static dc_status *weight_node_slot(merger *g, int32_t w, int32_t **slot) {
   if (w >= g->cap_weight_node) {
@@ -129,7 +118,7 @@ static int32_t bound(const binding *b, int nb, const char *name) {
 /* Merges component c into phase `phase`: every input of c must be bound
  * (types equal); out[i] receives the pipeline node of c's output
  * outputs[i]. */
-static dc_status *merge(merger *g, const dc_module *c, const char *prefix, int32_t phase, const binding *b, int nb,
+dc_status *pb_merge(merger *g, const dc_module *c, const char *prefix, int32_t phase, const binding *b, int nb,
                         const char *const *outputs, int nout, int32_t *out) {
   int32_t *map = dc_malloc(sizeof *map * ((size_t)c->nnodes + 1));
   if (!map) return dc_nomem("merging pipeline components");
@@ -160,7 +149,7 @@ static dc_status *merge(merger *g, const dc_module *c, const char *prefix, int32
 
 /* ---- small graph pieces ------------------------------------------------- */
 
-static dc_status *add_input(dc_module *m, const char *name, dc_dtype dt, int rank, const int64_t *dims, int32_t phase,
+dc_status *pb_add_input(dc_module *m, const char *name, dc_dtype dt, int rank, const int64_t *dims, int32_t phase,
                             int32_t *out) {
   dc_type t = {dt, rank, {0}};
   memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
@@ -170,7 +159,7 @@ static dc_status *add_input(dc_module *m, const char *name, dc_dtype dt, int ran
   return NULL;
 }
 
-static dc_status *add_op(dc_module *m, dc_node n, const char *scope, int32_t *out) {
+dc_status *pb_add_op(dc_module *m, dc_node n, const char *scope, int32_t *out) {
   n.scope = scope;
   DC_TRY(dc_infer_type(m, &n, &n.type));
   *out = dc_module_add_node(m, &n);
@@ -179,12 +168,12 @@ static dc_status *add_op(dc_module *m, dc_node n, const char *scope, int32_t *ou
 
 /* x [1, ...] repeated to [n, ...] along axis 0 (diffusers repeats each
  * prompt's embeddings num_images_per_prompt times). */
-static dc_status *repeat_batch(dc_module *m, int32_t x, int64_t n, int32_t *out) {
+dc_status *pb_repeat_batch(dc_module *m, int32_t x, int64_t n, int32_t *out) {
   int32_t acc = x;
   for (int64_t i = 1; i < n; i++) {
     dc_node c = dc_node_make(OP_CONCAT, 2, (int32_t[]){acc, x});
     dc_node_set_int(&c, "axis", 0);
-    DC_TRY(add_op(m, c, "pipeline.repeat", &acc));
+    DC_TRY(pb_add_op(m, c, "pipeline.repeat", &acc));
   }
   *out = acc;
   return NULL;
@@ -192,12 +181,12 @@ static dc_status *repeat_batch(dc_module *m, int32_t x, int64_t n, int32_t *out)
 
 /* ---- the components ------------------------------------------------------- */
 
-static dc_status *build_component(const dc_folder *f, dc_build_options *bo, dc_module **out) {
+dc_status *pb_build_component(const dc_folder *f, dc_build_options *bo, dc_module **out) {
   dc_status *st = dc_frontend_build(f, bo, out);
   return st ? dc_status_annotate(st, "%s", f->dir) : NULL;
 }
 
-static dc_status *read_int(const dc_folder *f, const char *key, int64_t def, int64_t *out) {
+dc_status *pb_read_int(const dc_folder *f, const char *key, int64_t def, int64_t *out) {
   return dc_json_int(&f->config, key, def, out);
 }
 
@@ -222,7 +211,7 @@ static dc_status *check_unet_multiple(const dc_pipeline_source *src, const dc_pi
 static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_build_options *o,
                                dc_pipeline_info *info) {
   int64_t sample = 0, nboc = 0;
-  DC_TRY(read_int(&src->unet, "sample_size", 64, &sample));
+  DC_TRY(pb_read_int(&src->unet, "sample_size", 64, &sample));
   const cJSON *boc = cJSON_GetObjectItemCaseSensitive(src->vae.config.root, "block_out_channels");
   nboc = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
   info->vae_scale = (int64_t)1 << (nboc > 0 ? nboc - 1 : 0);
@@ -240,7 +229,8 @@ static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_
   info->latent_h = info->height / info->vae_scale;
   info->latent_w = info->width / info->vae_scale;
   DC_TRY(check_unet_multiple(src, info));
-  DC_TRY(read_int(&src->unet, "in_channels", 4, &info->latent_channels));
+  info->has_uncond = 1, info->patch = 1;
+  DC_TRY(pb_read_int(&src->unet, "in_channels", 4, &info->latent_channels));
   info->batch = o->batch ? o->batch : 1;
   if (info->batch < 1 || info->batch > 64)
     return dc_error(DC_ERR_ARGUMENT, "--batch %lld: images per prompt must be 1..64", (long long)o->batch);
@@ -253,7 +243,7 @@ static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_
 
 /* Number of layers of a CLIP text encoder (its config). */
 static dc_status *clip_layers(const dc_folder *f, int64_t *layers) {
-  return read_int(f, "num_hidden_layers", 12, layers);
+  return pb_read_int(f, "num_hidden_layers", 12, layers);
 }
 
 /* Which hidden state a pipeline takes (notes: SD the last, through the
@@ -280,21 +270,21 @@ typedef struct {
  * halves' options: diffusers applies clip_skip to the prompt only (the
  * negative prompt takes the class's usual hidden state), so the halves may
  * read different layers; an equal pair is built once. */
-static dc_status *encode_text(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
+dc_status *pb_encode_text(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
                               const int32_t ids[2], const char *pooled_name, int64_t batch, int32_t hidden[2],
                               int32_t pooled[2]) {
   dc_module *c[2] = {NULL, NULL};
   int same = bo[0].clip_hidden_index == bo[1].clip_hidden_index &&
              bo[0].clip_hidden_final_norm == bo[1].clip_hidden_final_norm;
-  dc_status *st = build_component(f, &bo[0], &c[0]);
-  if (!st && !same) st = build_component(f, &bo[1], &c[1]);
+  dc_status *st = pb_build_component(f, &bo[0], &c[0]);
+  if (!st && !same) st = pb_build_component(f, &bo[1], &c[1]);
   const char *outs[2] = {"hidden_state", pooled_name};
   for (int h = 0; h < 2 && !st; h++) {
     int32_t got[2] = {-1, -1};
     binding b[] = {{"input_ids", ids[h]}};
-    st = merge(g, same ? c[0] : c[h], prefix, 0, b, 1, outs, pooled_name ? 2 : 1, got);
-    if (!st) st = repeat_batch(g->m, got[0], batch, &hidden[h]);
-    if (!st && pooled_name) st = repeat_batch(g->m, got[1], batch, &pooled[h]);
+    st = pb_merge(g, same ? c[0] : c[h], prefix, 0, b, 1, outs, pooled_name ? 2 : 1, got);
+    if (!st) st = pb_repeat_batch(g->m, got[0], batch, &hidden[h]);
+    if (!st && pooled_name) st = pb_repeat_batch(g->m, got[1], batch, &pooled[h]);
   }
   dc_module_destroy(c[0]);
   dc_module_destroy(c[1]);
@@ -302,7 +292,7 @@ static dc_status *encode_text(merger *g, const dc_folder *f, dc_build_options bo
 }
 
 /* The halves' options for one encoder: clip_skip for the prompt only. */
-static dc_status *half_options(const dc_folder *f, int sdxl, int clip_skip, int64_t tokens, dc_input_shape *shape,
+dc_status *pb_half_options(const dc_folder *f, int sdxl, int clip_skip, int64_t tokens, dc_input_shape *shape,
                                dc_build_options bo[2]) {
   *shape = (dc_input_shape){"input_ids", 2, {1, tokens}};
   for (int h = 0; h < 2; h++) {
@@ -316,7 +306,7 @@ static dc_status *half_options(const dc_folder *f, int sdxl, int clip_skip, int6
  * input "negative_scale" (0 for an empty negative prompt, else 1). */
 static dc_status *scale_negative(dc_module *m, int32_t scale, int32_t *v) {
   dc_node n = dc_node_make(OP_MUL, 2, (int32_t[]){*v, scale});
-  return add_op(m, n, "pipeline.force_zeros", v);
+  return pb_add_op(m, n, "pipeline.force_zeros", v);
 }
 
 static dc_status *build_text(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
@@ -325,29 +315,29 @@ static dc_status *build_text(merger *g, const dc_pipeline_source *src, const dc_
   int sdxl = info->sdxl;
   int32_t ids[2], ids2[2];
   int64_t dims[2] = {1, info->tokens};
-  DC_TRY(add_input(m, "negative_input_ids", DT_I64, 2, dims, 0, &ids[0]));
-  DC_TRY(add_input(m, "input_ids", DT_I64, 2, dims, 0, &ids[1]));
+  DC_TRY(pb_add_input(m, "negative_input_ids", DT_I64, 2, dims, 0, &ids[0]));
+  DC_TRY(pb_add_input(m, "input_ids", DT_I64, 2, dims, 0, &ids[1]));
   if (sdxl) {
-    DC_TRY(add_input(m, "negative_input_ids_2", DT_I64, 2, dims, 0, &ids2[0]));
-    DC_TRY(add_input(m, "input_ids_2", DT_I64, 2, dims, 0, &ids2[1]));
+    DC_TRY(pb_add_input(m, "negative_input_ids_2", DT_I64, 2, dims, 0, &ids2[0]));
+    DC_TRY(pb_add_input(m, "input_ids_2", DT_I64, 2, dims, 0, &ids2[1]));
   }
   dc_input_shape shape;
   dc_build_options bo[2];
-  DC_TRY(half_options(&src->text_encoder, sdxl, o->clip_skip, info->tokens, &shape, bo));
-  DC_TRY(encode_text(g, &src->text_encoder, bo, "text_encoder", ids, NULL, info->batch, tv->hidden, tv->pooled));
+  DC_TRY(pb_half_options(&src->text_encoder, sdxl, o->clip_skip, info->tokens, &shape, bo));
+  DC_TRY(pb_encode_text(g, &src->text_encoder, bo, "text_encoder", ids, NULL, info->batch, tv->hidden, tv->pooled));
   if (!sdxl) return NULL;
   int32_t hidden2[2];
-  DC_TRY(half_options(&src->text_encoder_2, 1, o->clip_skip, info->tokens, &shape, bo));
-  DC_TRY(encode_text(g, &src->text_encoder_2, bo, "text_encoder_2", ids2, "text_embeds", info->batch, hidden2,
+  DC_TRY(pb_half_options(&src->text_encoder_2, 1, o->clip_skip, info->tokens, &shape, bo));
+  DC_TRY(pb_encode_text(g, &src->text_encoder_2, bo, "text_encoder_2", ids2, "text_embeds", info->batch, hidden2,
                      tv->pooled));
   for (int h = 0; h < 2; h++) { /* the two encoders' states side by side (768 + 1280 = 2048 in SDXL) */
     dc_node c = dc_node_make(OP_CONCAT, 2, (int32_t[]){tv->hidden[h], hidden2[h]});
     dc_node_set_int(&c, "axis", 2);
-    DC_TRY(add_op(m, c, "pipeline.concat_text", &tv->hidden[h]));
+    DC_TRY(pb_add_op(m, c, "pipeline.concat_text", &tv->hidden[h]));
   }
   if (!src->force_zeros_for_empty_prompt) return NULL;
   int32_t scale;
-  DC_TRY(add_input(m, "negative_scale", DT_F32, 1, (int64_t[]){1}, 0, &scale));
+  DC_TRY(pb_add_input(m, "negative_scale", DT_F32, 1, (int64_t[]){1}, 0, &scale));
   DC_TRY(scale_negative(m, scale, &tv->hidden[0]));
   return scale_negative(m, scale, &tv->pooled[0]);
 }
@@ -360,8 +350,8 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
   const dc_type *hs = &m->nodes[tv->hidden[1]].type;
   int32_t time_ids[2] = {-1, -1};
   if (info->sdxl) {
-    DC_TRY(add_input(m, "negative_add_time_ids", DT_F32, 2, (int64_t[]){n, 6}, prologue, &time_ids[0]));
-    DC_TRY(add_input(m, "add_time_ids", DT_F32, 2, (int64_t[]){n, 6}, prologue, &time_ids[1]));
+    DC_TRY(pb_add_input(m, "negative_add_time_ids", DT_F32, 2, (int64_t[]){n, 6}, prologue, &time_ids[0]));
+    DC_TRY(pb_add_input(m, "add_time_ids", DT_F32, 2, (int64_t[]){n, 6}, prologue, &time_ids[1]));
   }
   dc_input_shape shapes[5] = {{"sample", 4, {sample[0], sample[1], sample[2], sample[3]}},
                               {"timestep", 1, {n}},
@@ -374,19 +364,19 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
   }
   dc_build_options bo = {.shapes = shapes, .nshapes = nshapes};
   dc_module *c = NULL;
-  DC_TRY(build_component(&src->unet, &bo, &c));
+  DC_TRY(pb_build_component(&src->unet, &bo, &c));
   static const char *const half_name[2] = {"uncond", "cond"};
   dc_status *st = NULL;
   for (int h = 0; h < 2 && !st; h++) {
     char name[64];
     int32_t x, t, out;
     snprintf(name, sizeof name, "sample.%s", half_name[h]);
-    st = add_input(m, name, DT_F32, 4, sample, phase[h], &x);
+    st = pb_add_input(m, name, DT_F32, 4, sample, phase[h], &x);
     snprintf(name, sizeof name, "timestep.%s", half_name[h]);
-    if (!st) st = add_input(m, name, DT_F32, 1, (int64_t[]){n}, phase[h], &t);
+    if (!st) st = pb_add_input(m, name, DT_F32, 1, (int64_t[]){n}, phase[h], &t);
     binding b[] = {{"sample", x}, {"timestep", t}, {"encoder_hidden_states", tv->hidden[h]},
                    {"text_embeds", info->sdxl ? tv->pooled[h] : -1}, {"time_ids", time_ids[h]}};
-    if (!st) st = merge(g, c, "unet", phase[h], b, 5, (const char *const[]){"sample"}, 1, &out);
+    if (!st) st = pb_merge(g, c, "unet", phase[h], b, 5, (const char *const[]){"sample"}, 1, &out);
     snprintf(name, sizeof name, "noise_pred.%s", half_name[h]);
     if (!st) st = dc_module_add_output(m, name, out);
   }
@@ -394,11 +384,11 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
   return st;
 }
 
-static dc_status *build_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
+dc_status *pb_build_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
                                const dc_pipeline_info *info, int32_t phase) {
   int64_t z[4] = {info->batch, info->latent_channels, info->latent_h, info->latent_w};
   int32_t latents, image;
-  DC_TRY(add_input(g->m, "latents", DT_F32, 4, z, phase, &latents));
+  DC_TRY(pb_add_input(g->m, "latents", DT_F32, 4, z, phase, &latents));
   dc_build_options bo = {.entry = "decode",
                          .shapes = (dc_input_shape[]){{"z", 4, {z[0], z[1], z[2], z[3]}}},
                          .nshapes = 1,
@@ -407,9 +397,9 @@ static dc_status *build_decode(merger *g, const dc_pipeline_source *src, const d
                          .tile_size = o->tile_size,
                          .tile_overlap = o->tile_overlap};
   dc_module *c = NULL;
-  DC_TRY(build_component(&src->vae, &bo, &c));
+  DC_TRY(pb_build_component(&src->vae, &bo, &c));
   binding b[] = {{"z", latents}};
-  dc_status *st = merge(g, c, "vae", phase, b, 1, (const char *const[]){"sample"}, 1, &image);
+  dc_status *st = pb_merge(g, c, "vae", phase, b, 1, (const char *const[]){"sample"}, 1, &image);
   for (int i = 0; i < c->nmeta && !st; i++) /* what the VAE's options did (tiling, slicing), for the dump */
     if (!strncmp(c->meta[i].key, "vae_", 4)) st = dc_module_set_meta(g->m, c->meta[i].key, c->meta[i].value);
   dc_module_destroy(c);
@@ -421,15 +411,17 @@ static dc_status *build_decode(merger *g, const dc_pipeline_source *src, const d
 /* Group offload's block modules of every component, under its name; a
  * component with none has its block lists at its top ("unet" ->
  * unet.down_blocks.N). */
-static dc_status *pipeline_facts(dc_module *m, const dc_pipeline_source *src) {
-  const dc_folder *comps[4] = {&src->text_encoder, &src->text_encoder_2, &src->unet, &src->vae};
-  const char *names[4] = {"text_encoder", "text_encoder_2", "unet", "vae"};
+dc_status *pb_pipeline_facts(dc_module *m, const dc_pipeline_source *src) {
+  enum { NCOMP = 6 };
+  const dc_folder *comps[NCOMP] = {&src->text_encoder, &src->text_encoder_2, &src->text_encoder_3,
+                                   &src->unet,         &src->transformer,    &src->vae};
+  const char *names[NCOMP] = {"text_encoder", "text_encoder_2", "text_encoder_3", "unet", "transformer", "vae"};
   const char **blocks = dc_arena_alloc(m->arena, sizeof *blocks * 64);
   const char **skip = dc_arena_alloc(m->arena, sizeof *skip * 64);
   dc_model_facts *facts = dc_arena_alloc(m->arena, sizeof *facts);
   if (!blocks || !skip || !facts) return dc_nomem("building the pipeline");
   int nb = 0, ns = 0;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NCOMP; i++) {
     const dc_class_desc *d = comps[i]->dir ? comps[i]->desc : NULL;
     if (!d) continue;
     if (!d->facts.block_modules) blocks[nb++] = names[i];
@@ -462,8 +454,8 @@ static dc_status *build_all(const dc_pipeline_source *src, const dc_pipeline_bui
   dc_status *st = add_phases(m, ph);
   if (!st) st = build_text(&g, src, o, info, &tv);
   if (!st) st = build_denoise(&g, src, info, &tv, ph[1], &ph[2]);
-  if (!st) st = build_decode(&g, src, o, info, ph[4]);
-  if (!st) st = pipeline_facts(m, src);
+  if (!st) st = pb_build_decode(&g, src, o, info, ph[4]);
+  if (!st) st = pb_pipeline_facts(m, src);
   dc_free(g.weight_node);
   return st;
 }
@@ -485,14 +477,19 @@ dc_status *dc_pipeline_build(const dc_pipeline_source *src, const dc_pipeline_bu
                              dc_pipeline_info *info) {
   *out = NULL;
   memset(info, 0, sizeof *info);
-  info->sdxl = dc_pipeline_class_is_sdxl(src->class_name);
+  info->kind = src->kind;
+  info->sdxl = src->kind == DC_PIPE_SDXL;
   info->tokens = o->tokens ? o->tokens : 77;
   if (o->clip_skip < 0) return dc_error(DC_ERR_ARGUMENT, "--clip-skip %d: must be 0 or more", o->clip_skip);
-  DC_TRY(resolve_size(src, o, info));
+  int dit = src->kind == DC_PIPE_FLUX || src->kind == DC_PIPE_SD3;
+  if (!dit && o->max_sequence_length)
+    return dc_error(DC_ERR_ARGUMENT, "--max-sequence-length %d: %s has no T5 text encoder (it applies to Flux and SD3 "
+                    "pipelines)", o->max_sequence_length, src->class_name);
+  DC_TRY(dit ? pb_resolve_dit(src, o, info) : resolve_size(src, o, info));
   dc_module *m = dc_module_create();
   if (!m) return dc_nomem("building the pipeline");
   dc_status *st = set_meta(m, src, info);
-  if (!st) st = build_all(src, o, info, m);
+  if (!st) st = dit ? pb_build_dit(src, o, info, m) : build_all(src, o, info, m);
   if (!st) st = dc_phases_sync_meta(m);
   if (!st) st = dc_verify(m, "pipeline build");
   if (st) {

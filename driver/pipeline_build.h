@@ -10,7 +10,8 @@ typedef struct {
   int64_t height, width; /* 0: diffusers' default, the UNet's sample_size x the VAE's scale factor */
   int64_t batch;         /* images per prompt; 0 = 1 */
   int clip_skip;         /* diffusers' clip_skip (0: none) */
-  int tokens;            /* the tokenizers' model_max_length; 0 = 77 */
+  int tokens;            /* the CLIP tokenizers' model_max_length; 0 = 77 */
+  int max_sequence_length; /* Flux, SD3: T5's tokens (diffusers' max_sequence_length); 0 = the pipeline's default */
   int vae_slicing, vae_tiling;
   int64_t tile_size;
   double tile_overlap;
@@ -18,8 +19,13 @@ typedef struct {
 
 /* What the host needs to run the module (stored in the plan's PIPE section). */
 typedef struct {
+  dc_pipeline_kind kind;
   int sdxl;
   int64_t height, width, batch, tokens;
+  int64_t t5_tokens;      /* Flux, SD3: max_sequence_length */
+  int guidance_embeds;    /* Flux dev: the transformer takes the guidance scale */
+  int has_uncond;         /* the plan has a denoise.uncond phase (CFG possible) */
+  int64_t patch;          /* Flux: 2 (latents packed 2x2 into tokens); SD3: the transformer's patch_size; else 1 */
   int64_t vae_scale, latent_channels, latent_h, latent_w;
   double scaling_factor, shift_factor;
 } dc_pipeline_info;

@@ -14,21 +14,31 @@
 /* The pipelines diffc compiles, and what each needs. */
 typedef struct {
   const char *name;
-  int sdxl;
+  dc_pipeline_kind kind;
 } pipeline_class;
 
 static const pipeline_class pipeline_classes[] = {
-    {"StableDiffusionPipeline", 0},
-    {"StableDiffusionXLPipeline", 1},
+    {"StableDiffusionPipeline", DC_PIPE_SD},
+    {"StableDiffusionXLPipeline", DC_PIPE_SDXL},
+    {"FluxPipeline", DC_PIPE_FLUX},
+    {"StableDiffusion3Pipeline", DC_PIPE_SD3},
 };
 enum { NPIPELINE_CLASSES = sizeof pipeline_classes / sizeof pipeline_classes[0] };
 
-const char *dc_pipeline_class_names(void) { return "StableDiffusionPipeline, StableDiffusionXLPipeline"; }
+const char *dc_pipeline_class_names(void) {
+  return "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline";
+}
 
-int dc_pipeline_class_is_sdxl(const char *class_name) {
+dc_pipeline_kind dc_pipeline_class_kind(const char *class_name) {
   for (int i = 0; i < NPIPELINE_CLASSES; i++)
-    if (!strcmp(pipeline_classes[i].name, class_name)) return pipeline_classes[i].sdxl;
-  return 0;
+    if (!strcmp(pipeline_classes[i].name, class_name)) return pipeline_classes[i].kind;
+  return DC_PIPE_SD;
+}
+
+int dc_pipeline_class_is_sdxl(const char *class_name) { return dc_pipeline_class_kind(class_name) == DC_PIPE_SDXL; }
+
+const dc_folder *dc_pipeline_denoiser(const dc_pipeline_source *s) {
+  return s->kind == DC_PIPE_FLUX || s->kind == DC_PIPE_SD3 ? &s->transformer : &s->unet;
 }
 
 static const pipeline_class *find_class(const char *name) {
@@ -97,6 +107,16 @@ static dc_status *read_files(const char *dir, const dc_json_doc *mi, const char 
 
 static const char *const scheduler_files[] = {"scheduler_config.json", NULL};
 
+/* T5's tokenizer files (pipeline/tokenizer_t5.h reads them). */
+static const char *const t5_tokenizer_files[] = {"tokenizer.json", "spiece.model", "tokenizer_config.json",
+                                                 "special_tokens_map.json", NULL};
+
+/* A component model_index.json sets to [null, null] (SD3's optional T5). */
+static int entry_null(const dc_json_doc *mi, const char *component) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(mi->root, component);
+  return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsNull(v->child);
+}
+
 static dc_status *read_flags(const dc_json_doc *mi, int sdxl, dc_pipeline_source *out) {
   const cJSON *sc = cJSON_GetObjectItemCaseSensitive(mi->root, "safety_checker");
   out->has_safety_checker = entry_present(sc);
@@ -106,8 +126,29 @@ static dc_status *read_flags(const dc_json_doc *mi, int sdxl, dc_pipeline_source
   return NULL;
 }
 
+/* FluxPipeline: CLIP (pooled) + T5; StableDiffusion3Pipeline: two CLIPs +
+ * T5, which may be null. */
+static dc_status *open_dit_parts(const char *dir, const dc_json_doc *mi, const char *variant, dc_pipeline_source *out) {
+  int sd3 = out->kind == DC_PIPE_SD3;
+  DC_TRY(read_flags(mi, 0, out));
+  DC_TRY(open_model(dir, mi, "transformer", variant, &out->transformer));
+  DC_TRY(open_model(dir, mi, "vae", variant, &out->vae));
+  DC_TRY(open_model(dir, mi, "text_encoder", variant, &out->text_encoder));
+  DC_TRY(read_files(dir, mi, "tokenizer", dc_clip_tokenizer_file_names, NULL, &out->tokenizer));
+  DC_TRY(read_files(dir, mi, "scheduler", scheduler_files, "scheduler_config.json", &out->scheduler));
+  DC_TRY(open_model(dir, mi, "text_encoder_2", variant, &out->text_encoder_2));
+  out->has_text_encoder_2 = 1;
+  DC_TRY(read_files(dir, mi, "tokenizer_2", sd3 ? dc_clip_tokenizer_file_names : t5_tokenizer_files, NULL,
+                    &out->tokenizer_2));
+  if (!sd3 || entry_null(mi, "text_encoder_3")) return NULL;
+  DC_TRY(open_model(dir, mi, "text_encoder_3", variant, &out->text_encoder_3));
+  out->has_text_encoder_3 = 1;
+  return read_files(dir, mi, "tokenizer_3", t5_tokenizer_files, NULL, &out->tokenizer_3);
+}
+
 static dc_status *open_parts(const char *dir, const dc_json_doc *mi, int sdxl, const char *variant,
                              dc_pipeline_source *out) {
+  if (out->kind == DC_PIPE_FLUX || out->kind == DC_PIPE_SD3) return open_dit_parts(dir, mi, variant, out);
   DC_TRY(read_flags(mi, sdxl, out));
   DC_TRY(open_model(dir, mi, "unet", variant, &out->unet));
   DC_TRY(open_model(dir, mi, "vae", variant, &out->vae));
@@ -139,9 +180,10 @@ dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, 
   if (!st) {
     out->origin = dc_strdup(dir);
     out->class_name = dc_strdup(cls);
+    out->kind = pc->kind;
     if (!out->origin || !out->class_name) st = dc_nomem("opening a pipeline folder");
   }
-  if (!st) st = open_parts(dir, &mi, pc->sdxl, variant, out);
+  if (!st) st = open_parts(dir, &mi, pc->kind == DC_PIPE_SDXL, variant, out);
   dc_json_free(&mi);
   if (st) dc_pipeline_source_close(out);
   return st;
@@ -151,6 +193,9 @@ static int folder_open(const dc_folder *f) { return f->dir != NULL; }
 
 void dc_pipeline_source_close(dc_pipeline_source *s) {
   if (folder_open(&s->unet)) dc_folder_close(&s->unet);
+  if (folder_open(&s->transformer)) dc_folder_close(&s->transformer);
+  if (folder_open(&s->text_encoder_3)) dc_folder_close(&s->text_encoder_3);
+  dc_text_files_free(&s->tokenizer_3);
   if (folder_open(&s->vae)) dc_folder_close(&s->vae);
   if (folder_open(&s->text_encoder)) dc_folder_close(&s->text_encoder);
   if (folder_open(&s->text_encoder_2)) dc_folder_close(&s->text_encoder_2);

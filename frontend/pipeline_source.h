@@ -12,9 +12,19 @@
 #include "frontend.h"
 #include "pipeline/text_files.h"
 
+/* The pipeline families diffc runs: what components they have and how
+ * their host loops differ (driver/pipeline_build.c, pipeline/generate.c). */
+typedef enum {
+  DC_PIPE_SD,   /* StableDiffusionPipeline: CLIP, UNet, VAE */
+  DC_PIPE_SDXL, /* StableDiffusionXLPipeline: two CLIPs (pooled, time ids), UNet, VAE */
+  DC_PIPE_FLUX, /* FluxPipeline: CLIP pooled + T5, a flow-matching transformer on packed latents */
+  DC_PIPE_SD3,  /* StableDiffusion3Pipeline: two CLIPs + T5, a flow-matching transformer */
+} dc_pipeline_kind;
+
 typedef struct {
   char *origin;       /* the pipeline folder or checkpoint file, as the user named it */
-  char *class_name;   /* "StableDiffusionPipeline", "StableDiffusionXLPipeline" */
+  char *class_name;   /* "StableDiffusionPipeline", "StableDiffusionXLPipeline", "FluxPipeline", ... */
+  dc_pipeline_kind kind;
   /* A single-file checkpoint's family as recognised: "SD1.x", "SD2.x",
    * "SDXL base" (a static string); NULL for a pipeline folder. */
   const char *family;
@@ -23,9 +33,16 @@ typedef struct {
   int force_zeros_for_empty_prompt;
   /* A non-null safety_checker entry: diffc does not run it (reported). */
   int has_safety_checker;
-  dc_folder unet, vae, text_encoder, text_encoder_2;
-  int has_text_encoder_2; /* SDXL */
-  dc_text_files tokenizer, tokenizer_2, scheduler; /* tokenizer_2 empty without text_encoder_2 */
+  /* The denoiser is the unet (SD, SDXL) or the transformer (Flux, SD3).
+   * text_encoder is CLIP; text_encoder_2 the second CLIP (SDXL, SD3) or T5
+   * (Flux); text_encoder_3 T5 (SD3; a pipeline may leave it null, and SD3
+   * then feeds zeros in its place, as diffusers does). */
+  dc_folder unet, transformer, vae, text_encoder, text_encoder_2, text_encoder_3;
+  int has_text_encoder_2, has_text_encoder_3;
+  /* Tokenizer files in memory, empty without their text encoder: CLIP's
+   * (tokenizer.h) or T5's (tokenizer_t5.h: tokenizer_2 of Flux, tokenizer_3
+   * of SD3). */
+  dc_text_files tokenizer, tokenizer_2, tokenizer_3, scheduler;
   void *owned;        /* the source's own storage (single file: the mapped checkpoint, renamed entries) */
   void (*close_owned)(void *owned);
 } dc_pipeline_source;
@@ -39,10 +56,14 @@ dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, 
  * the text files, then the source's own storage (close_owned), which folders
  * of a single-file checkpoint borrow. */
 void dc_pipeline_source_close(dc_pipeline_source *s);
-/* "StableDiffusionPipeline, StableDiffusionXLPipeline" */
+/* "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline" */
 const char *dc_pipeline_class_names(void);
 /* Whether the class is an SDXL pipeline (two text encoders, added conditions). */
 int dc_pipeline_class_is_sdxl(const char *class_name);
+/* The family of a pipeline class diffc runs (DC_PIPE_SD for an unknown name). */
+dc_pipeline_kind dc_pipeline_class_kind(const char *class_name);
+/* The denoiser of a source: its transformer for Flux and SD3, else its unet. */
+const dc_folder *dc_pipeline_denoiser(const dc_pipeline_source *s);
 
 /* A single-file checkpoint in the original CompVis / Stability layout
  * (frontend/single_file.c): SD1.x (cond_stage_model.transformer.*), SD2.x

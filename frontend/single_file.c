@@ -441,6 +441,7 @@ dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipe
   if (!st) st = sf_detect(&o->file, &fam);
   if (!st) st = sf_configs_find(fam, config_dir, path, &c);
   if (!st) st = (out->class_name = dc_strdup(fam->pipeline)) ? NULL : dc_nomem("opening a checkpoint");
+  if (!st) out->kind = dc_pipeline_class_kind(out->class_name);
   if (!st) out->family = fam->label;
   if (!st) st = sf_assemble(out, o, fam, &c, configs);
   for (int k = 0; k < SF_NCOMP; k++) dc_free(configs[k]);

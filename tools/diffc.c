@@ -22,7 +22,8 @@ static const char usage[] =
     "\n"
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
     "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
-    "A pipeline folder (model_index.json: StableDiffusionPipeline, StableDiffusionXLPipeline)\n"
+    "A pipeline folder (model_index.json: StableDiffusionPipeline, StableDiffusionXLPipeline,\n"
+    "FluxPipeline, StableDiffusion3Pipeline)\n"
     "compiles whole: text encoders, the denoising loop and the VAE decoder in one plan that\n"
     "diffrun PLAN --prompt TEXT -o out.png runs; the memory options apply across components.\n"
     "A single-file checkpoint in the original CompVis/Stability layout (SD1.x, SD2.x, SDXL base)\n"
@@ -34,11 +35,14 @@ static const char usage[] =
     "  -o, --output PLAN        where to write the plan (written to a temporary name, then renamed)\n"
     "  --component NAME         MODEL_DIR is a pipeline folder (model_index.json): compile only this\n"
     "                           component, e.g. unet, vae or text_encoder\n"
-    "  --height H, --width W    pipeline: the image size in pixels, multiples of 8 (default: the\n"
-    "                           UNet's sample_size x the VAE's scale factor, as diffusers)\n"
+    "  --height H, --width W    pipeline: the image size in pixels, multiples of 8 (Flux, SD3: of 16)\n"
+    "                           (default: the UNet's sample_size x the VAE's scale factor, as\n"
+    "                           diffusers; Flux and SD3: 1024)\n"
     "  --batch N                pipeline: images per prompt (default 1)\n"
     "  --clip-skip N            pipeline: take the text encoder's hidden state N layers before the\n"
     "                           last, as diffusers' clip_skip (default 0)\n"
+    "  --max-sequence-length N  Flux and SD3 pipelines: T5's prompt tokens, as diffusers'\n"
+    "                           max_sequence_length (1..512; default 512 Flux, 256 SD3)\n"
     "  --config DIR             single-file checkpoint: take configs, tokenizers and scheduler from\n"
     "                           this diffusers pipeline folder instead of the bundled defaults\n"
     "  --no-hoist               pipeline: compute nothing once before the denoising loop (by\n"
@@ -180,7 +184,7 @@ typedef struct {
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
-  int clip_skip, no_hoist;
+  int clip_skip, no_hoist, max_sequence_length;
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
@@ -355,6 +359,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     }
     int64_t *size = !strcmp(a, "--height") ? &o->height : !strcmp(a, "--width") ? &o->width
                     : !strcmp(a, "--batch") ? &o->batch : NULL;
+    if (!strcmp(a, "--max-sequence-length")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], 1, 512, &v));
+      o->max_sequence_length = (int)v;
+      continue;
+    }
     if (size || !strcmp(a, "--clip-skip")) {
       long long v;
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
@@ -476,6 +487,7 @@ int main(int argc, char **argv) {
                              .width = o.width,
                              .batch = o.batch,
                              .clip_skip = o.clip_skip,
+                             .max_sequence_length = o.max_sequence_length,
                              .no_hoist = o.no_hoist,
                              .config_dir = o.config_dir,
                              .clip_hidden_state = o.clip_hidden_state,
