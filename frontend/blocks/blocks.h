@@ -298,6 +298,15 @@ dc_status *blk_combined_timestep_text_proj(dc_gb *g, const char *p, int32_t t, i
 dc_status *blk_flux_pos_embed(dc_gb *g, const char *scope, int32_t ids, const int64_t *axes, int naxes, double theta,
                               int32_t *out);
 
+/* PatchEmbed as SD3 builds it (pos_embed_max_size set, no layer norm,
+ * flatten): proj, a patch x patch conv with stride patch, of x
+ * [B,in,H,W] to tokens [B,(H/patch)*(W/patch),dim], plus the persistent
+ * sincos table p.pos_embed [1, max_size^2, dim] of the checkpoint cropped
+ * to the centre (cropped_pos_embed).  H and W are multiples of patch with
+ * H/patch and W/patch <= max_size (checked by the caller). */
+dc_status *blk_patch_embed_cropped(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                   int64_t max_size, int32_t *out);
+
 /* ---- transformers/transformer_flux.py --------------------------------------- */
 
 typedef struct {

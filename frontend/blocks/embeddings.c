@@ -59,3 +59,29 @@ dc_status *blk_flux_pos_embed(dc_gb *g, const char *scope, int32_t ids, const in
   dc_node_set_float(&n, "theta", theta);
   return gb_add(g, &n, scope, out);
 }
+
+/* The table's rows of the centred h x w window: top = (max - h) // 2,
+ * left = (max - w) // 2, as [1, h*w, dim] in row-major order. */
+static dc_status *cropped_table(dc_gb *g, const char *p, int64_t dim, int64_t max_size, int64_t h, int64_t w,
+                                int32_t *out) {
+  char s[256];
+  int32_t t;
+  int64_t top = (max_size - h) / 2, left = (max_size - w) / 2;
+  DC_TRY(gb_param(g, p, "pos_embed", 3, (int64_t[]){1, max_size * max_size, dim}, &t));
+  DC_TRY(gb_reshape(g, P("%s.pos_embed", p), t, 3, (int64_t[]){max_size, max_size, dim}, &t));
+  DC_TRY(gb_slice(g, P("%s.pos_embed", p), t, 0, top, top + h, &t));
+  DC_TRY(gb_slice(g, P("%s.pos_embed", p), t, 1, left, left + w, &t));
+  return gb_reshape(g, P("%s.pos_embed", p), t, 3, (int64_t[]){1, h * w, dim}, out);
+}
+
+dc_status *blk_patch_embed_cropped(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                   int64_t max_size, int32_t *out) {
+  char s[256];
+  const dc_type *t = gb_type(g, x);
+  int64_t h = t->dims[2] / patch, w = t->dims[3] / patch;
+  int32_t pos;
+  DC_TRY(gb_conv2d(g, P("%s.proj", p), x, in, dim, patch, patch, (int64_t[]){0, 0, 0, 0}, &x));
+  DC_TRY(gb_to_tokens(g, p, x, &x));
+  DC_TRY(cropped_table(g, p, dim, max_size, h, w, &pos));
+  return gb_binary(g, OP_ADD, p, x, pos, out);
+}
