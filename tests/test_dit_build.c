@@ -207,15 +207,16 @@ static void test_flux_graph(void) {
   dc_free(schnell);
 }
 
-/* The positional table's crop: rows top..top+h, columns left..left+w. */
-static void check_crop(const dc_module *m, int64_t top, int64_t h, int64_t left, int64_t w) {
+/* The positional table's crop of a max x max table: the rows top..top+h
+ * (as one slice of the flat table), then the columns left..left+w. */
+static void check_crop(const dc_module *m, int64_t max, int64_t top, int64_t h, int64_t left, int64_t w) {
   int rows = 0, cols = 0;
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
     if (n->op != OP_SLICE || !n->scope || strcmp(n->scope, "pos_embed.pos_embed") != 0) continue;
     int64_t axis = dc_node_int(n, "axis"), start = dc_node_int(n, "start"), end = dc_node_int(n, "end");
-    rows += axis == 0 && start == top && end == top + h;
-    cols += axis == 1 && start == left && end == left + w;
+    rows += axis == 1 && n->type.rank == 3 && n->type.dims[0] == 1 && start == top * max && end == (top + h) * max;
+    cols += axis == 1 && n->type.dims[0] == h && start == left && end == left + w;
   }
   CHECK(rows == 1 && cols == 1);
 }
@@ -228,13 +229,13 @@ static void test_sd3_graph(void) {
     CHECK(dims_are(input_type(m, "hidden_states"), 4, (int64_t[]){1, 4, 8, 8}));
     CHECK(dims_are(input_type(m, "encoder_hidden_states"), 3, (int64_t[]){1, 333, 24}));
     CHECK(m->ninputs == 4 && count_op(m, OP_ROPE) == 0 && count_op(m, OP_RMS_NORM) == 0);
-    check_crop(m, 2, 4, 2, 4); /* 4x4 patches in the middle of the 8x8 table */
+    check_crop(m, 8, 2, 4, 2, 4); /* 4x4 patches in the middle of the 8x8 table */
   }
   dc_module_destroy(m);
   dc_input_shape wide[] = {{"hidden_states", 4, {2, 4, 6, 10}}};
   CHECK_OK(build(sd3, wide, 1, &m));
   if (m) {
-    check_crop(m, 2, 3, 1, 5); /* (8 - 3) // 2, (8 - 5) // 2 */
+    check_crop(m, 8, 2, 3, 1, 5); /* (8 - 3) // 2, (8 - 5) // 2 */
     CHECK(dims_are(&m->nodes[m->outputs[0].node].type, 4, (int64_t[]){2, 4, 6, 10}));
   }
   dc_module_destroy(m);

@@ -61,15 +61,17 @@ dc_status *blk_flux_pos_embed(dc_gb *g, const char *scope, int32_t ids, const in
 }
 
 /* The table's rows of the centred h x w window: top = (max - h) // 2,
- * left = (max - w) // 2, as [1, h*w, dim] in row-major order. */
+ * left = (max - w) // 2, as [1, h*w, dim] in row-major order.  The h table
+ * rows the window spans are sliced out first, so only they (not the whole
+ * max^2 table) are copied on the way. */
 static dc_status *cropped_table(dc_gb *g, const char *p, int64_t dim, int64_t max_size, int64_t h, int64_t w,
                                 int32_t *out) {
   char s[256];
   int32_t t;
   int64_t top = (max_size - h) / 2, left = (max_size - w) / 2;
   DC_TRY(gb_param(g, p, "pos_embed", 3, (int64_t[]){1, max_size * max_size, dim}, &t));
-  DC_TRY(gb_reshape(g, P("%s.pos_embed", p), t, 3, (int64_t[]){max_size, max_size, dim}, &t));
-  DC_TRY(gb_slice(g, P("%s.pos_embed", p), t, 0, top, top + h, &t));
+  DC_TRY(gb_slice(g, P("%s.pos_embed", p), t, 1, top * max_size, (top + h) * max_size, &t));
+  DC_TRY(gb_reshape(g, P("%s.pos_embed", p), t, 3, (int64_t[]){h, max_size, dim}, &t));
   DC_TRY(gb_slice(g, P("%s.pos_embed", p), t, 1, left, left + w, &t));
   return gb_reshape(g, P("%s.pos_embed", p), t, 3, (int64_t[]){1, h * w, dim}, out);
 }
