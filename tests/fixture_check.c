@@ -212,7 +212,8 @@ static void check_cuda(const fc_options *fo, const dc_compile_options *base, con
 /* ---- runs ------------------------------------------------------------------ */
 
 /* A memory technique the run asks for (it must not change the outputs):
- * --offload KIND, --group-level block|leaf, --blocks-per-group N.  0 for
+ * --offload KIND, --group-level block|leaf, --blocks-per-group N,
+ * --storage-dtype fp8_e4m3.  0 for
  * another flag or a value diffc would refuse. */
 static int memory_option(const char *flag, const char *value, dc_memory_options *m) {
   if (!strcmp(flag, "--offload")) {
@@ -223,6 +224,7 @@ static int memory_option(const char *flag, const char *value, dc_memory_options 
   if (!strcmp(flag, "--group-level") && (!strcmp(value, "block") || !strcmp(value, "leaf")))
     return m->group_level = !strcmp(value, "block") ? DC_GROUP_BLOCK : DC_GROUP_LEAF, 1;
   if (!strcmp(flag, "--blocks-per-group") && atoi(value) > 0) return m->blocks_per_group = atoi(value), 1;
+  if (!strcmp(flag, "--storage-dtype") && !strcmp(value, "fp8_e4m3")) return m->storage = DT_F8_E4M3, 1;
   return 0;
 }
 
@@ -244,6 +246,8 @@ static int apply_diffc_options(const cJSON *run, const char *io_name, dc_compile
       o = o->next;
     } else if (cJSON_IsString(value) && memory_option(flag, value->valuestring, &co->memory)) {
       o = o->next;
+    } else if (!strcmp(flag, "--prefetch")) {
+      co->memory.prefetch = 1;
     } else {
       printf("  %s: case.json asks for diffc option %s, which fixture_check does not know\n", io_name, flag);
       ok = 0;

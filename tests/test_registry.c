@@ -255,5 +255,9 @@ int main(int argc, char **argv) {
   check_entries("clip_sdxl2");
   check_entries("t5_v11");
   check_entries("t5_original");
+  check_entries("flux_dev");
+  check_entries("flux_schnell");
+  check_entries("sd3");
+  check_entries("sd35");
   return tu_finish();
 }
