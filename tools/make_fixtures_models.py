@@ -14,12 +14,12 @@ from torch import nn
 
 from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
 from make_fixtures_t5 import build_t5, embed_tokens_layout, is_t5, reinit_t5_norms, run_t5, t5_class, t5_inputs
+from make_fixtures_dit import apply_dit_options, flux_inputs, run_dit, sd3_inputs
 
 
 def is_transformers(cls_name):
     """A transformers class: its folder holds model*.safetensors, from_pretrained takes dtype."""
     return is_clip(cls_name) or is_t5(cls_name)
-from make_fixtures_dit import apply_dit_options, flux_inputs, run_dit, sd3_inputs
 
 # --------------------------------------------------------------------------------------
 # Inputs (seeded).  Each returns an ordered dict name -> float32 tensor.
