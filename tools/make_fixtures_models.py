@@ -90,10 +90,18 @@ def reinit_weights(model, seed):
                 if m.bias is not None:
                     m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
+            elif is_rms_norm(m):
+                m.weight.copy_(1.0 + 0.1 * _randn(g, *m.weight.shape))
+                done.add(id(m.weight))
         reinit_embeddings(model, g, _randn, done)
     missed = [n for n, p in model.named_parameters() if id(p) not in done]
     if missed:
         raise SystemExit(f"reinit_weights: parameters not re-initialised: {missed}")
+
+
+def is_rms_norm(m):
+    """diffusers' RMSNorm and transformers' T5LayerNorm (weight only, no nn.LayerNorm subclass)."""
+    return type(m).__name__ in ("RMSNorm", "T5LayerNorm") and isinstance(getattr(m, "weight", None), nn.Parameter)
 
 
 def make_inputs(spec):
