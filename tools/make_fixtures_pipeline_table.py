@@ -239,10 +239,12 @@ FLUX_TRANSFORMER = {
     "guidance_embeds": True,
     "axes_dims_rope": (4, 6, 6),
 }
-FLUX_SCHNELL_TRANSFORMER = dict(FLUX_TRANSFORMER, guidance_embeds=False)
+# schnell: no guidance embedder, one block of each kind (its own weights: a file git stores apart)
+FLUX_SCHNELL_TRANSFORMER = dict(FLUX_TRANSFORMER, guidance_embeds=False, num_layers=1, num_single_layers=1)
 
 # SD3.5-style SD3Transformer2DModel: 2 joint blocks (the last context_pre_only), block 0 with the
 # second image-only attention (dual_attention_layers), per-head RMS q/k norms; 2 heads of 16 (D 32);
+# a 16x16 position table (a persistent buffer in the file), centre-cropped to the patch grid;
 # pooled = CLIP-L text_embeds (16) + CLIP-G text_embeds (12), concatenated as the pipeline does
 SD3_TRANSFORMER = {
     "sample_size": 8,
@@ -255,7 +257,7 @@ SD3_TRANSFORMER = {
     "joint_attention_dim": T5_CONFIG["d_model"],
     "caption_projection_dim": 32,
     "pooled_projection_dim": CLIP_SD15["projection_dim"] + CLIP_SDXL2["projection_dim"],
-    "pos_embed_max_size": 32,
+    "pos_embed_max_size": 16,
     "dual_attention_layers": (0,),
     "qk_norm": "rms_norm",
 }
@@ -315,7 +317,7 @@ PIPELINES_DIT = {
         text_encoder=TE_SD, tokenizer_pad="<|endoftext|>",
         scheduler=SCHEDULER_FLUX_SCHNELL,
         description="FluxPipeline, FLUX.1-schnell style: as flux but guidance_embeds false (no guidance "
-                    "embedder: guidance_scale is ignored) and its own transformer weights; scheduler "
+                    "embedder: guidance_scale is ignored), 1 double + 1 single block, its own weights; scheduler "
                     "shift 1, no dynamic shifting (FLUX.1-schnell's config); every other component is "
                     "flux's (same files)."),
     "sd3": dict(
@@ -326,7 +328,7 @@ PIPELINES_DIT = {
         scheduler=SCHEDULER_SD3,
         description="StableDiffusion3Pipeline, SD3.5 style: SD3Transformer2DModel with 2 joint blocks (the last "
                     "context_pre_only), dual_attention_layers (0,), qk_norm rms_norm, 2 heads of 16, patch 2, "
-                    "pos_embed_max_size 32 (cropped to the latent grid), joint_attention_dim 48, pooled 16 + 12; "
+                    "pos_embed_max_size 16 (cropped to the patch grid), joint_attention_dim 48, pooled 16 + 12; "
                     "VAE = flux's weights with scaling_factor 1.5305, shift_factor 0.0609; text_encoder = "
                     "CLIPTextModelWithProjection: sd's CLIP-L weights + a seeded projection (16), token table "
                     "= sdxl text_encoder_2's, sharded 1MB; text_encoder_2 = sdxl's (same files); "
@@ -425,8 +427,8 @@ CASES = [
               "length", guidance=3.5, steps=3, max_sequence_length=512, seed=51),
     _dit_case("flux_nonsquare", "flux", "48 px high, 80 px wide: 6x10 latents packed to a 3x5 grid (img_ids rows "
               "0..2, columns 0..4)", height=48, width=80, guidance=4.0, steps=2, max_sequence_length=32, seed=52),
-    _dit_case("flux_batch2", "flux", "num_images_per_prompt 2: one 2x16x8x8 noise draw, embeddings and guidance "
-              "repeated", batch=2, guidance=3.5, steps=2, max_sequence_length=32, seed=53),
+    _dit_case("flux_batch2", "flux", "num_images_per_prompt 2 at 32x32 px: one 2x16x4x4 noise draw (a 2x2 packed "
+              "grid), embeddings and guidance repeated", batch=2, height=32, width=32, guidance=3.5, steps=2, max_sequence_length=32, seed=53),
     _dit_case("flux_long_prompt", "flux", "a prompt longer than both tokenizers keep: CLIP cut to 77, T5 to 40",
               prompt=LONG_PROMPT, guidance=3.5, steps=2, max_sequence_length=40, seed=54),
     _dit_case("flux_seq24", "flux", "max_sequence_length 24 (not a power of two) and a messy prompt",
@@ -440,10 +442,10 @@ CASES = [
     _dit_case("sd3_no_cfg", "sd3", "guidance 1.0: no classifier-free guidance, batch-1 transformer calls",
               guidance=1.0, steps=2, max_sequence_length=32, seed=62),
     _dit_case("sd3_nonsquare", "sd3", "48 px high, 96 px wide: 6x12 latents, a 3x6 patch grid (the centre crop "
-              "of the 32x32 position table); negative prompt null with CFG: '' is encoded", height=48, width=96,
+              "of the 16x16 position table); negative prompt null with CFG: '' is encoded", height=48, width=96,
               guidance=5.0, steps=2, max_sequence_length=32, seed=63),
-    _dit_case("sd3_batch2", "sd3", "num_images_per_prompt 2 with CFG 4.5: transformer batch 4",
-              negative_prompt=NEGATIVE, batch=2, guidance=4.5, steps=2, max_sequence_length=32, seed=64),
+    _dit_case("sd3_batch2", "sd3", "num_images_per_prompt 2 with CFG 4.5 at 32x32 px (2x2 patches): transformer "
+              "batch 4", negative_prompt=NEGATIVE, batch=2, height=32, width=32, guidance=4.5, steps=2, max_sequence_length=32, seed=64),
     _dit_case("sd3_seq20", "sd3", "max_sequence_length 20 and the long prompt (CLIP cut to 77, T5 to 20)",
               prompt=LONG_PROMPT, negative_prompt="ugly", guidance=7.0, steps=2, max_sequence_length=20, seed=65),
 ]
