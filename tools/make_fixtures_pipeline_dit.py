@@ -3,7 +3,8 @@ building their tiny folders (tables in make_fixtures_pipeline_table: PIPELINES_D
 run of a case, recorded for tests/fixtures/pipelines/<case>.safetensors.
 
 The T5 tokenizer is made offline: a sentencepiece unigram model trained here on the Python standard
-library's source text plus prompt-like lines (one thread, no shuffling: the same bytes every run),
+library's source text plus prompt-like lines (one thread, no shuffling: the same bytes every run of
+the same Python and sentencepiece versions; the corpus is the running interpreter's own stdlib),
 loaded with transformers.T5TokenizerFast.from_pretrained (which converts spiece.model into the
 tokenizer.json it saves) and saved with the pipeline; spiece.model is kept beside tokenizer.json.
 """
@@ -27,6 +28,9 @@ T5_TRAIN_LINES = [
     "blurry, low quality, ugly, deformed hands, watermark, text",
     "Café naïve résumé façade, 3 cups of coffee!",
 ]
+
+
+TRANSFORMER_CLASS = {"FluxPipeline": "FluxTransformer2DModel", "StableDiffusion3Pipeline": "SD3Transformer2DModel"}
 
 
 def is_dit(pipeline_name):
@@ -97,8 +101,7 @@ def build_dit_pipeline(name, tmp):
     p = PIPELINES[name]
     t5_tok = build_t5_tokenizer(os.path.join(tmp, name, "t5_tokenizer"))
     parts = dict(
-        transformer=build_model(p["cls"] == "FluxPipeline" and "FluxTransformer2DModel" or "SD3Transformer2DModel",
-                                p["transformer"], p["transformer_seed"]),
+        transformer=build_model(TRANSFORMER_CLASS[p["cls"]], p["transformer"], p["transformer_seed"]),
         vae=build_model("AutoencoderKL", p["vae"], p["vae_seed"]),
         tokenizer=write_clip_tokenizer(os.path.join(tmp, name, "tokenizer"), pad_token=p["tokenizer_pad"]),
         scheduler=build_scheduler(p["scheduler"]),
@@ -238,10 +241,11 @@ def check_dit_text_encoding(pipe, case, out):
             raise SystemExit(f"{case['name']}: {name} from the stored ids differs")
     with torch.no_grad():
         if type(pipe).__name__ == "FluxPipeline":
-            close("pooled_prompt_embeds", pipe.text_encoder(out["input_ids"]).pooler_output, out["pooled_prompt_embeds"])
+            close("pooled_prompt_embeds", pipe.text_encoder(out["input_ids"]).pooler_output,
+                  out["pooled_prompt_embeds"])
             close("prompt_embeds", pipe.text_encoder_2(out["input_ids_2"])[0], out["prompt_embeds"])
             return
-        for prefix in ("", "negative_") if prefix_present(out) else ("",):
+        for prefix in ("", "negative_") if "negative_prompt_embeds" in out else ("",):
             r1 = pipe.text_encoder(out[prefix + "input_ids"], output_hidden_states=True)
             r2 = pipe.text_encoder_2(out[prefix + "input_ids_2"], output_hidden_states=True)
             t5 = pipe.text_encoder_3(out[prefix + "input_ids_3"])[0]
@@ -250,10 +254,6 @@ def check_dit_text_encoding(pipe, case, out):
             close(prefix + "prompt_embeds", torch.cat([clip, t5], dim=-2), out[prefix + "prompt_embeds"])
             close(prefix + "pooled_prompt_embeds", torch.cat([r1.text_embeds, r2.text_embeds], dim=-1),
                   out[prefix + "pooled_prompt_embeds"])
-
-
-def prefix_present(out):
-    return "negative_prompt_embeds" in out
 
 
 def run_dit_case(pipe, case):

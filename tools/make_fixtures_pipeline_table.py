@@ -428,10 +428,12 @@ CASES = [
     _dit_case("flux_nonsquare", "flux", "48 px high, 80 px wide: 6x10 latents packed to a 3x5 grid (img_ids rows "
               "0..2, columns 0..4)", height=48, width=80, guidance=4.0, steps=2, max_sequence_length=32, seed=52),
     _dit_case("flux_batch2", "flux", "num_images_per_prompt 2 at 32x32 px: one 2x16x4x4 noise draw (a 2x2 packed "
-              "grid), embeddings and guidance repeated", batch=2, height=32, width=32, guidance=3.5, steps=2, max_sequence_length=32, seed=53),
+              "grid), embeddings and guidance repeated", batch=2, height=32, width=32, guidance=3.5, steps=2,
+              max_sequence_length=32, seed=53),
     _dit_case("flux_long_prompt", "flux", "a prompt longer than both tokenizers keep: CLIP cut to 77, T5 to 40",
               prompt=LONG_PROMPT, guidance=3.5, steps=2, max_sequence_length=40, seed=54),
-    _dit_case("flux_seq24", "flux", "max_sequence_length 24 (not a power of two) and a messy prompt",
+    _dit_case("flux_seq24", "flux", "max_sequence_length 24 (not a power of two) and the messy prompt: 35 T5 "
+              "pieces cut to 24, 'É' outside the tokenizer's characters (<unk>)",
               prompt=MESSY_PROMPT, guidance=2.5, steps=2, max_sequence_length=24, seed=55),
     _dit_case("flux_schnell", "flux_schnell", "FLUX.1-schnell: no guidance embedder (guidance_scale 3.5 passed and "
               "ignored), sigmas unshifted (shift 1), 2 steps, T5 at schnell's 256 tokens", guidance=3.5, steps=2,
@@ -445,7 +447,8 @@ CASES = [
               "of the 16x16 position table); negative prompt null with CFG: '' is encoded", height=48, width=96,
               guidance=5.0, steps=2, max_sequence_length=32, seed=63),
     _dit_case("sd3_batch2", "sd3", "num_images_per_prompt 2 with CFG 4.5 at 32x32 px (2x2 patches): transformer "
-              "batch 4", negative_prompt=NEGATIVE, batch=2, height=32, width=32, guidance=4.5, steps=2, max_sequence_length=32, seed=64),
+              "batch 4", negative_prompt=NEGATIVE, batch=2, height=32, width=32, guidance=4.5, steps=2,
+              max_sequence_length=32, seed=64),
     _dit_case("sd3_seq20", "sd3", "max_sequence_length 20 and the long prompt (CLIP cut to 77, T5 to 20)",
               prompt=LONG_PROMPT, negative_prompt="ugly", guidance=7.0, steps=2, max_sequence_length=20, seed=65),
 ]
