@@ -29,6 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from make_fixtures_common import NUM_THREADS, dir_size, run_worker_job  # noqa: E402
+from make_fixtures_pipeline_dit import build_dit_pipeline, is_dit, run_dit_case, save_dit_pipeline  # noqa: E402
 from make_fixtures_pipeline_table import CASES, PIPELINES  # noqa: E402
 
 SCRIPT = os.path.abspath(__file__)
@@ -68,6 +69,8 @@ def build_pipeline(name, tmp):
     import diffusers
     from make_fixtures_clip_vocab import write_clip_tokenizer
     from make_fixtures_models import build_model
+    if is_dit(name):
+        return build_dit_pipeline(name, tmp)
     p = PIPELINES[name]
     parts = dict(
         unet=build_model("UNet2DConditionModel", p["unet"], p["unet_seed"]),
@@ -95,6 +98,10 @@ def save_pipeline(pipe, name, folder):
     from make_fixtures_clip import legacy_layout
     from make_fixtures_clip_vocab import write_clip_tokenizer
     p = PIPELINES[name]
+    if is_dit(name):
+        save_dit_pipeline(pipe, name, folder)
+        print_folder(name, folder)
+        return
     pipe.save_pretrained(folder, safe_serialization=True)
     for sub, pad in (("tokenizer", p["tokenizer_pad"]), ("tokenizer_2", p.get("tokenizer_2_pad"))):
         if pad is None:
@@ -109,6 +116,10 @@ def save_pipeline(pipe, name, folder):
         te2_dir = os.path.join(folder, "text_encoder_2")
         shutil.rmtree(te2_dir)
         pipe.text_encoder_2.save_pretrained(te2_dir, max_shard_size=p["text_encoder_2_shard"])
+    print_folder(name, folder)
+
+
+def print_folder(name, folder):
     index = json.load(open(os.path.join(folder, "model_index.json")))
     print(f"  {name}: {index['_class_name']}, " + ", ".join(
         f"{k}={v[1]}" for k, v in sorted(index.items()) if isinstance(v, list)))
@@ -118,7 +129,7 @@ def check_text_encoder_reload(pipe, folder):
     """Every text encoder loads back from its folder with no missing or unexpected keys and the
     in-memory weights."""
     import transformers
-    for sub in ("text_encoder", "text_encoder_2"):
+    for sub in ("text_encoder", "text_encoder_2", "text_encoder_3"):
         te = getattr(pipe, sub, None)
         if te is None:
             continue
@@ -331,6 +342,8 @@ def worker(job_path):
 
 def run_case(pipe, case):
     """Runs case on pipe; returns {"tensors": io tensors, ...facts for cases.json}."""
+    if is_dit(case["pipeline"]):
+        return run_dit_case(pipe, case)
     xl = is_xl(case)
     h, w = effective_size(pipe, case)
     cfg = case["guidance"] > 1.0 and pipe.unet.config.time_cond_proj_dim is None
@@ -455,6 +468,11 @@ def case_entry(case, res):
              unet_calls=res["unet_calls"], unet_batch=res["unet_batch"],
              init_noise_sigma=round(res["init_noise_sigma"], 6), timesteps=res["timesteps"],
              latents_reproduces_image=res["latents_reproduces_image"])
+    if is_dit(case["pipeline"]):
+        # flow matching: the transformer's calls and batch under the UNet's key names, plus what the
+        # DiT pipelines add (the T5 length, the scheduler's sigmas and Flux's shift mu)
+        e.update(pipeline_class=PIPELINES[case["pipeline"]]["cls"], max_sequence_length=case["max_sequence_length"],
+                 sigmas=res["sigmas"], mu=res["mu"])
     return e
 
 
@@ -495,7 +513,9 @@ def make_pipelines(out, only=None):
     shared = [("sd/text_encoder/model.safetensors", "sdxl/text_encoder/model.safetensors"),
               ("sd/text_encoder/config.json", "sdxl/text_encoder/config.json"),
               ("sd/vae/diffusion_pytorch_model.safetensors", "sdxl/vae/diffusion_pytorch_model.safetensors")]
-    for tok in ("sd2v/tokenizer", "sdxl/tokenizer", "sdxl/tokenizer_2"):
+    shared += dit_shared_files()
+    for tok in ("sd2v/tokenizer", "sdxl/tokenizer", "sdxl/tokenizer_2", "flux/tokenizer", "flux_schnell/tokenizer",
+                "sd3/tokenizer", "sd3/tokenizer_2"):
         shared += [("sd/tokenizer/vocab.json", f"{tok}/vocab.json"), ("sd/tokenizer/merges.txt", f"{tok}/merges.txt")]
     for a, b in shared:
         if not same(a, b):
@@ -555,6 +575,27 @@ def make_pipelines(out, only=None):
                   ensure_ascii=False)
         f.write("\n")
     print(f"  total size of {out}: {dir_size(out)/1e6:.3f} MB on disk, {unique_size(out)/1e6:.3f} MB of distinct files")
+
+
+def dit_shared_files():
+    """Files of the Flux and SD3 folders that are the same bytes as another folder's."""
+    pairs = [("sd/text_encoder/model.safetensors", "flux/text_encoder/model.safetensors"),
+             ("sdxl/text_encoder_2/model-00001-of-00002.safetensors",
+              "sd3/text_encoder/model-00001-of-00002.safetensors"),
+             ("flux/vae/diffusion_pytorch_model.safetensors", "sd3/vae/diffusion_pytorch_model.safetensors")]
+    pairs += [(f"sdxl/text_encoder_2/{f}", f"sd3/text_encoder_2/{f}") for f in
+              ("config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+               "model.safetensors.index.json")]
+    same_in_schnell = ["text_encoder/config.json", "text_encoder/model.safetensors", "text_encoder_2/config.json",
+                       "text_encoder_2/model.safetensors", "tokenizer_2/spiece.model", "tokenizer_2/tokenizer.json",
+                       "tokenizer_2/tokenizer_config.json", "vae/config.json",
+                       "vae/diffusion_pytorch_model.safetensors"]
+    pairs += [(f"flux/{f}", f"flux_schnell/{f}") for f in same_in_schnell]
+    t5 = [("text_encoder_2/config.json", "text_encoder_3/config.json"),
+          ("text_encoder_2/model.safetensors", "text_encoder_3/model.safetensors"),
+          ("tokenizer_2/spiece.model", "tokenizer_3/spiece.model"),
+          ("tokenizer_2/tokenizer.json", "tokenizer_3/tokenizer.json")]
+    return pairs + [(f"flux/{a}", f"sd3/{b}") for a, b in t5]
 
 
 def made_with():

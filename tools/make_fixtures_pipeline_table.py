@@ -198,6 +198,147 @@ PIPELINES = {
 }
 
 # --------------------------------------------------------------------------------------
+# Flux and SD3 (flow matching DiTs): T5, the transformers, 16-channel VAEs, flow-match schedulers
+# --------------------------------------------------------------------------------------
+
+# T5 v1.1 encoder (T5EncoderModel): gated-gelu, 2 layers of 2 heads of 16 (inner 32, d_model 48: the
+# inner width differs from d_model as in t5-v1_1-small); d_model 48 > 16 + 16 so SD3's CLIP embeds
+# really are zero-padded up to it.  vocab_size = the fixture T5 tokenizer's length (1000 + 100
+# <extra_id_*>), filled in by make_fixtures_pipeline_dit.  Seeded as every model here.
+T5_CONFIG = {
+    "d_model": 48,
+    "d_kv": 16,
+    "d_ff": 64,
+    "num_layers": 2,
+    "num_heads": 2,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 128,
+    "feed_forward_proj": "gated-gelu",
+    "dropout_rate": 0.0,
+    "layer_norm_epsilon": 1e-6,
+    "is_encoder_decoder": False,
+    "use_cache": False,
+    "tie_word_embeddings": False,
+    "pad_token_id": 0,
+    "eos_token_id": 1,
+}
+T5_SEED = 41
+T5_TOKENIZER_VOCAB = 1000   # sentencepiece unigram pieces (pad 0, eos 1, unk 2), before the 100 sentinels
+
+# FluxTransformer2DModel: 2 double + 2 single blocks, 2 heads of 16 (D 32), RoPE axes 4 + 6 + 6 = 16;
+# in_channels 64 = 16 latent channels packed 2x2; pooled from CLIP-L (16), context from T5 (48)
+FLUX_TRANSFORMER = {
+    "patch_size": 1,
+    "in_channels": 64,
+    "num_layers": 2,
+    "num_single_layers": 2,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": T5_CONFIG["d_model"],
+    "pooled_projection_dim": TE_SD[1]["hidden_size"],
+    "guidance_embeds": True,
+    "axes_dims_rope": (4, 6, 6),
+}
+# schnell: no guidance embedder, one block of each kind (its own weights: a file git stores apart)
+FLUX_SCHNELL_TRANSFORMER = dict(FLUX_TRANSFORMER, guidance_embeds=False, num_layers=1, num_single_layers=1)
+
+# SD3.5-style SD3Transformer2DModel: 2 joint blocks (the last context_pre_only), block 0 with the
+# second image-only attention (dual_attention_layers), per-head RMS q/k norms; 2 heads of 16 (D 32);
+# a 16x16 position table (a persistent buffer in the file), centre-cropped to the patch grid;
+# pooled = CLIP-L text_embeds (16) + CLIP-G text_embeds (12), concatenated as the pipeline does
+SD3_TRANSFORMER = {
+    "sample_size": 8,
+    "patch_size": 2,
+    "in_channels": 16,
+    "out_channels": 16,
+    "num_layers": 2,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": T5_CONFIG["d_model"],
+    "caption_projection_dim": 32,
+    "pooled_projection_dim": CLIP_SD15["projection_dim"] + CLIP_SDXL2["projection_dim"],
+    "pos_embed_max_size": 16,
+    "dual_attention_layers": (0,),
+    "qk_norm": "rms_norm",
+}
+
+# 16 latent channels, four levels (vae_scale_factor 8), no quant convs (as Flux's and SD3's VAEs);
+# Flux and SD3 share the weights (same seed) and differ in scaling_factor / shift_factor only
+VAE_FLUX = {
+    "block_out_channels": [4, 8, 8, 8],
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "layers_per_block": 1,
+    "latent_channels": 16,
+    "norm_num_groups": 4,
+    "sample_size": 64,
+    "scaling_factor": 0.3611,
+    "shift_factor": 0.1159,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+}
+VAE_SD3 = dict(VAE_FLUX, scaling_factor=1.5305, shift_factor=0.0609)
+VAE_DIT_SEED = 42
+
+# black-forest-labs/FLUX.1-dev and FLUX.1-schnell, stabilityai/stable-diffusion-3.5-medium
+SCHEDULER_FLUX = ("FlowMatchEulerDiscreteScheduler", {
+    "num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": True, "base_shift": 0.5,
+    "max_shift": 1.15, "base_image_seq_len": 256, "max_image_seq_len": 4096})
+SCHEDULER_FLUX_SCHNELL = ("FlowMatchEulerDiscreteScheduler", {
+    "num_train_timesteps": 1000, "shift": 1.0, "use_dynamic_shifting": False, "base_shift": 0.5,
+    "max_shift": 1.15, "base_image_seq_len": 256, "max_image_seq_len": 4096})
+SCHEDULER_SD3 = ("FlowMatchEulerDiscreteScheduler", {"num_train_timesteps": 1000, "shift": 3.0})
+
+# SD3's text_encoder is CLIP-L WITH its projection (the pipeline pools from text_embeds): sd's text
+# encoder (TE_SD: every weight) plus a text_projection seeded with TE_SD3_PROJECTION_SEED, whose token
+# embedding table is then replaced by sdxl text_encoder_2's (same shape): saved sharded at 1MB, its
+# first shard (that table alone) is byte-identical to sdxl/text_encoder_2's and git stores it once
+TE_SD3_PROJECTION_SEED = 43
+
+PIPELINES_DIT = {
+    "flux": dict(
+        cls="FluxPipeline",
+        transformer=FLUX_TRANSFORMER, transformer_seed=51, vae=VAE_FLUX, vae_seed=VAE_DIT_SEED,
+        text_encoder=TE_SD, tokenizer_pad="<|endoftext|>",
+        scheduler=SCHEDULER_FLUX,
+        description="FluxPipeline, FLUX.1-dev style: FluxTransformer2DModel with guidance_embeds, 2 double + 2 "
+                    "single blocks, 2 heads of 16, axes_dims_rope (4, 6, 6), in_channels 64; VAE [4, 8, 8, 8] "
+                    "with 16 latent channels (scale factor 8, scaling_factor 0.3611, shift_factor 0.1159, no "
+                    "quant convs); text_encoder = sd's CLIPTextModel (same files; pooler_output is the pooled "
+                    "input); text_encoder_2 = a T5EncoderModel (d_model 48, 2 layers, 2 heads of 16, d_ff 64, "
+                    "gated-gelu, 32 buckets, max_distance 128); tokenizer_2 = a T5TokenizerFast over a "
+                    "sentencepiece unigram model trained offline (1000 pieces + 100 sentinels); "
+                    "FlowMatchEulerDiscreteScheduler (FLUX.1-dev's config: shift 3, dynamic shifting)."),
+    "flux_schnell": dict(
+        cls="FluxPipeline",
+        transformer=FLUX_SCHNELL_TRANSFORMER, transformer_seed=52, vae=VAE_FLUX, vae_seed=VAE_DIT_SEED,
+        text_encoder=TE_SD, tokenizer_pad="<|endoftext|>",
+        scheduler=SCHEDULER_FLUX_SCHNELL,
+        description="FluxPipeline, FLUX.1-schnell style: as flux but guidance_embeds false (no guidance "
+                    "embedder: guidance_scale is ignored), 1 double + 1 single block, its own weights; scheduler "
+                    "shift 1, no dynamic shifting (FLUX.1-schnell's config); every other component is "
+                    "flux's (same files)."),
+    "sd3": dict(
+        cls="StableDiffusion3Pipeline",
+        transformer=SD3_TRANSFORMER, transformer_seed=53, vae=VAE_SD3, vae_seed=VAE_DIT_SEED,
+        text_encoder=TE_SD, text_encoder_projection_seed=TE_SD3_PROJECTION_SEED, tokenizer_pad="<|endoftext|>",
+        text_encoder_2=TE2_SDXL, tokenizer_2_pad="!",
+        scheduler=SCHEDULER_SD3,
+        description="StableDiffusion3Pipeline, SD3.5 style: SD3Transformer2DModel with 2 joint blocks (the last "
+                    "context_pre_only), dual_attention_layers (0,), qk_norm rms_norm, 2 heads of 16, patch 2, "
+                    "pos_embed_max_size 16 (cropped to the patch grid), joint_attention_dim 48, pooled 16 + 12; "
+                    "VAE = flux's weights with scaling_factor 1.5305, shift_factor 0.0609; text_encoder = "
+                    "CLIPTextModelWithProjection: sd's CLIP-L weights + a seeded projection (16), token table "
+                    "= sdxl text_encoder_2's, sharded 1MB; text_encoder_2 = sdxl's (same files); "
+                    "text_encoder_3 / tokenizer_3 = flux's T5 (same files); tokenizer padded with "
+                    "<|endoftext|>, tokenizer_2 with '!'; FlowMatchEulerDiscreteScheduler shift 3."),
+}
+
+PIPELINES = {**PIPELINES, **PIPELINES_DIT}
+
+# --------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------
 
@@ -214,12 +355,24 @@ MESSY_PROMPT = "  A  Cat's   CAFÉ: naïve café-au-lait, 3 cups!!  "
 
 def _case(name, pipeline, description, *, prompt=PROMPT, negative_prompt=NEGATIVE, steps=3, guidance=7.5,
           guidance_rescale=0.0, scheduler=None, scheduler_overrides=None, seed=0, height=None, width=None,
-          batch=1, clip_skip=None, sdxl=None, tolerance=1e-4):
+          batch=1, clip_skip=None, sdxl=None, tolerance=1e-4, max_sequence_length=None):
     return dict(name=name, pipeline=pipeline, description=description, prompt=prompt,
                 negative_prompt=negative_prompt, steps=steps, guidance=guidance, guidance_rescale=guidance_rescale,
                 scheduler=scheduler, scheduler_overrides=scheduler_overrides or {}, seed=seed, height=height,
                 width=width, batch=batch, clip_skip=clip_skip, sdxl=sdxl, io=f"{name}.safetensors",
-                tolerance=tolerance)
+                tolerance=tolerance, max_sequence_length=max_sequence_length)
+
+
+# a whole flow-matching pipeline against diffusers: the issue's 1e-3 (relative L2 of the image)
+DIT_TOLERANCE = 1e-3
+
+
+def _dit_case(name, pipeline, description, *, max_sequence_length, height=64, width=64, negative_prompt=None,
+              **kw):
+    """A Flux or SD3 run: size and T5 length always explicit (the pipelines' defaults are 1024 px and
+    512 / 256 tokens)."""
+    return _case(name, pipeline, description, height=height, width=width, negative_prompt=negative_prompt,
+                 max_sequence_length=max_sequence_length, tolerance=DIT_TOLERANCE, **kw)
 
 
 CASES = [
@@ -269,4 +422,33 @@ CASES = [
     _case("sdxl_clip_skip_batch2", "sdxl", "clip_skip 1 (hidden_states[-3] of both encoders for the prompt, "
           "[-2] for the negative) with num_images_per_prompt 2 and DPM-Solver++",
           clip_skip=1, batch=2, scheduler="DPMSolverMultistepScheduler", seed=35),
+    _dit_case("flux_dev", "flux", "FLUX.1-dev defaults at 64x64 px: embedded guidance 3.5, T5 at the pipeline's "
+              "default 512 tokens, 4x4 packed latents (16 image tokens); sigmas shifted by mu from the image "
+              "length", guidance=3.5, steps=3, max_sequence_length=512, seed=51),
+    _dit_case("flux_nonsquare", "flux", "48 px high, 80 px wide: 6x10 latents packed to a 3x5 grid (img_ids rows "
+              "0..2, columns 0..4)", height=48, width=80, guidance=4.0, steps=2, max_sequence_length=32, seed=52),
+    _dit_case("flux_batch2", "flux", "num_images_per_prompt 2 at 32x32 px: one 2x16x4x4 noise draw (a 2x2 packed "
+              "grid), embeddings and guidance repeated", batch=2, height=32, width=32, guidance=3.5, steps=2,
+              max_sequence_length=32, seed=53),
+    _dit_case("flux_long_prompt", "flux", "a prompt longer than both tokenizers keep: CLIP cut to 77, T5 to 40",
+              prompt=LONG_PROMPT, guidance=3.5, steps=2, max_sequence_length=40, seed=54),
+    _dit_case("flux_seq24", "flux", "max_sequence_length 24 (not a power of two) and the messy prompt: 35 T5 "
+              "pieces cut to 24, 'É' outside the tokenizer's characters (<unk>)",
+              prompt=MESSY_PROMPT, guidance=2.5, steps=2, max_sequence_length=24, seed=55),
+    _dit_case("flux_schnell", "flux_schnell", "FLUX.1-schnell: no guidance embedder (guidance_scale 3.5 passed and "
+              "ignored), sigmas unshifted (shift 1), 2 steps, T5 at schnell's 256 tokens", guidance=3.5, steps=2,
+              max_sequence_length=256, seed=56),
+    _dit_case("sd3_cfg", "sd3", "SD3.5 style, CFG 7 with a negative prompt: batch [negative; prompt] through the "
+              "transformer, 77 CLIP + 32 T5 tokens", negative_prompt=NEGATIVE, guidance=7.0, steps=3,
+              max_sequence_length=32, seed=61),
+    _dit_case("sd3_no_cfg", "sd3", "guidance 1.0: no classifier-free guidance, batch-1 transformer calls",
+              guidance=1.0, steps=2, max_sequence_length=32, seed=62),
+    _dit_case("sd3_nonsquare", "sd3", "48 px high, 96 px wide: 6x12 latents, a 3x6 patch grid (the centre crop "
+              "of the 16x16 position table); negative prompt null with CFG: '' is encoded", height=48, width=96,
+              guidance=5.0, steps=2, max_sequence_length=32, seed=63),
+    _dit_case("sd3_batch2", "sd3", "num_images_per_prompt 2 with CFG 4.5 at 32x32 px (2x2 patches): transformer "
+              "batch 4", negative_prompt=NEGATIVE, batch=2, height=32, width=32, guidance=4.5, steps=2,
+              max_sequence_length=32, seed=64),
+    _dit_case("sd3_seq20", "sd3", "max_sequence_length 20 and the long prompt (CLIP cut to 77, T5 to 20)",
+              prompt=LONG_PROMPT, negative_prompt="ugly", guidance=7.0, steps=2, max_sequence_length=20, seed=65),
 ]

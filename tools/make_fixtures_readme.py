@@ -174,6 +174,18 @@ tests do not see it.
   `clip_sd15` fixture's model, `sdxl/text_encoder_2` = the `clip_sdxl2` fixture's (sharded), the
   weights of `sd/vae` = `sdxl/vae` (config.json differs in scaling_factor), and every tokenizer's
   `vocab.json` and `merges.txt` (= `data/clip_tokenizer/`).
+- `pipelines/flux/`, `pipelines/flux_schnell/`, `pipelines/sd3/`: FluxPipeline and
+  StableDiffusion3Pipeline folders (`transformer/` instead of `unet/`, a 16-channel `vae/` without
+  quant convs, `FlowMatchEulerDiscreteScheduler`), built by `tools/make_fixtures_pipeline_dit.py`.
+  Their T5 (`text_encoder_2` of Flux, `text_encoder_3` of SD3) is a seeded `T5EncoderModel`, its
+  tokenizer a sentencepiece unigram model trained there offline (the standard library's source text
+  plus prompt-like lines, one thread, from memory so no path lands in the file), loaded with
+  `T5TokenizerFast.from_pretrained` and saved by the pipeline (`tokenizer.json`, with `spiece.model`
+  kept beside it). RMS norms (diffusers' `RMSNorm`, T5's `T5LayerNorm`) get weights 1 + 0.1 N(0, 1).
+  Byte-identical across folders: the CLIP-L of Flux = `sd/text_encoder`; flux_schnell's files = flux's
+  but for the transformer and the scheduler config; SD3's T5 and tokenizer_3 = Flux's;
+  SD3's `text_encoder_2` = `sdxl/text_encoder_2`; SD3's `text_encoder` (CLIP-L with projection, sharded
+  at 1MB) has its token table shard = `sdxl/text_encoder_2`'s; the VAE weights of flux and sd3.
 {pipeline_folders}
 - `pipelines/<case>.safetensors`, one per run: float32 tensors but the token ids (int64).
   `init_noise` [B,4,h,w] = `torch.randn(shape, generator=torch.Generator().manual_seed(seed))`, the raw
@@ -188,6 +200,18 @@ tests do not see it.
   SDXL adds `pooled_prompt_embeds` [B,P], `negative_pooled_prompt_embeds`, `add_time_ids` [1,6]
   (`original_size + crops_coords_top_left + target_size`, the same row for the negative half),
   `input_ids_2` and `negative_input_ids_2` (tokenizer_2).
+  Flux and SD3 cases (C = 16 latent channels, L = max_sequence_length) record instead: `init_noise`
+  [B,16,h,w] as drawn (Flux then packs it 2x2 into [B,hw/4,64]); `latents` and `step_latents` as the
+  loop holds them (PACKED [B,hw/4,64] for Flux, [B,16,h,w] for SD3); `vae_latents` [B,16,h,w], what
+  `vae.decode` got (unpacked, `/ scaling_factor + shift_factor`); `step_noise_pred` (the velocity each
+  `scheduler.step` got, after CFG for SD3); `first_transformer_input`, `first_transformer_timestep` and
+  `first_transformer_output` (the raw output of the first call: batch 2B with CFG); `timesteps` [S]
+  (the scheduler's, 1000 sigma) and `sigmas` [S+1] (ending at 0). Flux: `prompt_embeds` [B,L,48] (T5
+  `last_hidden_state`), `pooled_prompt_embeds` [B,16] (CLIP-L `pooler_output`), `text_ids` [L,3]
+  (zeros), `latent_image_ids` [hw/4,3] (0, row, column), `guidance` [B] (dev only), `input_ids` [1,77]
+  (CLIP) and `input_ids_2` [1,L] (T5). SD3: `prompt_embeds` [B,77+L,48] (both CLIPs' `hidden_states[-2]`
+  concatenated, zero-padded from 32 to 48, then T5's L tokens), `pooled_prompt_embeds` [B,28], their
+  `negative_` twins with CFG, and `input_ids`, `input_ids_2`, `input_ids_3` (+ `negative_` ones).
 - `pipelines/cases.json`: `{{"made_with": {{package versions}}, "cases": [...]}}`, each case:
 
       {{"name", "pipeline": "sd" | "sd2v" | "sdxl", "description", "prompt", "negative_prompt": str | null,
@@ -200,6 +224,12 @@ tests do not see it.
        the UNet got), "unet_calls", "unet_batch" (2B with CFG), "init_noise_sigma", "timesteps",
        "latents_reproduces_image" (whether `latents=init_noise` with a fresh generator gives the same
        image: false only for schedulers that draw noise every step)}}
+
+  Flux and SD3 cases add "pipeline_class", "max_sequence_length", "sigmas" and "mu" (Flux-dev's
+  dynamic shift, `calculate_shift` of the image token count; null when the scheduler does not shift
+  dynamically), have tolerance 1e-3 (a whole flow-matching pipeline), and keep the UNet's key
+  names for the transformer ("unet_calls", "unet_batch"); "init_noise_sigma" is 1 (the noise is used
+  as drawn).
 
   The equivalent diffc run: `diffc pipelines/<pipeline> -o plan`, then `diffrun plan --prompt P
   --negative-prompt N --steps S --guidance G --scheduler NAME --seed N ...`.
@@ -258,6 +288,14 @@ written is reproducible byte for byte with the same package versions.
   `clip_skip`, which transformers 5's CLIPTextModel lacks (it no longer wraps a `.text_model`):
   AttributeError. The generator points a plain attribute `text_model` at the model itself (no change
   to weights or outputs) so that code runs as written.
+- FluxPipeline: sigmas `linspace(1, 1/S, S)` shifted by `mu` (dev: 0.459375 for 16 image tokens), the
+  transformer gets `timestep / 1000` and `guidance` (only when `guidance_embeds`; schnell ignores
+  `guidance_scale`); the T5 prompt is padded to `max_sequence_length` with no attention mask; CLIP is
+  cut to 77 tokens and T5 to L (flux_long_prompt). Sizes that are no multiple of 16 px are rounded
+  down for the latents with only a warning (the cases keep to multiples).
+- StableDiffusion3Pipeline: static shift 3 (sigmas shift*s / (1 + (shift-1)*s)), the transformer gets
+  the timestep unscaled (0..1000); `negative_prompt` null with CFG encodes "" with all three encoders;
+  the position table is cropped around its centre to the patch grid.
 - LMSDiscreteScheduler integrates its coefficients with `scipy.integrate.quad` and binds `integrate`
   only when scipy was importable as diffusers loaded (else `step` raises NameError). scipy is not in
   the fixture venv: the generator binds `make_fixtures_scheduler.quad`, the stand-in the scheduler
@@ -278,6 +316,8 @@ def pipeline_sections():
         extra = "".join([f", batch {c['batch']}" if c["batch"] > 1 else "",
                          f", clip_skip {c['clip_skip']}" if c["clip_skip"] is not None else "",
                          f", guidance_rescale {c['guidance_rescale']:g}" if c["guidance_rescale"] else ""])
+        if c.get("max_sequence_length"):
+            extra += f", T5 {c['max_sequence_length']} tokens"
         neg = "null" if c["negative_prompt"] is None else json.dumps(c["negative_prompt"], ensure_ascii=False)
         lines.append(f"- `{c['name']}` ({c['pipeline']}; {sched}, {c['steps']} steps, guidance {c['guidance']:g}, "
                      f"negative {neg}{size}{extra}, seed {c['seed']}): {c['description']}.")
