@@ -1,5 +1,6 @@
 /* generate.c — see generate.h.  The order of operations follows diffusers'
- * pipeline_stable_diffusion.py / pipeline_stable_diffusion_xl.py __call__. */
+ * pipeline_stable_diffusion.py / pipeline_stable_diffusion_xl.py /
+ * pipeline_flux.py / pipeline_stable_diffusion_3.py __call__. */
 #include "generate.h"
 
 #include <cjson/cJSON.h>
@@ -8,15 +9,22 @@
 
 #include "scheduler.h"
 #include "tokenizer.h"
+#include "tokenizer_t5.h"
 #include "torch_rng.h"
 
 /* ---- the plan's pipeline section ------------------------------------------ */
 
+typedef enum { KIND_SD, KIND_SDXL, KIND_FLUX, KIND_SD3 } pipe_kind;
+
 typedef struct {
-  int sdxl, force_zeros;
-  int64_t batch, height, width, tokens, channels, lh, lw;
+  pipe_kind kind;
+  int sdxl, force_zeros, guidance_embeds, has_uncond;
+  int64_t patch; /* Flux: 2 (the packing); SD3: the transformer's patch_size */
+  int64_t batch, height, width, tokens, t5_tokens, channels, lh, lw;
   double scaling_factor, shift_factor;
 } pipe_info;
+
+static int is_dit(const pipe_info *pi) { return pi->kind == KIND_FLUX || pi->kind == KIND_SD3; }
 
 int dc_plan_is_pipeline(const drt_plan *p) { return drt_pipeline_json(p) != NULL; }
 
@@ -51,6 +59,23 @@ static dc_status *read_info(const drt_plan *p, pipe_info *pi) {
     pi->sdxl = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "sdxl"));
     pi->force_zeros = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "force_zeros_for_empty_prompt"));
     pi->lh = pi->height / vae, pi->lw = pi->width / vae;
+    /* plans before the DiT pipelines have no "kind": SD or SDXL by "sdxl" */
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+    const char *k = cJSON_IsString(kind) ? kind->valuestring : pi->sdxl ? "sdxl" : "sd";
+    pi->kind = !strcmp(k, "flux") ? KIND_FLUX : !strcmp(k, "sd3") ? KIND_SD3 : !strcmp(k, "sdxl") ? KIND_SDXL : KIND_SD;
+    if (strcmp(k, "flux") && strcmp(k, "sd3") && strcmp(k, "sdxl") && strcmp(k, "sd"))
+      st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: kind \"%s\" is not one this diffrun runs", k);
+    pi->guidance_embeds = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds"));
+    pi->has_uncond = is_dit(pi) ? cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "has_uncond")) : 1;
+    if (!st && is_dit(pi)) st = json_int(j, "t5_tokens", &pi->t5_tokens);
+    if (!st && is_dit(pi)) st = json_int(j, "patch", &pi->patch);
+    if (!st && is_dit(pi) && (pi->patch < 1 || pi->lh % pi->patch || pi->lw % pi->patch))
+      st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: patch %lld does not divide the latents",
+                    (long long)pi->patch);
+    if (!st && is_dit(pi) && (pi->t5_tokens < 1 || pi->t5_tokens > 4096))
+      st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: t5_tokens out of range");
+    if (!st && pi->kind == KIND_FLUX && (pi->lh % 2 || pi->lw % 2))
+      st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: Flux latents of odd size cannot be packed");
   }
   cJSON_Delete(j);
   return st;
@@ -82,6 +107,7 @@ typedef struct {
   dc_generate_result *r;
   pipe_info pi;
   dc_clip_tokenizer *tok, *tok2;
+  dc_t5_tokenizer *t5;   /* Flux's tokenizer_2, SD3's tokenizer_3 (NULL when SD3 has no T5) */
   dc_scheduler *sched;
   dc_torch_gen gen;
   int cfg;
@@ -140,9 +166,19 @@ static dc_status *scheduler_with_changes(gen_ctx *g, dc_text_files *fs, char **t
   return st;
 }
 
+static dc_status *open_t5(const drt_plan *p, const char *dir, dc_t5_tokenizer **out) {
+  dc_text_file buf[8];
+  dc_text_files fs;
+  DC_TRY(files_under(p, dir, &fs, buf, 8));
+  if (fs.nfiles == 0) return NULL; /* SD3 without its T5: zeros stand in */
+  return dc_status_annotate(dc_t5_tokenizer_parse(&fs, out), "the plan's %s", dir);
+}
+
 static dc_status *open_parts(gen_ctx *g) {
   DC_TRY(open_tokenizer(g->p, "tokenizer", &g->tok));
-  if (g->pi.sdxl) DC_TRY(open_tokenizer(g->p, "tokenizer_2", &g->tok2));
+  if (g->pi.sdxl || g->pi.kind == KIND_SD3) DC_TRY(open_tokenizer(g->p, "tokenizer_2", &g->tok2));
+  if (g->pi.kind == KIND_FLUX) DC_TRY(open_t5(g->p, "tokenizer_2", &g->t5));
+  if (g->pi.kind == KIND_SD3) DC_TRY(open_t5(g->p, "tokenizer_3", &g->t5));
   dc_text_file buf[4];
   dc_text_files fs;
   DC_TRY(files_under(g->p, "scheduler", &fs, buf, 4));
@@ -162,6 +198,7 @@ static dc_status *open_parts(gen_ctx *g) {
 static void close_parts(gen_ctx *g) {
   dc_clip_tokenizer_free(g->tok);
   dc_clip_tokenizer_free(g->tok2);
+  dc_t5_tokenizer_free(g->t5);
   dc_scheduler_free(g->sched);
   dc_free(g->lat), dc_free(g->x), dc_free(g->eps_u), dc_free(g->eps_c);
 }
@@ -229,7 +266,83 @@ static dc_status *set_time_ids(gen_ctx *g) {
   return st;
 }
 
+/* T5's ids of one prompt: pieces, eos, pads to max_sequence_length. */
+static dc_status *tokenize_t5(gen_ctx *g, const char *prompt, const char *name) {
+  size_t n = (size_t)g->pi.t5_tokens;
+  int64_t *ids = dc_malloc(n * sizeof *ids);
+  if (!ids) return dc_nomem("the T5 token ids");
+  dc_tokenize_report rep = {0};
+  dc_status *st = dc_t5_tokenizer_encode(g->t5, prompt, (int)n, ids, &rep);
+  if (!st && rep.truncated) {
+    char max[32];
+    snprintf(max, sizeof max, "%zu", n);
+    note(g, "the prompt is longer than T5's max_sequence_length %s tokens; this part was cut: \"%s\"", max,
+         rep.removed_text ? rep.removed_text : "");
+  }
+  dc_free(rep.removed_text);
+  if (!st) st = drt_set_input_data(g->p, name, "i64", ids, n);
+  dc_free(ids);
+  return st;
+}
+
+/* The pipeline's "*_zeros" inputs (SD3's padding of the CLIP states to T5's
+ * width, and T5's stand-in when it has none). */
+static dc_status *set_zero_inputs(gen_ctx *g) {
+  for (int i = 0; i < drt_input_count(g->p); i++) {
+    const drt_tensor_info *t = drt_input_info(g->p, i);
+    size_t len = strlen(t->name);
+    if (len < 6 || strcmp(t->name + len - 6, "_zeros")) continue;
+    float *z = dc_calloc(t->numel ? t->numel : 1, sizeof *z);
+    if (!z) return dc_nomem("zero inputs");
+    dc_status *st = set_f32(g, t->name, z, t->numel);
+    dc_free(z);
+    DC_TRY(st);
+  }
+  return NULL;
+}
+
+/* Flux's prologue: img_ids [h/2 * w/2, 3] = (0, row, col) over the packed
+ * grid, txt_ids zeros, guidance the scale (dev). */
+static dc_status *flux_conditions(gen_ctx *g) {
+  int64_t gh = g->pi.lh / 2, gw = g->pi.lw / 2, n = g->pi.t5_tokens;
+  size_t ni = (size_t)(gh * gw * 3), nt = (size_t)(n * 3);
+  float *img = dc_calloc(ni, sizeof *img), *txt = dc_calloc(nt, sizeof *txt);
+  dc_status *st = img && txt ? NULL : dc_nomem("the position ids");
+  for (int64_t r = 0; r < gh && !st; r++)
+    for (int64_t c = 0; c < gw; c++) img[(r * gw + c) * 3 + 1] = (float)r, img[(r * gw + c) * 3 + 2] = (float)c;
+  if (!st) st = set_f32(g, "img_ids", img, ni);
+  if (!st) st = set_f32(g, "txt_ids", txt, nt);
+  dc_free(img), dc_free(txt);
+  if (st || !g->pi.guidance_embeds) return st;
+  float gs[64];
+  for (int64_t b = 0; b < g->pi.batch; b++) gs[b] = (float)g->guidance;
+  return set_f32(g, "guidance", gs, (size_t)g->pi.batch);
+}
+
+/* Flux: CLIP's pooled output and T5 on the prompt; SD3: both CLIPs and T5
+ * on the prompt and the negative prompt ("" when none). */
+static dc_status *encode_dit_prompts(gen_ctx *g) {
+  const char *prompt = g->o->prompt ? g->o->prompt : "";
+  const char *neg = g->o->negative_prompt ? g->o->negative_prompt : "";
+  DC_TRY(tokenize(g, g->tok, prompt, "input_ids"));
+  if (g->pi.kind == KIND_FLUX) {
+    DC_TRY(tokenize_t5(g, prompt, "input_ids_2"));
+  } else {
+    DC_TRY(tokenize(g, g->tok, neg, "negative_input_ids"));
+    DC_TRY(tokenize(g, g->tok2, prompt, "input_ids_2"));
+    DC_TRY(tokenize(g, g->tok2, neg, "negative_input_ids_2"));
+    if (g->t5) DC_TRY(tokenize_t5(g, prompt, "input_ids_3"));
+    if (g->t5) DC_TRY(tokenize_t5(g, neg, "negative_input_ids_3"));
+  }
+  DC_TRY(set_zero_inputs(g));
+  progress(g, "text", 0, 0);
+  DC_TRY(run_phase(g, "text"));
+  if (g->pi.kind == KIND_FLUX) DC_TRY(flux_conditions(g));
+  return run_phase(g, "prologue");
+}
+
 static dc_status *encode_prompts(gen_ctx *g) {
+  if (is_dit(&g->pi)) return encode_dit_prompts(g);
   const char *prompt = g->o->prompt ? g->o->prompt : "";
   const char *neg = g->o->negative_prompt ? g->o->negative_prompt : "";
   DC_TRY(tokenize(g, g->tok, prompt, "input_ids"));
@@ -248,11 +361,32 @@ static dc_status *encode_prompts(gen_ctx *g) {
   return run_phase(g, "prologue");
 }
 
+/* Flux's 2x2 packing of [B, C, h, w] latents into tokens [B, h/2 * w/2,
+ * 4C] (pipeline_flux.py _pack_latents; unpack = 0 is the inverse,
+ * _unpack_latents): token (i, j)'s feature c*4 + dy*2 + dx is x[c, 2i+dy,
+ * 2j+dx]. */
+static void flux_pack(const gen_ctx *g, const float *in, float *out, int pack) {
+  int64_t c = g->pi.channels, h = g->pi.lh, w = g->pi.lw, per = c * h * w;
+  for (int64_t b = 0; b < g->pi.batch; b++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t y = 0; y < h; y++)
+        for (int64_t x = 0; x < w; x++) {
+          int64_t packed = b * per + ((y / 2) * (w / 2) + x / 2) * c * 4 + ch * 4 + (y % 2) * 2 + x % 2;
+          int64_t plain = b * per + (ch * h + y) * w + x;
+          if (pack) out[packed] = in[plain];
+          else out[plain] = in[packed];
+        }
+}
+
 /* prepare_latents: torch.randn(shape, generator) (or the given latents),
- * times init_noise_sigma. */
+ * times init_noise_sigma; Flux packs them (its pipeline neither scales
+ * them, nor does SD3's: a flow-matching scheduler's init_noise_sigma is 1). */
 static void initial_latents(gen_ctx *g) {
-  if (g->o->latents) memcpy(g->lat, g->o->latents, g->nlat * sizeof(float));
-  else dc_torch_randn(&g->gen, g->lat, g->nlat);
+  float *noise = g->pi.kind == KIND_FLUX ? g->x : g->lat;
+  if (g->o->latents) memcpy(noise, g->o->latents, g->nlat * sizeof(float));
+  else dc_torch_randn(&g->gen, noise, g->nlat);
+  if (g->pi.kind == KIND_FLUX) flux_pack(g, noise, g->lat, 1);
+  if (is_dit(&g->pi)) return;
   float s = dc_scheduler_init_noise_sigma(g->sched);
   for (size_t i = 0; i < g->nlat; i++) g->lat[i] = g->lat[i] * s;
 }
@@ -281,6 +415,7 @@ static void rescale_cfg(gen_ctx *g, float *cfg, const float *text) {
 /* One UNet half: the scaled latents and the timestep in, its prediction out. */
 static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
   g->r->unet_runs++;
+  if (g->pi.kind == KIND_FLUX) t = t / 1000.0f; /* timestep / 1000: the transformer multiplies it back */
   char name[48];
   snprintf(name, sizeof name, "sample.%s", half);
   DC_TRY(set_f32(g, name, g->x, g->nlat));
@@ -297,7 +432,7 @@ static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
 static dc_status *denoise_step(gen_ctx *g, int i) {
   float t = dc_scheduler_timestep(g->sched, i);
   memcpy(g->x, g->lat, g->nlat * sizeof(float));
-  dc_scheduler_scale_model_input(g->sched, i, g->x, g->nlat);
+  if (!is_dit(&g->pi)) dc_scheduler_scale_model_input(g->sched, i, g->x, g->nlat);
   if (g->cfg) DC_TRY(unet_half(g, "uncond", t, g->eps_u));
   DC_TRY(unet_half(g, "cond", t, g->eps_c));
   if (g->cfg) { /* noise_pred_uncond + guidance_scale * (noise_pred_text - noise_pred_uncond) */
@@ -308,9 +443,34 @@ static dc_status *denoise_step(gen_ctx *g, int i) {
   return dc_scheduler_step(g->sched, i, g->cfg ? g->eps_u : g->eps_c, g->lat, g->nlat, &g->gen);
 }
 
+/* FlowMatchEulerDiscreteScheduler's timesteps as the DiT pipelines ask:
+ * Flux's sigmas np.linspace(1, 1/N, N) (unless use_flow_sigmas) and mu
+ * from the packed token count; SD3's mu only with dynamic shifting, from
+ * the patch count. */
+static dc_status *flow_timesteps(gen_ctx *g, int steps) {
+  int flux = g->pi.kind == KIND_FLUX;
+  int64_t seq = (g->pi.lh / g->pi.patch) * (g->pi.lw / g->pi.patch); /* Flux: packed tokens; SD3: patches */
+  double *sigmas = NULL, mu = 0;
+  if (flux && !dc_scheduler_flow_own_sigmas(g->sched)) {
+    if (!(sigmas = dc_malloc(sizeof *sigmas * (size_t)steps))) return dc_nomem("the sigmas");
+    dc_flow_linspace_sigmas(steps, sigmas);
+  }
+  /* Flux always computes mu (the scheduler uses it only when it shifts
+   * dynamically); SD3 only when the config shifts dynamically */
+  int has_mu = flux || dc_scheduler_flow_needs_mu(g->sched);
+  dc_status *st = has_mu ? dc_flow_calculate_shift(g->sched, seq, &mu) : NULL;
+  if (!st) st = dc_scheduler_set_timesteps_flow(g->sched, steps, sigmas, has_mu, mu);
+  dc_free(sigmas);
+  return st;
+}
+
 static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
-  int steps = g->o->steps ? g->o->steps : 50;
-  DC_TRY(dc_scheduler_set_timesteps(g->sched, steps));
+  int steps = g->o->steps ? g->o->steps : is_dit(&g->pi) ? 28 : 50;
+  if (is_dit(&g->pi) != dc_scheduler_is_flow(g->sched))
+    return dc_error(DC_ERR_ARGUMENT, "scheduler %s %s a flow-matching scheduler, but this pipeline's %s one",
+                    dc_scheduler_class(g->sched), dc_scheduler_is_flow(g->sched) ? "is" : "is not",
+                    is_dit(&g->pi) ? "model needs" : "model cannot use");
+  DC_TRY(is_dit(&g->pi) ? flow_timesteps(g, steps) : dc_scheduler_set_timesteps(g->sched, steps));
   initial_latents(g);
   int n = dc_scheduler_loop_length(g->sched);
   r->steps = n;
@@ -325,7 +485,7 @@ static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
  * (image / 2 + 0.5).clamp(0, 1). */
 static dc_status *decode(gen_ctx *g, dc_generate_result *r) {
   float sf = (float)g->pi.scaling_factor, shift = (float)g->pi.shift_factor;
-  for (size_t i = 0; i < g->nlat; i++) g->x[i] = g->lat[i] / sf + shift;
+  for (size_t i = 0; i < g->nlat; i++) g->x[i] = g->lat[i] / sf + shift;  /* (Flux: unpacked before) */
   progress(g, "decode", 0, 0);
   DC_TRY(set_f32(g, "latents", g->x, g->nlat));
   DC_TRY(run_phase(g, "decode"));
@@ -348,7 +508,12 @@ static dc_status *run_all(gen_ctx *g, dc_generate_result *r) {
   double t2 = dc_now_seconds();
   r->latents = dc_malloc(g->nlat * sizeof(float));
   if (!r->latents) return dc_nomem("the latents");
-  memcpy(r->latents, g->lat, g->nlat * sizeof(float));
+  if (g->pi.kind == KIND_FLUX) { /* the result and the decoder take [B, C, h, w] */
+    flux_pack(g, g->lat, r->latents, 0);
+    memcpy(g->lat, r->latents, g->nlat * sizeof(float));
+  } else {
+    memcpy(r->latents, g->lat, g->nlat * sizeof(float));
+  }
   DC_TRY(decode(g, r));
   r->text_seconds = t1 - t0, r->denoise_seconds = t2 - t1, r->decode_seconds = dc_now_seconds() - t2;
   return NULL;
@@ -366,8 +531,16 @@ dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_re
   gen_ctx g = {.p = p, .o = o, .r = r};
   DC_TRY(read_info(p, &g.pi));
   if (o->steps < 0) return dc_error(DC_ERR_ARGUMENT, "--steps %d: must be at least 1", o->steps);
-  g.guidance = isnan(o->guidance) ? (g.pi.sdxl ? 5.0 : 7.5) : o->guidance;
-  g.cfg = g.guidance > 1.0;
+  /* the pipelines' guidance_scale defaults: SD 7.5, SDXL 5.0, Flux 3.5, SD3 7.0 */
+  static const double default_guidance[] = {7.5, 5.0, 3.5, 7.0};
+  g.guidance = isnan(o->guidance) ? default_guidance[g.pi.kind] : o->guidance;
+  g.cfg = g.guidance > 1.0 && g.pi.has_uncond; /* Flux: guidance-distilled, no CFG (the scale goes to its embedder) */
+  if (g.pi.kind == KIND_FLUX && o->negative_prompt)
+    return dc_error(DC_ERR_ARGUMENT, "--negative-prompt: FluxPipeline uses a negative prompt only with true_cfg_scale > 1 "
+                    "(a second transformer pass per step), which diffc does not run yet");
+  if (is_dit(&g.pi) && o->guidance_rescale > 0)
+    return dc_error(DC_ERR_ARGUMENT, "--guidance-rescale: %s has no guidance_rescale",
+                    g.pi.kind == KIND_FLUX ? "FluxPipeline" : "StableDiffusion3Pipeline");
   r->guidance = g.guidance;
   r->batch = g.pi.batch, r->height = g.pi.height, r->width = g.pi.width;
   r->latent_channels = g.pi.channels, r->latent_h = g.pi.lh, r->latent_w = g.pi.lw;
