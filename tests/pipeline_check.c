@@ -234,11 +234,11 @@ int main(int argc, char **argv) {
   dc_free(text);
   x.cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
   CHECK(cJSON_IsArray(x.cases));
-  char done[32][64];
+  char done[32][96];
   int ndone = 0, first = 1;
   const cJSON *c;
   cJSON_ArrayForEach(c, x.cases) { /* one plan per compile-time setting, its cases in a row */
-    char key[64];
+    char key[96];
     if (strcmp(str(c, "pipeline") ? str(c, "pipeline") : "", x.name) != 0) continue;
     compile_key(c, key, sizeof key);
     int seen = 0;
@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
     drt_plan *p = plan ? load(&x, plan) : NULL;
     const cJSON *d;
     cJSON_ArrayForEach(d, x.cases) {
-      char k2[64];
+      char k2[96];
       compile_key(d, k2, sizeof k2);
       if (p && !strcmp(str(d, "pipeline") ? str(d, "pipeline") : "", x.name) && !strcmp(k2, key)) check_case(&x, p, d);
     }
