@@ -21,28 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const sf_comp_names[SF_NCOMP] = {"unet", "vae", "text_encoder", "text_encoder_2"};
-
-typedef struct {
-  const dc_st_file *f;
-  const sf_family *fam;
-  const sf_facts *facts;
-  sf_views *out;
-  const char *bad;  /* the first tensor no rule knows (sorted order) */
-  char why[200];    /* and why */
-  int nbad;
-} sf_ctx;
+const char *const sf_comp_names[SF_NCOMP] = {"unet", "vae", "text_encoder", "text_encoder_2", "transformer"};
 
 /* ---- small parsers ------------------------------------------------------ */
 
-/* s past `prefix`, or NULL when s does not start with it. */
-static const char *sf_after(const char *s, const char *prefix) {
+const char *sf_after(const char *s, const char *prefix) {
   size_t n = strlen(prefix);
   return strncmp(s, prefix, n) == 0 ? s + n : NULL;
 }
 
-/* "12.rest" -> 12 and "rest"; NULL unless s is decimal digits then a dot. */
-static const char *sf_num(const char *s, int64_t *out) {
+const char *sf_num(const char *s, int64_t *out) {
   if (!s || *s < '0' || *s > '9') return NULL;
   int64_t v = 0;
   for (; *s >= '0' && *s <= '9'; s++) {
@@ -55,7 +43,7 @@ static const char *sf_num(const char *s, int64_t *out) {
 
 /* ---- building the views --------------------------------------------------- */
 
-static dc_status *sf_unknown(sf_ctx *c, const dc_st_tensor *t, const char *why) {
+dc_status *sf_unknown(sf_ctx *c, const dc_st_tensor *t, const char *why) {
   if (c->nbad++ == 0) {
     c->bad = t->name;
     snprintf(c->why, sizeof c->why, "%s", why);
@@ -72,9 +60,7 @@ static dc_status *sf_grow(sf_views *v) {
   return NULL;
 }
 
-/* Appends the view of t called `name` (owned; NULL means out of memory) and
- * returns it in *out when asked. */
-static dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, sf_view **out) {
+dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, sf_view **out) {
   dc_status *st = name ? sf_grow(c->out) : dc_nomem("mapping a checkpoint's tensors");
   if (st) {
     dc_free(name);
@@ -90,9 +76,17 @@ static dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *n
   return NULL;
 }
 
-/* Renames by a table of {LDM prefix, diffusers prefix}: "<head><new><tail>".
- * *hit is 0 when no entry matches. */
-static dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *head, const char *rest,
+dc_status *sf_add_rows(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, int64_t row0, int64_t nrows) {
+  sf_view *v;
+  DC_TRY(sf_add(c, t, comp, name, &v));
+  uint64_t row_bytes = t->rank && t->dims[0] ? t->bytes / (uint64_t)t->dims[0] : 0;
+  v->t.dims[0] = nrows;
+  v->t.bytes = row_bytes * (uint64_t)nrows;
+  v->t.offset = t->offset + row_bytes * (uint64_t)row0;
+  return NULL;
+}
+
+dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *head, const char *rest,
                             const char *const (*table)[2], int n, int *hit) {
   *hit = 0;
   for (int i = 0; i < n; i++) {
@@ -103,8 +97,6 @@ static dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, cons
   }
   return NULL;
 }
-
-#define SF_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* ---- UNet: model.diffusion_model.* ------------------------------------------ */
 
@@ -258,7 +250,7 @@ static dc_status *sf_vae_up(sf_ctx *c, const dc_st_tensor *t, const char *r) {
   return sf_unknown(c, t, "not a tensor of an LDM decoder up block");
 }
 
-static dc_status *sf_vae(sf_ctx *c, const dc_st_tensor *t, const char *r) {
+dc_status *sf_map_vae(sf_ctx *c, const dc_st_tensor *t, const char *r) {
   int hit;
   DC_TRY(sf_rename(c, t, SF_VAE, "", r, sf_vae_top, SF_COUNT(sf_vae_top), &hit));
   if (hit) return NULL;
@@ -294,15 +286,11 @@ static dc_status *sf_openclip_qkv(sf_ctx *c, const dc_st_tensor *t, sf_comp comp
   if (t->rank != rank || t->dims[0] % 3 != 0)
     return sf_unknown(c, t, "in_proj is not q, k and v stacked: [3D,D] / [3D]");
   static const char qkv[3] = {'q', 'k', 'v'};
-  for (int k = 0; k < 3; k++) {
-    sf_view *v;
-    DC_TRY(sf_add(c, t, comp,
-                  dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf),
-                  &v));
-    v->t.dims[0] = t->dims[0] / 3;
-    v->t.bytes = t->bytes / 3;
-    v->t.offset = t->offset + (uint64_t)k * v->t.bytes;
-  }
+  int64_t rows = t->dims[0] / 3;
+  for (int k = 0; k < 3; k++)
+    DC_TRY(sf_add_rows(c, t, comp,
+                       dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf),
+                       k * rows, rows));
   return NULL;
 }
 
@@ -382,14 +370,25 @@ static int sf_globally_ignored(const char *name) {
 
 /* ---- the whole file -------------------------------------------------------------- */
 
+/* A DiT file: its transformer under model.diffusion_model. or at the top
+ * level (Black Forest Labs' Flux files), and SD3's VAE. */
+static dc_status *sf_map_one_dit(sf_ctx *c, const dc_st_tensor *t) {
+  const char *r;
+  if ((r = sf_after(t->name, "model.diffusion_model."))) return sf_map_dit(c, t, r);
+  if ((r = sf_after(t->name, "first_stage_model.")))
+    return c->fam->dit == SF_DIT_SD3 ? sf_map_vae(c, t, r) : sf_unknown(c, t, "a Flux file holds the transformer alone");
+  return sf_map_dit(c, t, t->name);
+}
+
 static dc_status *sf_map_one(sf_ctx *c, const dc_st_tensor *t) {
   const char *r;
+  if (c->fam->dit) return sf_map_one_dit(c, t);
   if (sf_globally_ignored(t->name)) {
     c->out->nignored++;
     return NULL;
   }
   if ((r = sf_after(t->name, "model.diffusion_model."))) return sf_unet(c, t, r);
-  if ((r = sf_after(t->name, "first_stage_model."))) return sf_vae(c, t, r);
+  if ((r = sf_after(t->name, "first_stage_model."))) return sf_map_vae(c, t, r);
   sf_comp comp = SF_TE;
   if (!(r = sf_after(t->name, c->fam->te_prefix))) {
     comp = SF_TE2;
@@ -418,10 +417,16 @@ static dc_status *sf_unknown_error(const sf_ctx *c) {
   dc_buf_printf(&b, "%s: tensor \"%s\" is not part of an %s checkpoint as diffc reads it (%s)", c->f->file.path, c->bad,
                 fam->label, c->why);
   if (c->nbad > 1) dc_buf_printf(&b, "; and %d more", c->nbad - 1);
-  dc_buf_printf(&b, "; an %s checkpoint holds model.diffusion_model.*, first_stage_model.*, %s*", fam->label,
-                fam->te_prefix);
-  if (fam->te2_prefix) dc_buf_printf(&b, ", %s*", fam->te2_prefix);
-  dc_buf_printf(&b, " and, ignored, %s", sf_ignored_patterns());
+  if (fam->dit) {
+    dc_buf_printf(&b, "; an %s checkpoint holds %s's tensors under their original names%s%s", fam->label,
+                  fam->model_class, fam->dit == SF_DIT_SD3 ? " (model.diffusion_model.*) and first_stage_model.*" : "",
+                  sf_dit_ignored_patterns(fam));
+  } else {
+    dc_buf_printf(&b, "; an %s checkpoint holds model.diffusion_model.*, first_stage_model.*, %s*", fam->label,
+                  fam->te_prefix);
+    if (fam->te2_prefix) dc_buf_printf(&b, ", %s*", fam->te2_prefix);
+    dc_buf_printf(&b, " and, ignored, %s", sf_ignored_patterns());
+  }
   dc_buf_u8(&b, 0);
   dc_status *st = dc_buf_status(&b, "reporting a checkpoint's tensors");
   if (!st) st = dc_error(DC_ERR_FORMAT, "%s", (const char *)b.data);
