@@ -10,6 +10,8 @@ static const dc_class_desc *const classes[] = {
     &dc_class_autoencoder_kl,
     &dc_class_clip_text_model,
     &dc_class_clip_text_model_with_projection,
+    &dc_class_flux_transformer_2d,
+    &dc_class_sd3_transformer_2d,
 };
 
 const dc_class_desc *const *dc_classes(int *n) {

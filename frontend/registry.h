@@ -109,5 +109,7 @@ extern const dc_class_desc dc_class_unet_2d_condition; /* unet.c */
 extern const dc_class_desc dc_class_autoencoder_kl;    /* vae.c */
 extern const dc_class_desc dc_class_clip_text_model;   /* clip_text.c */
 extern const dc_class_desc dc_class_clip_text_model_with_projection; /* clip_text.c */
+extern const dc_class_desc dc_class_flux_transformer_2d; /* flux_transformer.c */
+extern const dc_class_desc dc_class_sd3_transformer_2d;  /* sd3_transformer.c */
 
 #endif

@@ -211,6 +211,19 @@ static void check_cuda(const fc_options *fo, const dc_compile_options *base, con
 
 /* ---- runs ------------------------------------------------------------------ */
 
+/* A memory option with a value (--offload group, --group-level block|leaf,
+ * --blocks-per-group N, --storage-dtype fp8_e4m3): 1 when flag and value
+ * are known here. */
+static int value_option(dc_compile_options *co, const char *flag, const char *value) {
+  if (!value) return 0;
+  if (!strcmp(flag, "--offload") && !strcmp(value, "group")) return co->memory.offload = DC_OFFLOAD_GROUP, 1;
+  if (!strcmp(flag, "--group-level") && !strcmp(value, "block")) return co->memory.group_level = DC_GROUP_BLOCK, 1;
+  if (!strcmp(flag, "--group-level") && !strcmp(value, "leaf")) return co->memory.group_level = DC_GROUP_LEAF, 1;
+  if (!strcmp(flag, "--blocks-per-group") && atoi(value) >= 1) return co->memory.blocks_per_group = atoi(value), 1;
+  if (!strcmp(flag, "--storage-dtype") && !strcmp(value, "fp8_e4m3")) return co->memory.storage = DT_F8_E4M3, 1;
+  return 0;
+}
+
 /* The run's "diffc_options" (diffc flags for the diffusers options it used)
  * into co.  A flag this checker cannot pass is a failure naming it: compiling
  * without it would compare a different graph with diffusers. */
@@ -227,6 +240,10 @@ static int apply_diffc_options(const cJSON *run, const char *io_name, dc_compile
       co->clip_hidden_state = 1;
       co->clip_hidden_index = atoi(value->valuestring);
       o = o->next;
+    } else if (value_option(co, flag, cJSON_IsString(value) ? value->valuestring : NULL)) {
+      o = o->next; /* its value */
+    } else if (!strcmp(flag, "--prefetch")) {
+      co->memory.prefetch = 1;
     } else {
       printf("  %s: case.json asks for diffc option %s, which fixture_check does not know\n", io_name, flag);
       ok = 0;

@@ -247,5 +247,9 @@ int main(int argc, char **argv) {
   check_entries("vae_tiny");
   check_entries("clip_sd15");
   check_entries("clip_sdxl2");
+  check_entries("flux_dev");
+  check_entries("flux_schnell");
+  check_entries("sd3");
+  check_entries("sd35");
   return tu_finish();
 }

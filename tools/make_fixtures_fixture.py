@@ -3,6 +3,7 @@ model (or pipeline folder), writes each run's inputs, runs the --worker child on
 outputs against the in-memory model (and same_as files), and writes case.json.
 """
 
+import copy
 import json
 import os
 import shutil
@@ -10,8 +11,9 @@ import shutil
 import torch
 
 from make_fixtures_common import SCRIPT, dir_size, load_io, run_worker_job, save_io
-from make_fixtures_models import (apply_vae_options, build_model, make_inputs, model_class, run_model,
-                                  save_model, write_model_index)
+from make_fixtures_dit import dit_diffc_options
+from make_fixtures_models import (apply_vae_options, build_model, has_model_options, make_inputs, model_class,
+                                  run_model, save_model, write_model_index)
 from make_fixtures_clip import is_clip as model_class_is_clip
 from make_fixtures_table import SCHEDULER_SD15
 
@@ -22,7 +24,8 @@ def diffc_options(run):
     clip = []
     if run.get("clip_hidden"):
         clip = ["--clip-hidden-state", str(run["clip_hidden"][0])] + (["--clip-final-norm"] if run["clip_hidden"][1] else [])
-    return (["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else []) + clip
+    return ((["--vae-tiling"] if run.get("tiling") else []) + (["--vae-slicing"] if run.get("slicing") else []) + clip +
+            dit_diffc_options(run))
 
 
 def check_upcast_no_effect(fx, model, run):
@@ -99,11 +102,15 @@ def make_fixture(fx, out_root, table):
             "tiling": run.get("tiling", False),
             "slicing": run.get("slicing", False),
             "clip_hidden": run.get("clip_hidden"),
+            "group_offload": run.get("group_offload"),
+            "layerwise_casting": run.get("layerwise_casting"),
         }
         res = run_worker_job(SCRIPT, job, io_path)
 
         # the child's output (from the saved folder) must equal the in-memory model's output
         io = load_io(io_path)
+        if has_model_options(run):  # the options hook into the model: the later runs need it plain
+            m = copy.deepcopy(m)
         apply_vae_options(m, run)
         ref = run_model(m, run["kind"], run["entry"], inputs, run.get("clip_hidden"))
         for k, v in ref.items():

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
+from make_fixtures_dit import apply_dit_options, flux_inputs, run_dit, sd3_inputs
 
 # --------------------------------------------------------------------------------------
 # Inputs (seeded).  Each returns an ordered dict name -> float32 tensor.
@@ -44,11 +45,17 @@ def image_inputs(seed, name, *shape):
 
 
 def apply_vae_options(model, run):
-    """diffusers' enable_tiling / enable_slicing, as the run asks."""
+    """diffusers' enable_tiling / enable_slicing, as the run asks; and a DiT run's memory options."""
     if run.get("tiling"):
         model.enable_tiling()
     if run.get("slicing"):
         model.enable_slicing()
+    apply_dit_options(model, run)
+
+
+def has_model_options(run):
+    """Whether the run changes the model object (so it must not be the one the other runs use)."""
+    return any(run.get(k) for k in ("tiling", "slicing", "group_offload", "layerwise_casting"))
 
 
 def model_class(name):
@@ -70,8 +77,9 @@ def build_model(cls_name, config, seed):
 
 def reinit_weights(model, seed):
     """Seeded re-initialisation: conv/linear weights N(0, 1/fan_in), biases 0.05*N(0,1),
-    norm weights 1 + 0.1*N(0,1), norm biases 0.1*N(0,1), embedding tables N(0,1) (after the rest).
-    Every parameter is covered."""
+    norm weights 1 + 0.1*N(0,1) (RMSNorm's too: torch's and diffusers'), norm biases 0.1*N(0,1),
+    embedding tables N(0,1) (after the rest).  Every parameter is covered."""
+    from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
     g = torch.Generator().manual_seed(1000003 * seed + 17)
     done = set()
     with torch.no_grad():
@@ -83,11 +91,11 @@ def reinit_weights(model, seed):
                 if m.bias is not None:
                     m.bias.copy_(0.05 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
-            elif isinstance(m, (nn.GroupNorm, nn.LayerNorm)):
+            elif isinstance(m, (nn.GroupNorm, nn.LayerNorm, nn.RMSNorm, DiffusersRMSNorm)):
                 if m.weight is not None:
                     m.weight.copy_(1.0 + 0.1 * _randn(g, *m.weight.shape))
                     done.add(id(m.weight))
-                if m.bias is not None:
+                if getattr(m, "bias", None) is not None:
                     m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
         reinit_embeddings(model, g, _randn, done)
@@ -102,6 +110,10 @@ def make_inputs(spec):
         return unet_inputs(**a)
     if kind == "clip":
         return clip_inputs(**a)
+    if kind == "flux":
+        return flux_inputs(**a)
+    if kind == "sd3":
+        return sd3_inputs(**a)
     return image_inputs(a["seed"], a["name"], *a["shape"])
 
 
@@ -110,6 +122,8 @@ def run_model(model, kind, entry, inputs, clip_hidden=None):
     with torch.no_grad():
         if kind == "clip":
             return run_clip(model, inputs, clip_hidden)
+        if kind in ("flux", "sd3"):
+            return run_dit(model, kind, inputs)
         if kind == "unet":
             added = None
             if "text_embeds" in inputs:

@@ -160,6 +160,43 @@ CLIP_SDXL2 = {
     "pad_token_id": 1,
 }
 
+# diffusers' tiny FluxTransformer2DModel test config (tests/models/transformers/test_models_transformer_flux.py:
+# attention_head_dim 16, 2 heads, axes_dims_rope [4, 4, 8]) with 16 input channels (4 latent channels packed
+# 2x2), two double-stream blocks and one single-stream block (dev, with the guidance embedder), or one and
+# two (schnell)
+FLUX_DEV_TINY = {
+    "patch_size": 1,
+    "in_channels": 16,
+    "num_layers": 2,
+    "num_single_layers": 1,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": 32,
+    "pooled_projection_dim": 24,
+    "guidance_embeds": True,
+    "axes_dims_rope": [4, 4, 8],
+}
+FLUX_SCHNELL_TINY = dict(FLUX_DEV_TINY, num_layers=1, num_single_layers=2, guidance_embeds=False)
+
+# SD3Transformer2DModel at a tiny width (2 heads of 8): SD3-style (no qk norm, no dual attention) and
+# SD3.5-style (qk_norm rms_norm, SD35AdaLayerNormZeroX dual attention in the first two of three blocks); the
+# last block is context_pre_only in both.  pos_embed_max_size 8 patches, so a non-square latent crops the
+# centre of the table off-centre by one row or column
+SD3_TINY = {
+    "sample_size": 8,
+    "patch_size": 2,
+    "in_channels": 4,
+    "num_layers": 2,
+    "attention_head_dim": 8,
+    "num_attention_heads": 2,
+    "joint_attention_dim": 24,
+    "caption_projection_dim": 16,
+    "pooled_projection_dim": 20,
+    "out_channels": 4,
+    "pos_embed_max_size": 8,
+}
+SD35_TINY = dict(SD3_TINY, num_layers=3, dual_attention_layers=[0, 1], qk_norm="rms_norm")
+
 CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
                 "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
 CLIP_PROMPTS_2 = ["an oil painting of a lighthouse at dusk, waves crashing on the rocks",
@@ -171,6 +208,15 @@ CLIP_IDS = [[49406, 320, 1125, 49407, 539, 49407] + [1] * 71,
             [49406] + list(range(1000, 1076)),
             [49407] + [49406] * 76]
 
+# the packed grid of a 48x80 image (latents 6x10 -> 3x5 packed), batch 2, 7 or 13 text tokens
+FLUX_DEV_IN = dict(seed=400, batch=2, channels=16, rows=3, cols=5, seq=7, joint_dim=32, pooled_dim=24,
+                   sigmas=[1.0, 0.35], guidance=[3.5, 5.0])
+FLUX_SCHNELL_IN = dict(seed=410, batch=2, channels=16, rows=5, cols=3, seq=13, joint_dim=32, pooled_dim=24,
+                       sigmas=[0.75, 0.1])
+# latents 6x10 (3x5 patches of the 8x8 table) and 10x6; batch 2; 9 and 11 tokens; sigmas (x1000 as the
+# pipeline passes them)
+SD3_IN = dict(seed=420, batch=2, channels=4, h=6, w=10, seq=9, joint_dim=24, pooled_dim=20, sigmas=[1.0, 0.42])
+SD35_IN = dict(seed=430, batch=2, channels=4, h=10, w=6, seq=11, joint_dim=24, pooled_dim=20, sigmas=[0.8, 0.05])
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -187,6 +233,17 @@ def _unet_run(io, inputs, tol=1e-4, component=None, variant=None):
 def _vae_run(entry, io, seed, name, shape, tol=1e-4, component=None, tiling=False, slicing=False):
     return dict(entry=entry, io=io, kind="vae", inputs=("image", dict(seed=seed, name=name, shape=shape)),
                 tolerance=tol, component=component, variant=None, tiling=tiling, slicing=slicing)
+
+
+def _flux_run(io, inputs, tol=1e-4, **options):
+    """options: group_offload ("block", "leaf"), layerwise_casting ("fp8_e4m3"): make_fixtures_dit.py."""
+    return dict(entry="forward", io=io, kind="flux", inputs=("flux", inputs), tolerance=tol, component=None,
+                variant=None, **options)
+
+
+def _sd3_run(io, inputs, tol=1e-4, **options):
+    return dict(entry="forward", io=io, kind="sd3", inputs=("sd3", inputs), tolerance=tol, component=None,
+                variant=None, **options)
 
 
 def _clip_run(io, inputs, hidden=None, variant=None, tol=1e-5):
@@ -298,6 +355,45 @@ FIXTURES = [
                      "without final_layer_norm, as SDXL pipelines take it).",
          runs=[_clip_run("io_forward.safetensors", dict(prompts=CLIP_PROMPTS_2, pad="!")),
                _clip_run("io_penultimate.safetensors", dict(prompts=CLIP_PROMPTS, pad="!"), hidden=[3, False])]),
+    dict(name="flux_dev", cls="FluxTransformer2DModel", config=FLUX_DEV_TINY, seed=11,
+         description="diffusers' FluxTransformer2DModel shaped like FLUX.1-dev (guidance_embeds true) at diffusers' "
+                     "tiny test width: 2 heads of 16, axes_dims_rope [4, 4, 8], in_channels 16, joint_attention_dim "
+                     "32, pooled_projection_dim 24, 2 double-stream and 1 single-stream blocks. Inputs as FluxPipeline "
+                     "makes them: batch 2, hidden_states 2x15x16 (a 3x5 packed grid), img_ids [0, row, col] 15x3, 7 "
+                     "text tokens with txt_ids zeros, timestep sigma [1.0, 0.35], guidance [3.5, 5.0]. Runs: forward; "
+                     "compiled with group offload by block (diffc --offload group --group-level block "
+                     "--blocks-per-group 1 --prefetch) "
+                     "and by leaf (--group-level leaf), checked against the plain forward (offload moves weights, "
+                     "not values; diffusers' own group offload needs accelerate, absent here); with "
+                     "enable_layerwise_casting(float8_e4m3fn, float32) (diffc --storage-dtype fp8_e4m3): diffusers' "
+                     "own fp8-stored output is the reference.",
+         runs=[_flux_run("io_forward.safetensors", FLUX_DEV_IN),
+               _flux_run("io_group_block.safetensors", FLUX_DEV_IN, group_offload="block"),
+               _flux_run("io_group_leaf.safetensors", FLUX_DEV_IN, group_offload="leaf"),
+               _flux_run("io_fp8.safetensors", FLUX_DEV_IN, layerwise_casting="fp8_e4m3")]),
+    dict(name="flux_schnell", cls="FluxTransformer2DModel", config=FLUX_SCHNELL_TINY, seed=12,
+         description="FluxTransformer2DModel shaped like FLUX.1-schnell (guidance_embeds false, no guidance input) at "
+                     "the flux_dev width: 1 double-stream and 2 single-stream blocks. Batch 2, a 5x3 packed grid "
+                     "(hidden_states 2x15x16), 13 text tokens, timestep sigma [0.75, 0.1].",
+         runs=[_flux_run("io_forward.safetensors", FLUX_SCHNELL_IN)]),
+    dict(name="sd3", cls="SD3Transformer2DModel", config=SD3_TINY, seed=13,
+         description="diffusers' SD3Transformer2DModel SD3-style (no qk norm, no dual attention) at a tiny width: 2 "
+                     "blocks of 2 heads of 8, patch_size 2, in/out_channels 4, joint_attention_dim 24, "
+                     "caption_projection_dim 16, pooled_projection_dim 20, pos_embed_max_size 8; the last block "
+                     "context_pre_only. Batch 2, a non-square latent 2x4x6x10 (3x5 patches: the table cropped at "
+                     "rows 2..4, columns 1..5), 9 tokens, timestep sigma*1000 [1000, 420].",
+         runs=[_sd3_run("io_forward.safetensors", SD3_IN)]),
+    dict(name="sd35", cls="SD3Transformer2DModel", config=SD35_TINY, seed=14,
+         description="SD3Transformer2DModel SD3.5-style at the sd3 width: qk_norm rms_norm, dual_attention_layers "
+                     "[0, 1] (SD35AdaLayerNormZeroX and an image-only attn2 in those blocks), 3 blocks, the last "
+                     "context_pre_only. Batch 2, latent 2x4x10x6 (5x3 patches), 11 tokens, timestep [800, 50]. "
+                     "Runs: forward; compiled with group offload by block (diffc --offload group --group-level "
+                     "block --blocks-per-group 1 --prefetch) against the plain forward; with "
+                     "enable_layerwise_casting(float8_e4m3fn, float32) (diffc --storage-dtype fp8_e4m3): "
+                     "diffusers' own fp8-stored output is the reference (pos_embed and the norms stay fp32).",
+         runs=[_sd3_run("io_forward.safetensors", SD35_IN),
+               _sd3_run("io_group_block.safetensors", SD35_IN, group_offload="block"),
+               _sd3_run("io_fp8.safetensors", SD35_IN, layerwise_casting="fp8_e4m3")]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},

@@ -44,9 +44,9 @@ def worker(job_path):
         kwargs["variant"] = job["variant"]
     model = cls.from_pretrained(job["model_dir"], **kwargs)
     model.eval()
-    apply_vae_options(model, job)
     for p in model.parameters():
         assert p.dtype == torch.float32, p.dtype
+    apply_vae_options(model, job)  # after the check: layerwise casting stores the weights in fp8
     inputs = load_io(job["io_path"])
     # clone: tensors read from a safetensors file are not 64-byte aligned, and on this CPU that
     # changes float summation order (~1e-6) against freshly allocated tensors

@@ -10,19 +10,26 @@
  *                                 ResnetBlock2D, Downsample2D, Upsample2D
  *   blocks/attention_processor.c: attention_processor.py: Attention and its
  *                                 processors (the one place a new processor,
- *                                 joint attention or qk-norm, is added)
- *   blocks/attention.c:           attention.py: BasicTransformerBlock, FeedForward (GEGLU)
+ *                                 joint attention or qk-norm, is added); the
+ *                                 joint attention of FluxAttnProcessor and
+ *                                 JointAttnProcessor2_0
+ *   blocks/attention.c:           attention.py: BasicTransformerBlock, FeedForward
+ *                                 (GEGLU, gelu-approximate), JointTransformerBlock (SD3)
+ *   blocks/normalization.c:       normalization.py: AdaLayerNormZero, AdaLayerNormZeroSingle,
+ *                                 AdaLayerNormContinuous, SD35AdaLayerNormZeroX
+ *   blocks/transformer_flux.c:    transformers/transformer_flux.py: FluxTransformerBlock,
+ *                                 FluxSingleTransformerBlock
  *   blocks/transformer_2d.c:      transformers/transformer_2d.py: Transformer2DModel (continuous input)
- *   blocks/embeddings.c:          embeddings.py: Timesteps, TimestepEmbedding
+ *   blocks/embeddings.c:          embeddings.py: Timesteps, TimestepEmbedding,
+ *                                 PixArtAlphaTextProjection, CombinedTimestep(Guidance)TextProjEmbeddings,
+ *                                 FluxPosEmbed, PatchEmbed (SD3)
  *   blocks/unet_2d_blocks.c:      unets/unet_2d_blocks.py: the down, mid and up blocks of
  *                                 UNets (CrossAttnDownBlock2D, DownBlock2D, ...) and VAEs
  *                                 (DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D)
  *   blocks/vae_blocks.c:          autoencoders/vae.py: Encoder, Decoder
  *   blocks/clip.c:                transformers' models/clip/modeling_clip.py (text):
  *                                 CLIPTextEmbeddings, CLIPEncoderLayer, CLIPEncoder
- * Plain torch modules (Conv2d, Linear, GroupNorm, LayerNorm) are layers.h;
- * normalization.py's adaptive norms (AdaLayerNorm...) get their file here
- * with the first class that uses them. */
+ * Plain torch modules (Conv2d, Linear, GroupNorm, LayerNorm, RMSNorm) are layers.h. */
 #ifndef DC_BLOCKS_H
 #define DC_BLOCKS_H
 
@@ -188,5 +195,132 @@ dc_status *blk_clip_encoder_layer(dc_gb *g, const char *p, const blk_clip_cfg *c
  * so hidden holds layers + 1 entries. */
 dc_status *blk_clip_encoder(dc_gb *g, const char *p, const blk_clip_cfg *c, int64_t layers, int32_t x,
                             int32_t *hidden);
+
+/* ---- normalization.py ------------------------------------------------------ */
+
+/* The chunks of an AdaLayerNormZero (6) or SD35AdaLayerNormZeroX (9)
+ * linear's output, in diffusers' chunk order: chunk k of a block of width
+ * dim lies at k * dim of the [B, k*dim] mod, where the ops read it in place. */
+enum {
+  BLK_ADA_SHIFT_MSA, BLK_ADA_SCALE_MSA, BLK_ADA_GATE_MSA,
+  BLK_ADA_SHIFT_MLP, BLK_ADA_SCALE_MLP, BLK_ADA_GATE_MLP,
+  BLK_ADA_SHIFT_MSA2, BLK_ADA_SCALE_MSA2, BLK_ADA_GATE_MSA2,
+};
+
+/* Every adaptive norm below takes emb_act = silu(emb) [B, cond_dim]: each
+ * applies its own SiLU to the same conditioning embedding, so the caller
+ * computes it once (the same bits) and every norm's p.linear reads it.
+ * Their LayerNorms are without affine, eps 1e-6, as diffusers builds them. */
+
+/* AdaLayerNormZero at p: *mod = p.linear(emb_act) [B, 6*dim] (chunks as
+ * BLK_ADA_*), *out = norm(x) * (1 + scale_msa) + shift_msa. */
+dc_status *blk_ada_layer_norm_zero(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t dim, int32_t *out,
+                                   int32_t *mod);
+/* SD35AdaLayerNormZeroX: as AdaLayerNormZero with 9 chunks; *out2 is the
+ * same norm modulated by (scale_msa2, shift_msa2), the input of attn2. */
+dc_status *blk_sd35_ada_layer_norm_zero_x(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t dim,
+                                          int32_t *out, int32_t *out2, int32_t *mod);
+/* AdaLayerNormZeroSingle: 3 chunks (shift, scale, gate); the gate is chunk 2. */
+dc_status *blk_ada_layer_norm_zero_single(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t dim,
+                                          int32_t *out, int32_t *mod);
+/* AdaLayerNormContinuous (norm_type "layer_norm"): p.linear(emb_act) to
+ * [B, 2*dim] chunked in the order (scale, shift) -- the opposite of the
+ * Zero norms --, then norm(x) * (1 + scale) + shift; p.norm with weight and
+ * bias when affine (elementwise_affine). */
+dc_status *blk_ada_layer_norm_continuous(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t dim,
+                                         int64_t cond_dim, int affine, double eps, int32_t *out);
+
+/* ---- attention_processor.py: joint attention ------------------------------- */
+
+/* FluxAttention / Attention with FluxAttnProcessor or JointAttnProcessor2_0.
+ * All their projections have biases in the models that use them
+ * (bias, added_proj_bias and out_bias true). */
+typedef struct {
+  int64_t dim;          /* query_dim = out_dim = heads * head_dim */
+  int64_t heads, head_dim;
+  int has_context;      /* added_kv_proj_dim = dim: add_q/k/v_proj on the context stream, joint attention */
+  int qk_norm;          /* norm_q, norm_k (and norm_added_q/k): per-head RMSNorm with weight */
+  double eps;           /* of those norms */
+  int context_first;    /* the joint sequence is [context, x] (Flux) rather than [x, context] (SD3) */
+  int pre_only;         /* no to_out (Flux's single blocks): the attention output itself */
+  int context_pre_only; /* no to_add_out: the context's share of the output is dropped (SD3's last block) */
+} blk_joint_attention_cfg;
+
+/* to_q/k/v(x) [and add_q/k/v_proj(ctx)], per-head norms, the joint
+ * sequence, RoPE with freqs [S,2,head_dim] over all of it when freqs >= 0,
+ * softmax attention at scale 1/sqrt(head_dim), split back; to_out.0 on x's
+ * share, to_add_out on the context's (*ctx_out; -1 when there is none). */
+dc_status *blk_joint_attention(dc_gb *g, const char *p, const blk_joint_attention_cfg *a, int32_t x, int32_t ctx,
+                               int32_t freqs, int32_t *out, int32_t *ctx_out);
+
+/* ---- attention.py: FeedForward (gelu-approximate), JointTransformerBlock ---- */
+
+/* FeedForward with activation_fn "gelu-approximate" (mult 4, dim_out dim):
+ * net.0.proj to 4*dim, gelu(approximate="tanh"), net.2 back to dim. */
+dc_status *blk_feed_forward_gelu_tanh(dc_gb *g, const char *p, int32_t x, int64_t dim, int32_t *out);
+
+/* What every double-stream block (JointTransformerBlock,
+ * FluxTransformerBlock) does to each stream after the joint attention:
+ *   x += gate_msa * attn;  x += gate_mlp * ff(norm2(x) * (1 + scale_mlp) + shift_mlp)
+ * with the chunks of that stream's AdaLayerNormZero mod [B, 6*dim]; norm2
+ * (no affine, eps 1e-6) at p.norm_name, the gelu-approximate FeedForward at
+ * p.ff_name. */
+dc_status *blk_gated_feed_forward(dc_gb *g, const char *p, const char *norm_name, const char *ff_name, int32_t x,
+                                  int32_t attn, int32_t mod, int64_t dim, int32_t *out);
+
+typedef struct {
+  int64_t dim, heads, head_dim;
+  int context_pre_only; /* the last block: norm1_context is AdaLayerNormContinuous, no ff_context */
+  int dual_attention;   /* use_dual_attention: norm1 is SD35AdaLayerNormZeroX, attn2 on the image stream */
+  int qk_norm;          /* qk_norm "rms_norm" (eps 1e-6) */
+} blk_joint_block_cfg;
+
+/* JointTransformerBlock (SD3/SD3.5 MMDiT): x [B,N,dim], ctx [B,T,dim],
+ * emb_act = silu(temb).  *ctx_out is -1 for a context_pre_only block. */
+dc_status *blk_joint_transformer_block(dc_gb *g, const char *p, const blk_joint_block_cfg *b, int32_t x, int32_t ctx,
+                                       int32_t emb_act, int32_t *out, int32_t *ctx_out);
+
+/* ---- embeddings.py: the DiT embeddings ------------------------------------- */
+
+/* PixArtAlphaTextProjection: linear_1 (in -> hidden), act (OP_SILU or
+ * OP_GELU_TANH), linear_2 (hidden -> hidden). */
+dc_status *blk_pixart_text_projection(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t hidden, dc_op act,
+                                      int32_t *out);
+/* CombinedTimestepTextProjEmbeddings (guidance < 0) or
+ * CombinedTimestepGuidanceTextProjEmbeddings: time_proj (256 channels,
+ * flip_sin_to_cos, shift 0) of t [B] through timestep_embedder (and of
+ * guidance [B] through guidance_embedder, added), plus text_embedder
+ * (PixArtAlphaTextProjection, silu) of pooled [B, pooled_dim] -> [B, dim]. */
+dc_status *blk_combined_timestep_text_proj(dc_gb *g, const char *p, int32_t t, int32_t guidance, int32_t pooled,
+                                           int64_t pooled_dim, int64_t dim, int32_t *out);
+/* FluxPosEmbed (theta 10000 in Flux): ids [S, naxes] -> [S, 2, sum(axes)],
+ * the cos and sin tables of apply_rotary_emb. */
+dc_status *blk_flux_pos_embed(dc_gb *g, const char *scope, int32_t ids, const int64_t *axes, int naxes, double theta,
+                              int32_t *out);
+
+/* PatchEmbed as SD3 builds it (pos_embed_max_size set, no layer norm,
+ * flatten): proj, a patch x patch conv with stride patch, of x
+ * [B,in,H,W] to tokens [B,(H/patch)*(W/patch),dim], plus the persistent
+ * sincos table p.pos_embed [1, max_size^2, dim] of the checkpoint cropped
+ * to the centre (cropped_pos_embed).  H and W are multiples of patch with
+ * H/patch and W/patch <= max_size (checked by the caller). */
+dc_status *blk_patch_embed_cropped(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                   int64_t max_size, int32_t *out);
+
+/* ---- transformers/transformer_flux.py --------------------------------------- */
+
+typedef struct {
+  int64_t dim, heads, head_dim;
+} blk_flux_cfg;
+
+/* FluxTransformerBlock (double stream): x [B,N,dim], ctx [B,T,dim],
+ * emb_act = silu(temb), freqs the rotary table of [ctx; x]. */
+dc_status *blk_flux_transformer_block(dc_gb *g, const char *p, const blk_flux_cfg *c, int32_t x, int32_t ctx,
+                                      int32_t emb_act, int32_t freqs, int32_t *out, int32_t *ctx_out);
+/* FluxSingleTransformerBlock on the joined sequence h = [ctx; x]
+ * [B,T+N,dim] (diffusers joins and splits it in every block; the caller
+ * does both once, the same values). */
+dc_status *blk_flux_single_transformer_block(dc_gb *g, const char *p, const blk_flux_cfg *c, int32_t h,
+                                             int32_t emb_act, int32_t freqs, int32_t *out);
 
 #endif
