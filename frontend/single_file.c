@@ -541,8 +541,10 @@ static dc_status *sf_dit_config(const sf_family *fam, const char *config_dir, co
   if (!st && dc_file_exists(path)) *out = path, path = NULL;
   else if (!st && own && dc_file_exists(own)) *out = own, own = NULL;
   else if (!st)
-    st = dc_error(DC_ERR_IO, "%s: no such file (the %s config of %s, a %s checkpoint: --config names a diffusers %s folder)",
-                  path, sf_comp_names[comp], file, fam->label, fam->pipeline);
+    st = dc_error(DC_ERR_IO, "%s: no such file (the %s config of %s, %s %s checkpoint%s: --config names a diffusers %s "
+                  "folder)",
+                  path, sf_comp_names[comp], file, fam->label[0] == 'S' ? "an" : "a", fam->label,
+                  comp == SF_VAE ? " with a VAE (first_stage_model.*)" : "", fam->pipeline);
   dc_free(own);
   dc_free(path);
   dc_free(dir);
@@ -559,6 +561,7 @@ static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const cha
   const char *cls = NULL;
   int flux = fam->dit == SF_DIT_FLUX, guidance = 0;
   int64_t heads = 0, head_dim = 0;
+  facts->dit_config = config;
   dc_status *st = dc_json_str(&d, "_class_name", NULL, &cls);
   if (!st && (!cls || strcmp(cls, fam->model_class) != 0))
     st = dc_error(DC_ERR_MISMATCH, "%s: \"_class_name\" is %s%s%s, but %s is a %s transformer (%s)", config,
@@ -598,20 +601,23 @@ static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config,
   return st;
 }
 
-/* SD3's VAE, when the file has one, is mapped and checked like the
- * transformer (a file of the wrong VAE fails naming the tensor), though the
- * model compiled is the transformer. */
-static dc_status *sf_check_sd3_vae(const sf_family *fam, const char *config_dir, sf_owned *o) {
-  int has_vae = 0;
-  for (int i = 0; i < o->views.n; i++) has_vae |= o->views.v[i].comp == SF_VAE;
-  if (!has_vae) return NULL;
-  char *config = NULL;
-  DC_TRY(sf_dit_config(fam, config_dir, o->file.file.path, SF_VAE, &config));
+/* SD3's VAE, when the file has one (first_stage_model.*), is mapped and
+ * checked like the transformer (a file of another VAE fails naming the
+ * tensor), though the model compiled is the transformer: its config and the
+ * fact the mapping needs. */
+static dc_status *sf_sd3_vae_config(const sf_family *fam, const char *config_dir, const dc_st_file *f, char **config,
+                                    sf_facts *facts) {
+  *config = NULL;
+  if (fam->dit != SF_DIT_SD3 || !sf_first_with_prefix(f, "first_stage_model.")) return NULL;
+  DC_TRY(sf_dit_config(fam, config_dir, f->file.path, SF_VAE, config));
+  return sf_vae_facts(*config, facts);
+}
+
+static dc_status *sf_check_vae(sf_owned *o, const char *config) {
   dc_folder vae;
-  dc_status *st = sf_model_folder(o, SF_VAE, config, &vae);
-  if (!st) dc_folder_close(&vae);
-  dc_free(config);
-  return st;
+  DC_TRY(sf_model_folder(o, SF_VAE, config, &vae));
+  dc_folder_close(&vae);
+  return NULL;
 }
 
 dc_status *dc_single_file_open_model(const char *path, const char *config_dir, dc_folder *out) {
@@ -619,7 +625,7 @@ dc_status *dc_single_file_open_model(const char *path, const char *config_dir, d
   sf_owned *o = dc_calloc(1, sizeof *o);
   if (!o) return dc_nomem("opening a checkpoint");
   const sf_family *fam = NULL;
-  char *config = NULL;
+  char *config = NULL, *vae_config = NULL;
   sf_facts facts = {0};
   dc_status *st = dc_st_open(path, &o->file);
   if (!st) st = sf_detect(&o->file, &fam);
@@ -627,9 +633,11 @@ dc_status *dc_single_file_open_model(const char *path, const char *config_dir, d
     st = dc_error(DC_ERR_UNSUPPORTED, "%s: an %s checkpoint is a whole pipeline, not one model", path, fam->label);
   if (!st) st = sf_dit_config(fam, config_dir, path, SF_TRANSFORMER, &config);
   if (!st) st = sf_dit_facts(fam, path, config, &facts);
+  if (!st) st = sf_sd3_vae_config(fam, config_dir, &o->file, &vae_config, &facts);
   if (!st) st = sf_map_tensors(&o->file, fam, &facts, &o->views);
-  if (!st && fam->dit == SF_DIT_SD3) st = sf_check_sd3_vae(fam, config_dir, o);
+  if (!st && vae_config) st = sf_check_vae(o, vae_config);
   if (!st) st = sf_model_folder(o, SF_TRANSFORMER, config, out);
+  dc_free(vae_config);
   dc_free(config);
   if (st) {
     sf_close_owned(o);

@@ -48,6 +48,7 @@ typedef struct {
   int64_t te_layers;          /* the text encoder config's num_hidden_layers */
   int64_t dit_dim;            /* DiT: num_attention_heads * attention_head_dim (the fused rows' unit) */
   int64_t dit_layers;         /* DiT: num_layers (SD3: the last joint block is context_pre_only) */
+  const char *dit_config;     /* DiT: the transformer config's path, for messages */
 } sf_facts;
 
 /* One diffusers tensor: a view of bytes of the checkpoint, no copy. */
@@ -82,7 +83,7 @@ typedef struct {
   const sf_facts *facts;
   sf_views *out;
   const char *bad; /* the first tensor no rule knows (file order) */
-  char why[200];   /* and why */
+  char why[512];   /* and why */
   int nbad;
 } sf_ctx;
 

@@ -36,9 +36,9 @@ static dc_status *sf_split(sf_ctx *c, const dc_st_tensor *t, const char *leaf, c
   for (int k = 0; k < n; k++) total += sizes[k];
   if (!rank) return sf_unknown(c, t, "a fused projection has a weight and a bias");
   if (t->rank != rank || t->dims[0] != total) {
-    char why[200];
-    snprintf(why, sizeof why, "not %s stacked: the config's width %lld makes %lld rows (a %s of rank %d), it has %lld",
-             what, (long long)c->facts->dit_dim, (long long)total, leaf, rank,
+    char why[512];
+    snprintf(why, sizeof why, "not %s stacked: the width %lld of %s makes %lld rows (a %s of rank %d), it has %lld",
+             what, (long long)c->facts->dit_dim, c->facts->dit_config, (long long)total, leaf, rank,
              (long long)(t->rank ? t->dims[0] : 0));
     return sf_unknown(c, t, why);
   }

@@ -414,11 +414,13 @@ static dc_status *sf_unknown_error(const sf_ctx *c) {
   const sf_family *fam = c->fam;
   dc_buf b;
   dc_buf_init(&b);
-  dc_buf_printf(&b, "%s: tensor \"%s\" is not part of an %s checkpoint as diffc reads it (%s)", c->f->file.path, c->bad,
-                fam->label, c->why);
+  /* "an SD1.x", "a FLUX.1-dev" */
+  const char *article = fam->label[0] == 'S' ? "an" : "a";
+  dc_buf_printf(&b, "%s: tensor \"%s\" is not part of %s %s checkpoint as diffc reads it (%s)", c->f->file.path, c->bad,
+                article, fam->label, c->why);
   if (c->nbad > 1) dc_buf_printf(&b, "; and %d more", c->nbad - 1);
   if (fam->dit) {
-    dc_buf_printf(&b, "; an %s checkpoint holds %s's tensors under their original names%s%s", fam->label,
+    dc_buf_printf(&b, "; %s %s checkpoint holds %s's tensors under their original names%s%s", article, fam->label,
                   fam->model_class, fam->dit == SF_DIT_SD3 ? " (model.diffusion_model.*) and first_stage_model.*" : "",
                   sf_dit_ignored_patterns(fam));
   } else {
