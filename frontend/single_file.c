@@ -117,7 +117,8 @@ static dc_status *sf_unknown_layout(const dc_st_file *f) {
                       sf_other_layouts[i].key);
   return dc_error(DC_ERR_UNSUPPORTED,
                   "%s: not a checkpoint layout diffc knows: no SD UNet (\"%s\") among its %d tensors (the first: "
-                  "\"%s\"); diffc reads single-file SD1.x, SD2.x and SDXL base checkpoints",
+                  "\"%s\"); diffc reads single-file SD1.x, SD2.x and SDXL base checkpoints, and the transformers "
+                  "of FLUX.1-dev / schnell, SD3 and SD3.5",
                   f->file.path, SF_UNET_IN, f->ntensors, f->ntensors ? f->tensors[0].name : "");
 }
 

@@ -11,7 +11,7 @@
  *     flagged halves_swapped;
  *   - (argument "forward", its own ctest) the forward compiled from the file
  *     matches diffusers' forward of the model loaded from the same file (rel
- *     L2 <= 1e-4, reference backend), and every weight of the compiled
+ *     L2 <= 1e-4, reference and llvm backends), and every weight of the compiled
  *     module is read from the single file itself;
  *   - dev vs schnell: the detected family picks the bundled config (the
  *     released sizes, which the tiny files must fail against, naming a
@@ -144,21 +144,27 @@ static void check_forward(const dit_case *c) {
     printf("SKIP: %s: the CPU plan cannot be compiled yet: %s\n", c->name, dc_status_message(st));
     dc_status_free(st);
     skipped = 1;
-  } else CHECK_OK(st);
-  drt_plan *p = st ? NULL : tu_load_with_inputs(plan, "reference", &io);
-  drt_stats s = {0};
-  if (p) CHECK_OK(drt_run(p, &s));
-  const dc_st_tensor *want = dc_st_find(&io, "out.sample");
-  size_t n = 0;
-  const float *got = p ? drt_output(p, "sample", &n) : NULL;
-  CHECK(skipped || (want && got && n * 4 == want->bytes));
-  if (want && got && n * 4 == want->bytes) {
-    double rel = tu_rel_l2(got, (const float *)(io.file.data + want->offset), n);
-    CHECK(rel <= 1e-4);
-    printf("  %s: forward from the single file vs diffusers (from_single_file): rel L2 %.3g (tolerance 1e-4)\n",
-           c->name, rel);
+  } else {
+    CHECK_OK(st);
   }
-  drt_destroy(p);
+  static const char *const backends[] = {"reference", "llvm"};
+  for (int b = 0; b < 2 && !st; b++) {
+    drt_plan *p = tu_load_with_inputs(plan, backends[b], &io);
+    drt_stats s = {0};
+    if (p) CHECK_OK(drt_run(p, &s));
+    const dc_st_tensor *want = dc_st_find(&io, "out.sample");
+    size_t n = 0;
+    const float *got = p ? drt_output(p, "sample", &n) : NULL;
+    CHECK(want && got && n * 4 == want->bytes);
+    if (want && got && n * 4 == want->bytes) {
+      double rel = tu_rel_l2(got, (const float *)(io.file.data + want->offset), n);
+      CHECK(rel <= 1e-4);
+      printf("  %s [%s]: forward from the single file vs diffusers (from_single_file): rel L2 %.3g (tolerance "
+             "1e-4)\n",
+             c->name, backends[b], rel);
+    }
+    drt_destroy(p);
+  }
   dc_st_close(&io);
   free(plan);
   dc_free(io_path);
