@@ -156,17 +156,23 @@ static dc_status *sf_detect_flux(const dc_st_file *f, const sf_family **out) {
 /* Its SD3 rules: 38 joint blocks are SD3.5 Large, a second image attention
  * (attn2) SD3.5 Medium, neither SD3 Medium. */
 static dc_status *sf_detect_sd3(const dc_st_file *f, const sf_family **out) {
-  const char *te = sf_first_with_prefix(f, "text_encoders.");
-  if (te)
+  const char *t5 = sf_first_with_prefix(f, "text_encoders.t5xxl.");
+  if (t5)
     return dc_error(DC_ERR_UNSUPPORTED,
-                    "%s: an SD3 checkpoint with its text encoders (\"%s\"): diffc reads the transformer and the VAE "
-                    "of an SD3 single file, not yet a whole pipeline from one file; use a diffusers "
-                    "StableDiffusion3Pipeline folder, or a file without text_encoders.*",
-                    f->file.path, te);
+                    "%s: an SD3 checkpoint with a T5 encoder (\"%s\"): diffc does not read T5 from a single file "
+                    "yet; it reads SD3 files of the transformer (and VAE), or with CLIP-L and CLIP-G only "
+                    "(StableDiffusion3Pipeline then runs without T5, as diffusers allows)",
+                    f->file.path, t5);
   if (sf_find_dit(f, "joint_blocks.37.x_block.mlp.fc1.weight")) *out = &sf_families[SF_SD35_LARGE];
   else if (sf_find_dit(f, "joint_blocks.0.x_block.attn2.qkv.weight")) *out = &sf_families[SF_SD35_MEDIUM];
   else *out = &sf_families[SF_SD3_MEDIUM];
   return NULL;
+}
+
+/* A file of a whole pipeline: SD's, or SD3's with its CLIP text encoders;
+ * a Flux or SD3 transformer (and VAE) alone is one model. */
+static int sf_is_pipeline_file(const dc_st_file *f, const sf_family *fam) {
+  return !fam->dit || sf_first_with_prefix(f, "text_encoders.") != NULL;
 }
 
 /* *out stays NULL when f is no DiT. */
@@ -483,6 +489,9 @@ static dc_status *sf_assemble(dc_pipeline_source *s, sf_owned *o, const sf_famil
   return NULL;
 }
 
+static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_family *fam, const sf_configs *c,
+                                  char **configs);
+
 dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipeline_source *out) {
   memset(out, 0, sizeof *out);
   sf_owned *o = dc_calloc(1, sizeof *o);
@@ -500,7 +509,7 @@ dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipe
   char *configs[SF_NCOMP] = {NULL};
   dc_status *st = dc_st_open(path, &o->file);
   if (!st) st = sf_detect(&o->file, &fam);
-  if (!st && fam->dit)
+  if (!st && !sf_is_pipeline_file(&o->file, fam))
     st = dc_error(DC_ERR_UNSUPPORTED,
                   "%s: a %s transformer checkpoint, not a whole pipeline: it compiles as one model "
                   "(dc_single_file_open_model; diffc FILE -o PLAN)",
@@ -509,7 +518,7 @@ dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipe
   if (!st) st = (out->class_name = dc_strdup(fam->pipeline)) ? NULL : dc_nomem("opening a checkpoint");
   if (!st) out->kind = dc_pipeline_class_kind(out->class_name);
   if (!st) out->family = fam->label;
-  if (!st) st = sf_assemble(out, o, fam, &c, configs);
+  if (!st) st = fam->dit ? sf_assemble_sd3(out, o, fam, &c, configs) : sf_assemble(out, o, fam, &c, configs);
   for (int k = 0; k < SF_NCOMP; k++) dc_free(configs[k]);
   sf_configs_free(&c);
   if (st) dc_pipeline_source_close(out);
@@ -581,6 +590,26 @@ static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const cha
   return st;
 }
 
+/* SD3 with its CLIP text encoders: the whole StableDiffusion3Pipeline but
+ * T5 (text_encoder_3 stays closed: the pipeline feeds zeros in its place,
+ * as diffusers does without it). */
+static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_family *fam, const sf_configs *c,
+                                  char **configs) {
+  static const sf_comp comps[] = {SF_TRANSFORMER, SF_VAE, SF_TE, SF_TE2};
+  for (int k = 0; k < 4; k++) DC_TRY(sf_config_file(c, sf_comp_names[comps[k]], "config.json", &configs[comps[k]]));
+  sf_facts facts = {0};
+  DC_TRY(sf_dit_facts(fam, o->file.file.path, configs[SF_TRANSFORMER], &facts));
+  DC_TRY(sf_vae_facts(configs[SF_VAE], &facts));
+  DC_TRY(sf_map_tensors(&o->file, fam, &facts, &o->views));
+  for (int k = 0; k < 4; k++) DC_TRY(sf_component(s, o, comps[k], configs[comps[k]]));
+  s->has_text_encoder_2 = 1;
+  DC_TRY(sf_tokenizer(c, "tokenizer", &s->tokenizer));
+  DC_TRY(sf_tokenizer(c, "tokenizer_2", &s->tokenizer_2));
+  DC_TRY(sf_scheduler(c, &s->scheduler));
+  s->has_safety_checker = 0;
+  return NULL;
+}
+
 /* The views of one component as a folder that (when owner) owns o. */
 static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config, dc_folder *out) {
   const char *file = o->file.file.path;
@@ -630,8 +659,9 @@ dc_status *dc_single_file_open_model(const char *path, const char *config_dir, d
   sf_facts facts = {0};
   dc_status *st = dc_st_open(path, &o->file);
   if (!st) st = sf_detect(&o->file, &fam);
-  if (!st && !fam->dit)
-    st = dc_error(DC_ERR_UNSUPPORTED, "%s: an %s checkpoint is a whole pipeline, not one model", path, fam->label);
+  if (!st && sf_is_pipeline_file(&o->file, fam))
+    st = dc_error(DC_ERR_UNSUPPORTED, "%s: %s %s checkpoint%s is a whole pipeline, not one model", path,
+                  fam->label[0] == 'S' ? "an" : "a", fam->label, fam->dit ? " with its text encoders" : "");
   if (!st) st = sf_dit_config(fam, config_dir, path, SF_TRANSFORMER, &config);
   if (!st) st = sf_dit_facts(fam, path, config, &facts);
   if (!st) st = sf_sd3_vae_config(fam, config_dir, &o->file, &vae_config, &facts);
@@ -655,7 +685,7 @@ dc_status *dc_single_file_holds_model(const char *path, int *yes) {
   *yes = 0;
   DC_TRY(dc_st_open(path, &f));
   dc_status *st = sf_detect(&f, &fam);
-  if (!st) *yes = fam->dit != SF_DIT_NONE;
+  if (!st) *yes = !sf_is_pipeline_file(&f, fam);
   dc_st_close(&f);
   return st;
 }

@@ -230,6 +230,6 @@ dc_status *sf_map_dit(sf_ctx *c, const dc_st_tensor *t, const char *rest) {
 }
 
 const char *sf_dit_ignored_patterns(const sf_family *fam) {
-  (void)fam;
-  return "; nothing in it is left out";
+  return fam->dit == SF_DIT_SD3 ? "; ignored: the CLIPs' position_ids and logit_scale"
+                                : "; nothing in it is left out";
 }

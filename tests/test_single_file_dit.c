@@ -17,9 +17,12 @@
  *     released sizes, which the tiny files must fail against, naming a
  *     tensor), and a config of the other variant is refused by name;
  *   - a halves-swapped weight is refused to a builder that does not ask;
+ *   - a whole StableDiffusion3Pipeline from one file with CLIP-L and CLIP-G
+ *     (no T5): the source's components, its graph reading every weight from
+ *     the file; CLIP-L's text_projection must be the identity diffusers uses;
+ *     a T5 in the file is refused;
  *   - errors: a truncated fused tensor, a missing block, an unknown tensor, a
- *     whole-pipeline open of a transformer file, FLUX.1 Fill, SD3 with its
- *     text encoders. */
+ *     whole-pipeline open of a transformer file, FLUX.1 Fill. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +257,80 @@ static void test_swapped_refused(void) {
   dc_free(dir);
 }
 
+static void write_variant(const char *from, const char *to, const char *skip, const dc_st_out *extra, int nextra);
+static dc_st_out zero_tensor(const char *name, int rank, const int64_t *dims);
+
+/* ---- a whole SD3 pipeline in one file (no T5) ---------------------------------------------- */
+
+static int count_prefix(const dc_st_file *f, const char *prefix) {
+  int n = 0;
+  for (int i = 0; i < f->ntensors; i++) n += !strncmp(f->tensors[i].name, prefix, strlen(prefix));
+  return n;
+}
+
+static void test_sd3_pipeline(void) {
+  printf("sd35-pipeline: StableDiffusion3Pipeline (CLIP-L, CLIP-G, no T5) from one file\n");
+  char *file = fx("sd35-pipeline.safetensors"), *dir = fx("sd35-pipeline");
+  int model = 1;
+  CHECK_OK(dc_single_file_holds_model(file, &model));
+  CHECK(!model);
+  dc_pipeline_source s;
+  dc_status *st = dc_single_file_open(file, dir, &s);
+  CHECK_OK(st);
+  if (!st) {
+    dc_st_file f;
+    CHECK_OK(dc_st_open(file, &f));
+    CHECK(s.kind == DC_PIPE_SD3 && !strcmp(s.class_name, "StableDiffusion3Pipeline"));
+    CHECK(!strcmp(s.family, "SD3.5 Medium") && s.has_text_encoder_2 && !s.has_text_encoder_3);
+    /* 95 stored tensors; q,k,v of 3 x_blocks, 3 context_blocks and 2 attn2s (weight, bias) are 32 views more */
+    CHECK(s.transformer.nentries == 127 && count_prefix(&f, "model.diffusion_model.") == 127 - 32);
+    CHECK(s.vae.nentries == count_prefix(&f, "first_stage_model."));
+    CHECK(s.text_encoder.nentries == count_prefix(&f, "text_encoders.clip_l.transformer."));
+    CHECK(s.text_encoder_2.nentries == count_prefix(&f, "text_encoders.clip_g.transformer."));
+    CHECK(dc_folder_find(&s.text_encoder, "text_projection.weight") != NULL);
+    CHECK(dc_text_files_find(&s.tokenizer, "vocab.json") && dc_text_files_find(&s.tokenizer_2, "merges.txt"));
+    CHECK(dc_text_files_find(&s.scheduler, "scheduler_config.json") != NULL);
+    printf("  transformer %d, vae %d, text_encoder %d, text_encoder_2 %d tensors; tokenizers and scheduler from %s\n",
+           s.transformer.nentries, s.vae.nentries, s.text_encoder.nentries, s.text_encoder_2.nentries, dir);
+    dc_st_close(&f);
+    dc_pipeline_source_close(&s);
+  }
+  /* the whole pipeline's graph: every weight read from the one file */
+  dc_compile_options co = {.model = file, .config_dir = dir, .height = 16, .width = 16};
+  CHECK(dc_compile_is_pipeline(&co));
+  dc_folder mf;
+  dc_module *m = NULL;
+  st = dc_compile_module(&co, &mf, &m);
+  CHECK_OK(st);
+  if (!st) check_weights_in_file(m, file);
+  dc_module_destroy(m);
+  dc_folder_close(&mf);
+  /* no --config: the bundled SD3.5 Medium folder (full size) */
+  st = dc_single_file_open(file, NULL, &s);
+  CHECK_ERR(st, "single_file/sd3.5-medium/transformer/config.json");
+  /* CLIP-L's projection must be the identity diffusers puts there */
+  char *bad = tu_path("bad.safetensors");
+  dc_st_out proj = zero_tensor("text_encoders.clip_l.transformer.text_projection.weight", 2, (int64_t[]){4, 4});
+  write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", &proj, 1);
+  st = dc_single_file_open(bad, dir, &s);
+  CHECK_ERR(st, "\"text_encoders.clip_l.transformer.text_projection.weight\" is not part of an SD3.5 Medium checkpoint");
+  /* a text encoder other than CLIP-L and CLIP-G */
+  dc_st_out te = zero_tensor("text_encoders.clip_x.transformer.text_model.final_layer_norm.bias", 1, (int64_t[]){4});
+  write_variant(file, bad, NULL, &te, 1);
+  st = dc_single_file_open(bad, dir, &s);
+  CHECK_ERR(st, "\"text_encoders.clip_x.transformer.text_model.final_layer_norm.bias\" is not part of an SD3.5 Medium");
+  /* a T5 in the file is refused by name */
+  dc_st_out t5 = zero_tensor("text_encoders.t5xxl.transformer.shared.weight", 2, (int64_t[]){8, 4});
+  write_variant(file, bad, NULL, &t5, 1);
+  st = dc_single_file_open(bad, dir, &s);
+  CHECK_ERR(st, "with a T5 encoder (\"text_encoders.t5xxl.transformer.shared.weight\")");
+  /* one model from it is refused: it is a pipeline */
+  check_model_err(file, dir, "with its text encoders is a whole pipeline");
+  free(bad);
+  dc_free(file);
+  dc_free(dir);
+}
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 static uint8_t zeros[1 << 16];
@@ -317,10 +394,6 @@ static void test_errors(void) {
   dc_st_out fill = zero_tensor("img_in.weight", 2, (int64_t[]){32, 384});
   write_variant(dev, bad, "img_in.weight", &fill, 1);
   check_model_err(bad, dir, "FLUX.1 Fill");
-  /* SD3 with its text encoders is a pipeline diffc does not read from one file yet */
-  dc_st_out te = zero_tensor("text_encoders.clip_l.transformer.text_model.final_layer_norm.bias", 1, (int64_t[]){4});
-  write_variant(sd3, bad, NULL, &te, 1);
-  check_model_err(bad, sd3_dir, "with its text encoders");
   /* --config without the transformer's config */
   check_model_err(dev, tu_tmpdir(), "no such file");
   free(bad);
@@ -339,6 +412,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
   test_variants();
   test_swapped_refused();
+  test_sd3_pipeline();
   test_errors();
   return tu_finish();
 }

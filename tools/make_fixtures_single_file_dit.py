@@ -27,7 +27,8 @@ the inputs of the model fixture's first run, recorded as io_forward.safetensors 
 forward names, out.sample) for diffc to match on the file.
 
 Files per case in tests/fixtures/single_file_dit/: <case>.safetensors, <case>/transformer/config.json
-(and <case>/vae/config.json), <case>/io_forward.safetensors.
+(and <case>/vae/config.json), <case>/io_forward.safetensors.  And sd35-pipeline.safetensors: a whole
+StableDiffusion3Pipeline but T5 in one file (make_sd3_pipeline), with its config folder sd35-pipeline/.
 """
 
 import inspect
@@ -57,6 +58,15 @@ SD3_VAE_TINY = {
     "layers_per_block": 1, "norm_num_groups": 4, "sample_size": 32, "scaling_factor": 1.5305,
     "shift_factor": 0.0609, "use_quant_conv": False, "use_post_quant_conv": False,
 }
+
+# A whole SD3.5 pipeline in one file but T5 (Stability's "incl_clips" files): the transformer at the
+# sd35 width with pooled_projection_dim the two CLIPs' projections, CLIP-L and CLIP-G with CLIP's
+# vocabulary (the real tokenizer's ids) and hidden sizes 4 and 6, the tiny VAE
+SD35_PIPE_TINY = dict(SD35_TINY, pooled_projection_dim=10)  # 4 + 6
+# (diffusers tells the two CLIPs of an SD3 file apart by their width, so they differ here too; CLIP-L's
+# text_projection is the identity: from_single_file puts the identity there whatever the file holds)
+PIPE_TEXT_ENCODERS = {"text_encoder": dict(hidden=4, layers=2, heads=2, projection_dim=4, act="quick_gelu"),
+                      "text_encoder_2": dict(hidden=6, layers=3, heads=2, projection_dim=6, act="gelu")}
 
 CASES = [
     dict(name="flux-dev", kind="flux", config=FLUX_DEV_TINY, inputs=FLUX_DEV_IN, seed=501, prefix=""),
@@ -271,6 +281,77 @@ def record(case, path, cls):
     print(f"{case['name']}: io_forward.safetensors: out.sample {list(out.shape)}")
 
 
+# ---- a whole SD3 pipeline (no T5) ---------------------------------------------------------------------
+
+
+def make_sd3_pipeline(name, seed):
+    """<name>.safetensors: transformer, VAE, text_encoders.clip_l / clip_g.transformer.* in bfloat16;
+    <name>/: the diffusers StableDiffusion3Pipeline folder of its configs (model_index.json with a null
+    T5, the two CLIP tokenizers, the FlowMatch scheduler), no weights: --config for the file.  The proof:
+    StableDiffusion3Pipeline.from_single_file(file, config=<name>/) has every tensor of every component
+    equal to the pipeline written."""
+    import diffusers
+    from safetensors.torch import save_file
+    from transformers import CLIPTextModelWithProjection, CLIPTokenizer
+
+    from make_fixtures_single_file import CLIP_TOKENIZER, DATA, clip_config
+
+    folder = os.path.join(OUT, name)
+    parts = {"transformer": diffusers.SD3Transformer2DModel(**SD35_PIPE_TINY),
+             "vae": diffusers.AutoencoderKL(**SD3_VAE_TINY)}
+    for te, spec in PIPE_TEXT_ENCODERS.items():
+        parts[te] = CLIPTextModelWithProjection(clip_config(**spec))
+    for i, part in enumerate(sorted(parts)):
+        reinit(parts[part], seed * 100 + i)
+        parts[part] = parts[part].to(torch.bfloat16).eval()
+    with torch.no_grad():
+        parts["text_encoder"].text_projection.weight.copy_(torch.eye(4))
+    want = {k: {n: v.clone() for n, v in m.state_dict().items()} for k, m in parts.items()}
+    for tok, pad in (("tokenizer", "<|endoftext|>"), ("tokenizer_2", "!")):
+        parts[tok] = CLIPTokenizer(os.path.join(CLIP_TOKENIZER, "vocab.json"), os.path.join(CLIP_TOKENIZER, "merges.txt"),
+                                   pad_token=pad, model_max_length=77)
+    sched = json.load(open(os.path.join(DATA, "single_file", "sd3.5-medium", "scheduler", "scheduler_config.json")))
+    parts["scheduler"] = diffusers.FlowMatchEulerDiscreteScheduler.from_config(sched)
+    pipe = diffusers.StableDiffusion3Pipeline(**parts, text_encoder_3=None, tokenizer_3=None)
+    pipe.save_pretrained(folder)
+    for root, _, files in os.walk(folder):  # the configs only: the weights are the single file's
+        for f in files:
+            if f.endswith(".safetensors"):
+                os.remove(os.path.join(root, f))
+    for tok in ("tokenizer", "tokenizer_2"):  # the bundled tokenizer_config.json; CLIP's BPE files once, in data/
+        tok_dir = os.path.join(folder, tok)
+        shutil.rmtree(tok_dir)
+        os.makedirs(tok_dir)
+        shutil.copyfile(os.path.join(DATA, "single_file", "sd3.5-medium", tok, "tokenizer_config.json"),
+                        os.path.join(tok_dir, "tokenizer_config.json"))
+        for f in ("vocab.json", "merges.txt"):
+            os.symlink(os.path.relpath(os.path.join(CLIP_TOKENIZER, f), tok_dir), os.path.join(tok_dir, f))
+    tensors = {"model.diffusion_model." + k: v.contiguous()
+               for k, v in sd3_to_stability(dict(want["transformer"]), SD35_PIPE_TINY).items()}
+    tensors.update(vae_to_ldm(dict(want["vae"]), SD3_VAE_TINY))
+    for te, key in (("text_encoder", "clip_l"), ("text_encoder_2", "clip_g")):
+        # the released names: transformers 5 saves CLIPTextModel* without "text_model."
+        tensors.update({f"text_encoders.{key}.transformer." +
+                        (k if k.startswith(("text_model.", "text_projection.")) else "text_model." + k): v.contiguous()
+                        for k, v in want[te].items()})
+    path = os.path.join(OUT, name + ".safetensors")
+    save_file(tensors, path)
+    got = diffusers.StableDiffusion3Pipeline.from_single_file(path, config=folder, torch_dtype=torch.bfloat16,
+                                                               local_files_only=True, text_encoder_3=None,
+                                                               tokenizer_3=None)
+    n = 0
+    for comp, sd in want.items():
+        g = getattr(got, comp).state_dict()
+        if sorted(g) != sorted(sd):
+            raise SystemExit(f"{name}: {comp}: from_single_file has other tensors: {sorted(set(g) ^ set(sd))[:5]}")
+        for k, v in sd.items():
+            if g[k].is_meta or g[k].shape != v.shape or not torch.equal(g[k].to(v.dtype), v):
+                raise SystemExit(f"{name}: {comp}: {k} differs after from_single_file")
+        n += len(sd)
+    print(f"{name}: StableDiffusion3Pipeline.from_single_file({os.path.relpath(path, REPO)}) loads all {n} tensors "
+          f"of the transformer, VAE and two CLIPs equal to the pipeline written")
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -278,6 +359,7 @@ def main():
     torch.manual_seed(0)
     for case in CASES:
         make_case(case)
+    make_sd3_pipeline("sd35-pipeline", 505)
 
 
 if __name__ == "__main__":
