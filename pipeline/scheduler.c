@@ -1,7 +1,8 @@
 /* scheduler.c — the public scheduler functions (scheduler.h): parse, the
- * timesteps, scale_model_input and step, with the loop state diffusers
- * keeps in the scheduler object (its step index, PNDM's counter and ets,
- * DPM-Solver's model outputs, LMS's derivatives). */
+ * timesteps (flow matching's with sigmas and mu), scale_model_input and
+ * step, with the loop state diffusers keeps in the scheduler object (its
+ * step index, PNDM's counter and ets, DPM-Solver's model outputs, LMS's
+ * derivatives). */
 #include <math.h>
 #include <string.h>
 
@@ -50,11 +51,12 @@ dc_status *dc_scheduler_parse(const dc_text_files *files, const char *class_over
   dc_scheduler *s = dc_calloc(1, sizeof *s);
   if (!s) return dc_nomem("a scheduler");
   dc_status *st = sched_read_config(files, class_override, s);
-  if (!st) {
-    s->T = s->c.num_train_timesteps;
+  s->T = s->c.num_train_timesteps;
+  /* a flow-matching scheduler has no betas */
+  if (!st && s->kind != SK_FLOW) {
     st = sched_train_schedule(s);
+    if (!st) st = check_alphas(s);
   }
-  if (!st) st = check_alphas(s);
   if (st) {
     dc_scheduler_free(s);
     return st;
@@ -77,7 +79,33 @@ static dc_status *check_timesteps(const dc_scheduler *s) {
   return NULL;
 }
 
+static void free_schedule(dc_scheduler *s) {
+  dc_free(s->t_int);
+  dc_free(s->t_unet);
+  dc_free(s->sigmas);
+  s->t_int = NULL, s->t_unet = NULL, s->sigmas = NULL;
+  s->n = s->nsigmas = 0;
+}
+
+/* A flow-matching scheduler's step count: its timesteps are fractions of
+ * num_train_timesteps, so more steps than that are fine; diffc's limit
+ * keeps the arrays small. */
+enum { FLOW_MAX_STEPS = 1000000 };
+
+static dc_status *set_flow(dc_scheduler *s, int steps, const double *sigmas, int has_mu, double mu) {
+  if (steps < 1) return dc_error(DC_ERR_ARGUMENT, "%s: %d inference steps: need at least 1", s->path, steps);
+  if (steps > FLOW_MAX_STEPS)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: %d inference steps: diffc supports at most %d", s->path, steps,
+                    FLOW_MAX_STEPS);
+  free_loop_state(s);
+  free_schedule(s);
+  dc_status *st = sched_set_timesteps_flow(s, steps, sigmas, has_mu, mu);
+  if (st) free_schedule(s);
+  return st;
+}
+
 dc_status *dc_scheduler_set_timesteps(dc_scheduler *s, int steps) {
+  if (s->kind == SK_FLOW) return set_flow(s, steps, NULL, 0, 0);
   if (steps < 1) return dc_error(DC_ERR_ARGUMENT, "%s: %d inference steps: need at least 1", s->path, steps);
   if (steps > s->T)
     return dc_error(DC_ERR_UNSUPPORTED,
@@ -87,14 +115,51 @@ dc_status *dc_scheduler_set_timesteps(dc_scheduler *s, int steps) {
   free_loop_state(s);
   DC_TRY(sched_set_timesteps(s, steps));
   dc_status *st = check_timesteps(s);
-  if (st) {
-    dc_free(s->t_int);
-    dc_free(s->t_unet);
-    dc_free(s->sigmas);
-    s->t_int = NULL, s->t_unet = NULL, s->sigmas = NULL;
-    s->n = s->nsigmas = 0;
-  }
+  if (st) free_schedule(s);
   return st;
+}
+
+/* ---- flow matching ---------------------------------------------------------- */
+
+int dc_scheduler_is_flow(const dc_scheduler *s) { return s->kind == SK_FLOW; }
+
+int dc_scheduler_flow_needs_mu(const dc_scheduler *s) { return s->kind == SK_FLOW && s->c.dynamic_shifting; }
+
+int dc_scheduler_flow_own_sigmas(const dc_scheduler *s) { return s->kind == SK_FLOW && s->c.use_flow_sigmas; }
+
+static dc_status *not_flow(const dc_scheduler *s, const char *what) {
+  return dc_error(DC_ERR_ARGUMENT, "%s: %s: %s is not a flow-matching scheduler", s->path, what, s->class_name);
+}
+
+dc_status *dc_scheduler_set_timesteps_flow(dc_scheduler *s, int steps, const double *sigmas, int has_mu, double mu) {
+  if (s->kind != SK_FLOW) return not_flow(s, "set_timesteps with sigmas and mu");
+  return set_flow(s, steps, sigmas, has_mu, mu);
+}
+
+/* calculate_shift of the Flux and SD3 pipelines, in Python floats: the line
+ * from (base_image_seq_len, base_shift) to (max_image_seq_len, max_shift)
+ * at image_seq_len. */
+dc_status *dc_flow_calculate_shift(const dc_scheduler *s, int64_t image_seq_len, double *mu) {
+  if (s->kind != SK_FLOW) return not_flow(s, "calculate_shift");
+  const sched_cfg *c = &s->c;
+  if (c->max_seq_len == c->base_seq_len)
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: \"base_image_seq_len\" and \"max_image_seq_len\" are both %lld, and the shift for an image "
+                    "size divides by their difference (diffusers fails with ZeroDivisionError)",
+                    s->path, (long long)c->base_seq_len);
+  double m = (c->max_shift - c->base_shift) / (double)(c->max_seq_len - c->base_seq_len);
+  double b = c->base_shift - m * (double)c->base_seq_len;
+  *mu = (double)image_seq_len * m + b;
+  return NULL;
+}
+
+void dc_flow_linspace_sigmas(int steps, double *out) {
+  if (steps >= 1) sched_np_linspace(1.0, 1.0 / steps, steps, out);
+}
+
+float dc_scheduler_sigma(const dc_scheduler *s, int i) {
+  if (!s->sigmas || i < 0 || s->begin + i >= s->nsigmas) return 0.0f;
+  return s->sigmas[s->begin + i];
 }
 
 int dc_scheduler_loop_length(const dc_scheduler *s) { return s->n; }
@@ -138,6 +203,7 @@ dc_status *dc_scheduler_step(dc_scheduler *s, int i, const float *model_output, 
     case SK_EULER_A: st = sched_step_euler_a(s, i, model_output, sample, n, gen); break;
     case SK_DPM: st = sched_step_dpm(s, i, model_output, sample, n); break;
     case SK_LMS: st = sched_step_lms(s, i, model_output, sample, n); break;
+    case SK_FLOW: st = sched_step_flow(s, i, model_output, sample, n, gen); break;
   }
   if (!st) s->next++;
   return st;

@@ -7,7 +7,11 @@
  * Classes: PNDMScheduler (skip_prk_steps), EulerDiscreteScheduler,
  * EulerAncestralDiscreteScheduler, DDIMScheduler,
  * DPMSolverMultistepScheduler (dpmsolver++, order 2, midpoint; Karras
- * sigmas; lower_order_final; final_sigmas_type), LMSDiscreteScheduler.
+ * sigmas; lower_order_final; final_sigmas_type), LMSDiscreteScheduler,
+ * FlowMatchEulerDiscreteScheduler (shift, dynamic shifting, shift_terminal,
+ * Karras/exponential sigmas, invert_sigmas, stochastic sampling).
+ * A config is not switched between flow-matching and noise-prediction
+ * classes: the models' outputs mean different things.
  * Every config key diffusers reads is read; a value diffc does not
  * implement is refused naming the key, the value and what is supported;
  * an unknown key is refused naming the nearest known one. */
@@ -32,8 +36,33 @@ void dc_scheduler_free(dc_scheduler *s);
 const char *dc_scheduler_class(const dc_scheduler *s);
 
 /* set_timesteps(steps); steps < 1 is an error. Resets the multistep
- * history, so one scheduler serves several images. */
+ * history, so one scheduler serves several images.  A flow-matching
+ * scheduler that shifts by the image size (dc_scheduler_flow_needs_mu)
+ * refuses it: use dc_scheduler_set_timesteps_flow with mu. */
 dc_status *dc_scheduler_set_timesteps(dc_scheduler *s, int steps);
+
+/* ---- flow matching (FlowMatchEulerDiscreteScheduler), as FluxPipeline and
+ * StableDiffusion3Pipeline drive it ----
+ * set_timesteps(steps, sigmas=..., mu=...): sigmas NULL or `steps` values
+ * (FluxPipeline: dc_flow_linspace_sigmas, unless dc_scheduler_flow_own_sigmas);
+ * mu used when has_mu and the config has use_dynamic_shifting (required
+ * then).  dc_scheduler_timestep(i) is then scheduler.timesteps[i] (sigma *
+ * num_train_timesteps in float32: SD3's transformer takes it, Flux's
+ * pipeline divides it by 1000 in float32); init_noise_sigma is 1 and
+ * scale_model_input leaves x alone. */
+int dc_scheduler_is_flow(const dc_scheduler *s);
+int dc_scheduler_flow_needs_mu(const dc_scheduler *s);
+/* The config's hidden "use_flow_sigmas" is true: FluxPipeline passes no sigmas. */
+int dc_scheduler_flow_own_sigmas(const dc_scheduler *s);
+dc_status *dc_scheduler_set_timesteps_flow(dc_scheduler *s, int steps, const double *sigmas, int has_mu, double mu);
+/* The pipelines' calculate_shift(image_seq_len, ...) with the config's
+ * base_image_seq_len, max_image_seq_len, base_shift, max_shift. */
+dc_status *dc_flow_calculate_shift(const dc_scheduler *s, int64_t image_seq_len, double *mu);
+/* np.linspace(1.0, 1 / steps, steps): FluxPipeline's sigmas (steps >= 1). */
+void dc_flow_linspace_sigmas(int steps, double *out);
+/* scheduler.sigmas at loop index i (i = loop length: the final sigma) for
+ * the classes with sigmas; 0 for the others or an i outside. */
+float dc_scheduler_sigma(const dc_scheduler *s, int i);
 /* The denoising loop's timesteps (len(scheduler.timesteps): PNDM has
  * steps + 1), each as the UNet receives it (float32 of diffusers' value). */
 int dc_scheduler_loop_length(const dc_scheduler *s);

@@ -10,7 +10,12 @@
  * how one config serves several classes (SDXL's EulerDiscreteScheduler
  * config carries PNDM's "skip_prk_steps").  Anything else is refused naming
  * the nearest key.  A value diffc does not implement is refused naming the
- * file, the key, the value and what is supported. */
+ * file, the key, the value and what is supported.
+ *
+ * FlowMatchEulerDiscreteScheduler is outside that family (diffusers lists
+ * no compatible classes for it); the family's keys in its config are
+ * dropped all the same, as from_config ignores them.  A class override
+ * never crosses between flow-matching and noise-prediction classes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +123,24 @@ static const dc_config_key lms_keys[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
+/* FlowMatchEulerDiscreteScheduler: no betas; its sigmas are the flow's
+ * time, shifted (shift, or mu when use_dynamic_shifting). */
+static const dc_config_key flow_keys[] = {
+    {"num_train_timesteps", DC_KEY_INT, "1000", 0, "an integer from 1 to 1000000"},
+    {"shift", DC_KEY_NUM, "1.0", 0, NULL},
+    {"use_dynamic_shifting", DC_KEY_BOOL, "false", 0, NULL},
+    {"base_shift", DC_KEY_NUM, "0.5", 0, NULL},
+    {"max_shift", DC_KEY_NUM, "1.15", 0, NULL},
+    {"base_image_seq_len", DC_KEY_INT, "256", 0, "an integer from 0 to 1000000000"},
+    {"max_image_seq_len", DC_KEY_INT, "4096", 0, "an integer from 0 to 1000000000"},
+    {"invert_sigmas", DC_KEY_BOOL, "false", 0, NULL},
+    {"shift_terminal", DC_KEY_NUM, "null", 1, NULL},
+    SIGMA_KEYS,
+    {"time_shift_type", DC_KEY_STR, "\"exponential\"", 0, "exponential, linear"},
+    {"stochastic_sampling", DC_KEY_BOOL, "false", 0, NULL},
+    {NULL, 0, NULL, 0, NULL},
+};
+
 typedef struct {
   sched_kind kind;
   dc_class_desc desc; /* name, schema: what dc_config_check needs */
@@ -131,12 +154,13 @@ static const sched_class classes[] = {
     {SK_DDIM, DESC("DDIMScheduler", ddim_keys)},
     {SK_DPM, DESC("DPMSolverMultistepScheduler", dpm_keys)},
     {SK_LMS, DESC("LMSDiscreteScheduler", lms_keys)},
+    {SK_FLOW, DESC("FlowMatchEulerDiscreteScheduler", flow_keys)},
 };
 enum { NCLASSES = sizeof classes / sizeof classes[0] };
 
 const char *dc_scheduler_class_names(void) {
   return "PNDMScheduler, EulerDiscreteScheduler, EulerAncestralDiscreteScheduler, DDIMScheduler, "
-         "DPMSolverMultistepScheduler, LMSDiscreteScheduler";
+         "DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler";
 }
 
 /* The arguments of every scheduler in diffusers' KarrasDiffusionSchedulers
@@ -264,6 +288,32 @@ static const sched_class *class_named(const char *name) {
   return NULL;
 }
 
+/* Whether the config is a flow-matching scheduler's: a FlowMatch class, or
+ * a "flow_prediction" prediction_type (DPM-Solver as SANA configures it). */
+static int config_is_flow(const dc_json_doc *d) {
+  const cJSON *cn = cJSON_GetObjectItemCaseSensitive(d->root, "_class_name");
+  const cJSON *pt = cJSON_GetObjectItemCaseSensitive(d->root, "prediction_type");
+  return (cJSON_IsString(cn) && !strncmp(cn->valuestring, "FlowMatch", 9)) ||
+         (cJSON_IsString(pt) && !strcmp(pt->valuestring, "flow_prediction"));
+}
+
+/* from_config across the two kinds of model: diffusers builds the other
+ * class and samples garbage (a flow model's output is a velocity, a noise
+ * model's a noise estimate); diffc refuses. */
+static dc_status *same_kind_of_model(const dc_json_doc *d, const sched_class *cls) {
+  int to_flow = cls->kind == SK_FLOW, from_flow = config_is_flow(d);
+  if (to_flow == from_flow) return NULL;
+  char buf[96];
+  const cJSON *cn = cJSON_GetObjectItemCaseSensitive(d->root, "_class_name");
+  const char *was = cn ? dc_json_show(cn, buf, sizeof buf) : "absent";
+  return dc_error(DC_ERR_UNSUPPORTED,
+                  "scheduler \"%s\" (for %s) samples %s models, but the config is a %s scheduler's (\"_class_name\" "
+                  "%s): a model trained for one cannot be sampled by the other, so diffc refuses the switch (%s)",
+                  cls->desc.name, d->path, to_flow ? "flow-matching" : "noise-prediction",
+                  from_flow ? "flow-matching" : "noise-prediction", was,
+                  from_flow ? "use FlowMatchEulerDiscreteScheduler" : "use a noise-prediction scheduler");
+}
+
 static dc_status *choose_class(const dc_json_doc *d, const char *override, const sched_class **out) {
   const cJSON *cn = cJSON_GetObjectItemCaseSensitive(d->root, "_class_name");
   if (override) {
@@ -271,7 +321,7 @@ static dc_status *choose_class(const dc_json_doc *d, const char *override, const
     if (!*out)
       return dc_error(DC_ERR_UNSUPPORTED, "scheduler \"%s\" (for %s) is not one diffc implements (supported: %s)",
                       override, d->path, dc_scheduler_class_names());
-    return NULL;
+    return same_kind_of_model(d, *out);
   }
   if (!cJSON_IsString(cn))
     return dc_error(DC_ERR_FORMAT, "%s: \"_class_name\" must name the scheduler class, got %s", d->path,
@@ -451,6 +501,15 @@ static dc_status *read_sigma_bounds(const dc_json_doc *d, sched_cfg *c) {
   return read_optional_num(d, "sigma_max", &c->has_sigma_max, &c->sigma_max);
 }
 
+/* A hidden flag (see read_sigma_bounds) the pipeline tests for truth:
+ * true, false, or null or absent (false). */
+static dc_status *read_hidden_flag(const dc_json_doc *d, const char *key, int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->root, key);
+  *out = 0;
+  if (!v || cJSON_IsNull(v)) return NULL;
+  return dc_json_bool(d, key, 0, out);
+}
+
 static dc_status *read_final_sigmas(const reader *r) {
   static const char *const names[] = {"zero", "sigma_min", NULL};
   int which = 0;
@@ -512,7 +571,29 @@ static dc_status *read_inert(const reader *r) {
   return get_num(r, "sample_max_value", &ignored);
 }
 
+/* FlowMatchEulerDiscreteScheduler's keys (no betas, no prediction type). */
+static dc_status *read_flow(const reader *r) {
+  static const char *const shifts[] = {"exponential", "linear", NULL};
+  sched_cfg *c = r->cfg;
+  int which = 0, has_terminal = 0;
+  DC_TRY(get_int(r, "num_train_timesteps", 1, 1000000, &c->num_train_timesteps));
+  DC_TRY(get_num(r, "shift", &c->shift));
+  DC_TRY(get_bool(r, "use_dynamic_shifting", &c->dynamic_shifting));
+  DC_TRY(get_num(r, "base_shift", &c->base_shift));
+  DC_TRY(get_num(r, "max_shift", &c->max_shift));
+  DC_TRY(get_int(r, "base_image_seq_len", 0, 1000000000, &c->base_seq_len));
+  DC_TRY(get_int(r, "max_image_seq_len", 0, 1000000000, &c->max_seq_len));
+  DC_TRY(get_bool(r, "invert_sigmas", &c->invert_sigmas));
+  DC_TRY(read_optional_num(r->d, "shift_terminal", &has_terminal, &c->shift_terminal));
+  c->has_shift_terminal = has_terminal && c->shift_terminal != 0; /* `if self.config.shift_terminal:` */
+  DC_TRY(read_sigma_kind(r));
+  DC_TRY(get_choice(r, "time_shift_type", shifts, &which));
+  c->linear_time_shift = which == 1;
+  return get_bool(r, "stochastic_sampling", &c->stochastic);
+}
+
 static dc_status *read_values(const reader *r) {
+  if (r->c->keys == flow_keys) return read_flow(r);
   sched_cfg *c = r->cfg;
   c->lambda_min_clipped = -INFINITY;
   c->clip_sample_range = 1.0f;
@@ -544,6 +625,7 @@ dc_status *sched_read_config(const dc_text_files *files, const char *override, d
   if (!st) st = drop_used_defaults(&d);
   if (!st) st = choose_class(&d, override, &cls);
   if (!st) st = read_sigma_bounds(&d, &s->c);
+  if (!st && cls->kind == SK_FLOW) st = read_hidden_flag(&d, "use_flow_sigmas", &s->c.use_flow_sigmas);
   if (!st) {
     drop_family_keys(&d, &cls->desc);
     st = dc_config_check(&cls->desc, &d);

@@ -8,6 +8,8 @@
  *                         set_timesteps (timesteps and sigmas), numpy's way
  *   scheduler_step.c      PNDM, DDIM, Euler, Euler ancestral and LMS steps
  *   scheduler_dpm.c       DPM-Solver++ (multistep) steps
+ *   scheduler_flow.c      FlowMatchEulerDiscreteScheduler: its sigmas
+ *                         (shifted, stretched, converted) and its step
  *
  * Conventions: diffusers keeps the training schedule and step arithmetic in
  * float32 torch tensors and computes timesteps and sigmas in float64 numpy;
@@ -19,7 +21,7 @@
 #include "scheduler.h"
 #include "torch_math.h"
 
-typedef enum { SK_PNDM, SK_EULER, SK_EULER_A, SK_DDIM, SK_DPM, SK_LMS } sched_kind;
+typedef enum { SK_PNDM, SK_EULER, SK_EULER_A, SK_DDIM, SK_DPM, SK_LMS, SK_FLOW } sched_kind;
 typedef enum { SPACING_LEADING, SPACING_TRAILING, SPACING_LINSPACE } sched_spacing;
 typedef enum { PRED_EPSILON, PRED_V, PRED_SAMPLE } sched_pred;
 typedef enum { BETAS_LINEAR, BETAS_SCALED_LINEAR, BETAS_COSINE, BETAS_TRAINED } sched_betas;
@@ -48,6 +50,13 @@ typedef struct {
   int solver_order, heun;        /* DPM */
   int lower_order_final, euler_at_final;
   double lambda_min_clipped;
+  /* FlowMatchEulerDiscreteScheduler (sigmas: plain, Karras or exponential) */
+  double shift, base_shift, max_shift;
+  int64_t base_seq_len, max_seq_len;
+  int dynamic_shifting, linear_time_shift, invert_sigmas, stochastic;
+  int has_shift_terminal; /* non-null and non-zero: diffusers tests its truth */
+  double shift_terminal;
+  int use_flow_sigmas;    /* a hidden key the Flux pipeline reads (from_config keeps it) */
 } sched_cfg;
 
 struct dc_scheduler {
@@ -64,7 +73,7 @@ struct dc_scheduler {
   int n;       /* loop length: len(scheduler.timesteps) */
   int64_t *t_int;  /* integer timesteps (PNDM, DDIM, DPM) */
   float *t_unet;   /* each timestep as the UNet receives it */
-  float *sigmas;   /* Euler, Euler a, LMS, DPM: n + 1 values (+ 1 for Euler's log_linear) */
+  float *sigmas;   /* Euler, Euler a, LMS, DPM, flow: n + 1 values (+ 1 for Euler's log_linear) */
   int nsigmas;
   int begin;       /* diffusers' step index at loop index 0 */
   float init_noise_sigma;
@@ -94,6 +103,19 @@ dc_status *sched_step_euler_a(dc_scheduler *s, int i, const float *mo, float *x,
 dc_status *sched_step_lms(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
 /* scheduler_dpm.c */
 dc_status *sched_step_dpm(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
+
+/* scheduler_flow.c: set_timesteps(steps, sigmas=custom or None, mu=mu
+ * if has_mu) and step. */
+dc_status *sched_set_timesteps_flow(dc_scheduler *s, int steps, const double *custom, int has_mu, double mu);
+dc_status *sched_step_flow(dc_scheduler *s, int i, const float *mo, float *x, size_t n, dc_torch_gen *gen);
+
+/* scheduler_schedule.c, shared with scheduler_flow.c: np.linspace in
+ * float64; _convert_to_karras / _convert_to_exponential of in (descending,
+ * nin values) into out[steps]; diffusers' first step index (the position
+ * of timesteps[0], the second one when it repeats). */
+void sched_np_linspace(double start, double stop, int64_t n, double *out);
+void sched_convert_sigmas(const dc_scheduler *s, const double *in, int64_t nin, int steps, double *out);
+int sched_begin_index(const dc_scheduler *s);
 
 /* Pushes a copy of v onto s->hist (keeping the newest `keep`). */
 dc_status *sched_hist_push(dc_scheduler *s, const float *v, size_t n, int keep);

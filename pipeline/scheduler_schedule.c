@@ -12,7 +12,7 @@
 
 /* np.linspace(start, stop, n) in float64: i * step + start, the last
  * element set to stop. */
-static void np_linspace(double start, double stop, int64_t n, double *out) {
+void sched_np_linspace(double start, double stop, int64_t n, double *out) {
   if (n == 1) {
     out[0] = start;
     return;
@@ -147,7 +147,7 @@ static dc_status *alloc_schedule(dc_scheduler *s, int n, int nsig) {
 static int64_t spacing(const dc_scheduler *s, int steps, double *out) {
   int64_t T = s->T;
   if (s->c.spacing == SPACING_LINSPACE) {
-    np_linspace(0, (double)(T - 1), steps, out);
+    sched_np_linspace(0, (double)(T - 1), steps, out);
     for (int i = 0; i < steps / 2; i++) {
       double t = out[i];
       out[i] = out[steps - 1 - i], out[steps - 1 - i] = t;
@@ -213,7 +213,7 @@ static dc_status *scratch_alloc(scratch *w, int steps, int64_t T) {
 static dc_status *set_pndm(dc_scheduler *s, int steps, scratch *w) {
   int64_t m, T = s->T, *asc = w->asc;
   if (s->c.spacing == SPACING_LINSPACE) {
-    np_linspace(0, (double)(T - 1), steps, w->ts);
+    sched_np_linspace(0, (double)(T - 1), steps, w->ts);
     for (int i = 0; i < steps; i++) asc[i] = (int64_t)rint(w->ts[i]);
     m = steps;
   } else {
@@ -280,18 +280,18 @@ static double sigma_to_t(double sigma, const float *log_sigmas, int64_t T) {
 
 /* _convert_to_karras / _convert_to_exponential / _convert_to_lu on
  * in_sigmas (descending; Lu: log sigmas) into out[steps]. */
-static void convert_sigmas(const dc_scheduler *s, const double *in, int64_t nin, int steps, double *out) {
+void sched_convert_sigmas(const dc_scheduler *s, const double *in, int64_t nin, int steps, double *out) {
   const sched_cfg *c = &s->c;
   /* the config's sigma_min/sigma_max bound them, but LMS's Karras sigmas */
   int bounds = !(s->kind == SK_LMS && c->sigmas == SIGMAS_KARRAS);
   double smin = bounds && c->has_sigma_min ? c->sigma_min : in[nin - 1];
   double smax = bounds && c->has_sigma_max ? c->sigma_max : in[0];
-  np_linspace(0, 1, steps, out); /* the ramp */
+  sched_np_linspace(0, 1, steps, out); /* the ramp */
   if (c->sigmas == SIGMAS_KARRAS) {
     double rho = 7.0, min_inv = pow(smin, 1 / rho), max_inv = pow(smax, 1 / rho);
     for (int i = 0; i < steps; i++) out[i] = pow(max_inv + out[i] * (min_inv - max_inv), rho);
   } else if (c->sigmas == SIGMAS_EXPONENTIAL) {
-    np_linspace(log(smax), log(smin), steps, out);
+    sched_np_linspace(log(smax), log(smin), steps, out);
     for (int i = 0; i < steps; i++) out[i] = exp(out[i]);
   } else { /* Lu's lambdas, rho 1 */
     double lmin = in[nin - 1], lmax = in[0];
@@ -321,7 +321,7 @@ static float last_sigma(const dc_scheduler *s) {
  * conversion) into w->ts; returns how many. */
 static int64_t float_timesteps(const dc_scheduler *s, int steps, scratch *w) {
   if (s->c.spacing == SPACING_LINSPACE) {
-    np_linspace(0, (double)(s->T - 1), steps, w->ts);
+    sched_np_linspace(0, (double)(s->T - 1), steps, w->ts);
     for (int i = 0; i < steps; i++) w->t32[i] = (float)w->ts[steps - 1 - i];
     for (int i = 0; i < steps; i++) w->ts[i] = w->t32[i];
     return steps;
@@ -339,7 +339,7 @@ static dc_status *set_sigma_family(dc_scheduler *s, int steps, scratch *w) {
   int64_t n = float_timesteps(s, steps, w);
   int64_t ns = base_sigmas(s, n, steps, w);
   if (s->c.sigmas != SIGMAS_PLAIN) {
-    convert_sigmas(s, w->sg, ns, steps, w->conv);
+    sched_convert_sigmas(s, w->sg, ns, steps, w->conv);
     memcpy(w->sg, w->conv, sizeof(double) * (size_t)steps);
     ns = n = steps;
     for (int i = 0; i < steps; i++) w->ts[i] = sigma_to_t(w->sg[i], w->logs, s->T);
@@ -370,7 +370,7 @@ static int64_t dpm_last_timestep(const dc_scheduler *s) {
  * returns how many. */
 static int64_t dpm_timesteps(const dc_scheduler *s, int steps, int64_t last, scratch *w) {
   if (s->c.spacing == SPACING_LINSPACE) {
-    np_linspace(0, (double)(last - 1), steps + 1, w->sg);
+    sched_np_linspace(0, (double)(last - 1), steps + 1, w->sg);
     for (int i = 0; i < steps; i++) w->ts[i] = rint(w->sg[steps - i]);
     return steps;
   }
@@ -406,7 +406,7 @@ static dc_status *set_dpm(dc_scheduler *s, int steps, scratch *w) {
     for (int64_t i = 0; i < n; i++) w->sg[i] = np_interp_arange(w->ts[i], w->sig, T);
   } else {
     for (int64_t j = 0; j < T; j++) w->in[j] = s->c.sigmas == SIGMAS_LU ? w->logs[T - 1 - j] : w->sig[T - 1 - j];
-    convert_sigmas(s, w->in, T, steps, w->sg);
+    sched_convert_sigmas(s, w->in, T, steps, w->sg);
     ns = n = steps;
     for (int i = 0; i < steps; i++) {
       w->ts[i] = sigma_to_t(w->sg[i], w->logs, T);
@@ -425,7 +425,7 @@ static dc_status *set_dpm(dc_scheduler *s, int steps, scratch *w) {
 
 /* diffusers' first step index: the position of timesteps[0], the second
  * one when it repeats (index_for_timestep). */
-static int begin_index(const dc_scheduler *s) {
+int sched_begin_index(const dc_scheduler *s) {
   int uses_int = s->kind == SK_DPM;
   for (int i = 1; i < s->n; i++)
     if (uses_int ? s->t_int[i] == s->t_int[0] : s->t_unet[i] == s->t_unet[0]) return i;
@@ -473,7 +473,7 @@ static dc_status *finish(dc_scheduler *s, int steps) {
     if (!isfinite(s->sigmas[i])) return not_finite(s, steps, "sigma", i, s->sigmas[i]);
   for (int i = 0; i < s->n; i++)
     if (!isfinite(s->t_unet[i])) return not_finite(s, steps, "timestep", i, s->t_unet[i]);
-  s->begin = s->kind == SK_PNDM || s->kind == SK_DDIM ? 0 : begin_index(s);
+  s->begin = s->kind == SK_PNDM || s->kind == SK_DDIM ? 0 : sched_begin_index(s);
   if (s->nsigmas && s->begin + s->n + 1 > s->nsigmas)
     return dc_error(DC_ERR_UNSUPPORTED,
                     "%s: %d steps give a first timestep that repeats, so diffusers starts at step index %d and "

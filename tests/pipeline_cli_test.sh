@@ -94,6 +94,9 @@ expect_fail "--steps 0" "--steps 0: expected an integer >= 1" "$tmp/e.png" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt x --steps 0 -o "$tmp/e.png"
 expect_fail "--scheduler unknown" "NoSuchScheduler" "$tmp/e.png" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --scheduler NoSuchScheduler -o "$tmp/e.png"
+expect_fail "--scheduler of the other kind of model" "samples flow-matching models, but the config is a" \
+  "$tmp/e.png" -- "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --scheduler FlowMatchEulerDiscreteScheduler \
+  -o "$tmp/e.png"
 expect_fail "a prompt that is not UTF-8" "UTF-8" "$tmp/e.png" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt "$(printf 'caf\xe9')" --steps 1 -o "$tmp/e.png"
 expect_fail "-o image.jpg" "name the file *.png" "$tmp/e.jpg" -- \

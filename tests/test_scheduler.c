@@ -14,7 +14,11 @@
  * of its steps equal diffusers' bit for bit.  Where they differ, torch
  * computes a sqrt, exp or log of a float32 tensor with MKL, which rounds
  * about 0.3% (sqrt), 1% (exp), 0.005% (log) of results to the other
- * neighbour; diffc rounds correctly (pipeline/torch_math.h). */
+ * neighbour; diffc rounds correctly (pipeline/torch_math.h).
+ *
+ * FlowMatchEulerDiscreteScheduler's cases set their timesteps as the Flux
+ * or SD3 pipeline does (custom sigmas, mu from calculate_shift), and check
+ * mu, the sigmas and the timesteps bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +54,11 @@ typedef struct {
   int cases;
 } class_stats;
 
-static class_stats stats[6];
+enum { NCLASSES = 7 };
+static class_stats stats[NCLASSES];
 
 static class_stats *stats_for(const char *cls) {
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < NCLASSES; i++) {
     if (!stats[i].cls) stats[i].cls = cls;
     if (!strcmp(stats[i].cls, cls)) return &stats[i];
   }
@@ -153,6 +158,18 @@ static void run_loop(run_state *r, dc_scheduler *s, dc_torch_gen *gen, int force
   free(mo);
 }
 
+/* A flow case's sigmas (n + 1 of them), bit for bit. */
+static void check_sigmas(const run_state *r, dc_scheduler *s) {
+  if (!dc_st_find(r->data, "sigmas")) return;
+  const float *sg = tensor(r->data, "sigmas", (size_t)r->loop + 1);
+  int exact = sg != NULL;
+  for (int i = 0; sg && i <= r->loop; i++) exact &= dc_f32_bits(dc_scheduler_sigma(s, i)) == dc_f32_bits(sg[i]);
+  if (!exact)
+    for (int i = 0; sg && i <= r->loop; i++)
+      fprintf(stderr, "  %s sigma %d: %.9g, diffusers %.9g\n", r->name, i, dc_scheduler_sigma(s, i), sg[i]);
+  CHECK(exact);
+}
+
 static void check_schedule(const run_state *r, dc_scheduler *s, const cJSON *c) {
   const float *ts = tensor(r->data, "timesteps", (size_t)r->loop), *ins = tensor(r->data, "init_noise_sigma", 1);
   CHECK(!strcmp(dc_scheduler_class(s), cJSON_GetObjectItem(c, "class")->valuestring));
@@ -166,6 +183,30 @@ static void check_schedule(const run_state *r, dc_scheduler *s, const cJSON *c) 
   }
   CHECK(exact);
   CHECK(ins && dc_f32_bits(dc_scheduler_init_noise_sigma(s)) == dc_f32_bits(ins[0]));
+  check_sigmas(r, s);
+}
+
+/* set_timesteps as the case's pipeline calls it: diffusers' plain
+ * set_timesteps(steps), or as FluxPipeline (sigmas linspace(1, 1/N, N)
+ * unless the config's use_flow_sigmas, mu always) or StableDiffusion3Pipeline
+ * (mu only with use_dynamic_shifting) do.  mu is checked against the one
+ * diffusers' calculate_shift gave, bit for bit. */
+static dc_status *set_case_timesteps(dc_scheduler *s, const cJSON *c, int steps) {
+  const cJSON *pipe = cJSON_GetObjectItem(c, "pipeline"), *want_mu = cJSON_GetObjectItem(c, "mu");
+  if (!cJSON_IsString(pipe)) return dc_scheduler_set_timesteps(s, steps);
+  int flux = !strcmp(pipe->valuestring, "flux"), has_mu = flux || dc_scheduler_flow_needs_mu(s);
+  double mu = 0;
+  if (has_mu) DC_TRY(dc_flow_calculate_shift(s, (int64_t)cJSON_GetObjectItem(c, "image_seq_len")->valuedouble, &mu));
+  CHECK(has_mu ? cJSON_IsNumber(want_mu) && want_mu->valuedouble == mu : cJSON_IsNull(want_mu));
+  if (!flux && !has_mu) return dc_scheduler_set_timesteps(s, steps);
+  double *sigmas = NULL;
+  if (flux && !dc_scheduler_flow_own_sigmas(s)) {
+    sigmas = malloc(sizeof(double) * (size_t)steps);
+    dc_flow_linspace_sigmas(steps, sigmas);
+  }
+  dc_status *st = dc_scheduler_set_timesteps_flow(s, steps, sigmas, has_mu, mu);
+  free(sigmas);
+  return st;
 }
 
 /* Both loops of one case on s: the timesteps first, then each loop from
@@ -174,7 +215,7 @@ static void run_loops(run_state *r, dc_scheduler *s, const cJSON *c) {
   int steps = cJSON_GetObjectItem(c, "steps")->valueint;
   uint64_t seed = (uint64_t)cJSON_GetObjectItem(c, "seed")->valuedouble;
   for (int forced = 0; forced < 2; forced++) {
-    CHECK_OK(dc_scheduler_set_timesteps(s, steps));
+    CHECK_OK(set_case_timesteps(s, c, steps));
     if (dc_scheduler_loop_length(s) != r->loop) {
       CHECK(dc_scheduler_loop_length(s) == r->loop);
       return;
@@ -236,10 +277,10 @@ static void test_cases(void) {
   for (const cJSON *c = cJSON_GetObjectItem(doc.root, "cases")->child; c; c = c->next, count++) run_case(c, n);
   CHECK(count >= 60);
   printf("per class: each step (checked), own trajectory's worst step and final sample, bitwise steps\n");
-  for (int i = 0; i < 6 && stats[i].cls; i++)
+  for (int i = 0; i < NCLASSES && stats[i].cls; i++)
     printf("  %-32s %2d cases, %3d steps: %.2g; %.2g, %.2g; %d/%d\n", stats[i].cls, stats[i].cases, stats[i].steps,
            stats[i].forced, stats[i].free_step, stats[i].final, stats[i].bitwise, stats[i].steps);
-  CHECK(stats[5].cls != NULL); /* all six classes ran */
+  CHECK(stats[NCLASSES - 1].cls != NULL); /* all seven classes ran */
   dc_json_free(&doc);
   dc_free(path);
 }
@@ -257,7 +298,7 @@ static void test_config_errors(void) {
   check_parse_err("{\"_class_name\": \"UniPCMultistepScheduler\"}", NULL,
                   "cfg/scheduler_config.json: \"_class_name\" is \"UniPCMultistepScheduler\", a scheduler diffc does "
                   "not implement (supported: PNDMScheduler, EulerDiscreteScheduler, EulerAncestralDiscreteScheduler, "
-                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler)");
+                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler)");
   check_parse_err("{\"_class_name\": \"PNDMScheduler\"}", "HeunDiscreteScheduler",
                   "scheduler \"HeunDiscreteScheduler\" (for cfg/scheduler_config.json) is not one diffc implements "
                   "(supported: PNDMScheduler, ");
@@ -414,6 +455,143 @@ static void test_call_errors(void) {
   dc_scheduler_free(s);
 }
 
+/* ---- flow matching ------------------------------------------------------------ */
+
+#define FLUX_DEV                                                                                              \
+  "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, " \
+  "\"max_image_seq_len\": 4096, \"max_shift\": 1.15, \"shift\": 3.0, \"use_dynamic_shifting\": true}"
+#define FLOW_CLASS "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\""
+
+static void test_flow_config_errors(void) {
+  printf("flow-matching configs diffc refuses, and switches between the kinds of model\n");
+  check_parse_err(FLOW_CLASS ", \"shfit\": 3.0}", NULL,
+                  "cfg/scheduler_config.json: \"shfit\" is not an argument of FlowMatchEulerDiscreteScheduler that "
+                  "diffc knows (the nearest it knows is \"shift\")");
+  check_parse_err(FLOW_CLASS ", \"use_beta_sigmas\": true}", NULL,
+                  "\"use_beta_sigmas\" is true, which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: false (beta sigmas need scipy's beta distribution))");
+  check_parse_err(FLOW_CLASS ", \"use_karras_sigmas\": true, \"use_exponential_sigmas\": true}", NULL,
+                  "only one of \"use_karras_sigmas\", \"use_exponential_sigmas\" and \"use_beta_sigmas\"");
+  check_parse_err(FLOW_CLASS ", \"time_shift_type\": \"cubic\"}", NULL,
+                  "\"time_shift_type\" is \"cubic\", which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: exponential, linear)");
+  check_parse_err(FLOW_CLASS ", \"base_shift\": null}", NULL,
+                  "\"base_shift\" is null, which diffc does not support (give a value, or leave the key out for "
+                  "diffusers' default, 0.5)");
+  check_parse_err(FLOW_CLASS ", \"shift_terminal\": \"0.1\"}", NULL,
+                  "\"shift_terminal\" must be a number, got a string");
+  check_parse_err(FLOW_CLASS ", \"max_image_seq_len\": -5}", NULL,
+                  "\"max_image_seq_len\" is -5, which diffc does not support for FlowMatchEulerDiscreteScheduler "
+                  "(supported: an integer from 0 to 1000000000)");
+  check_parse_err(FLOW_CLASS ", \"num_train_timesteps\": 0}", NULL, "\"num_train_timesteps\" is 0");
+  check_parse_err(FLOW_CLASS ", \"use_flow_sigmas\": 1}", NULL,
+                  "cfg/scheduler_config.json: \"use_flow_sigmas\" must be true or false, got 1");
+  /* DDPM-type classes from a flow config, and the other way round */
+  check_parse_err(FLUX_DEV, "EulerDiscreteScheduler",
+                  "scheduler \"EulerDiscreteScheduler\" (for cfg/scheduler_config.json) samples noise-prediction "
+                  "models, but the config is a flow-matching scheduler's (\"_class_name\" "
+                  "\"FlowMatchEulerDiscreteScheduler\"): a model trained for one cannot be sampled by the other, so "
+                  "diffc refuses the switch (use FlowMatchEulerDiscreteScheduler)");
+  check_parse_err("{\"_class_name\": \"PNDMScheduler\", \"steps_offset\": 1}", "FlowMatchEulerDiscreteScheduler",
+                  "scheduler \"FlowMatchEulerDiscreteScheduler\" (for cfg/scheduler_config.json) samples flow-matching "
+                  "models, but the config is a noise-prediction scheduler's (\"_class_name\" \"PNDMScheduler\")");
+  check_parse_err("{\"_class_name\": \"FlowMatchHeunDiscreteScheduler\"}", "DDIMScheduler",
+                  "the config is a flow-matching scheduler's");
+  check_parse_err("{\"shift\": 3.0}", "FlowMatchEulerDiscreteScheduler", "(\"_class_name\" absent)");
+}
+
+static void test_flow_accepts(void) {
+  printf("flow-matching configs and calls diffc takes\n");
+  dc_scheduler *s = NULL;
+  /* SANA's flow-prediction DPM-Solver config builds the flow class; family keys dropped, but
+   * use_flow_sigmas stays in the config (hidden), where FluxPipeline reads it */
+  CHECK_OK(parse_text("{\"_class_name\": \"DPMSolverMultistepScheduler\", \"prediction_type\": \"flow_prediction\", "
+                      "\"use_flow_sigmas\": true, \"flow_shift\": 3.0, \"solver_order\": 2}",
+                      "FlowMatchEulerDiscreteScheduler", &s));
+  CHECK(dc_scheduler_is_flow(s) && !dc_scheduler_flow_needs_mu(s) && dc_scheduler_flow_own_sigmas(s));
+  dc_scheduler_free(s);
+  CHECK_OK(parse_text(FLOW_CLASS ", \"shift_terminal\": null, \"use_flow_sigmas\": null, \"rho\": 7.0}", NULL, &s));
+  CHECK(!dc_scheduler_flow_own_sigmas(s));
+  /* no shift: linspace(1000, 1, 4) / 1000 */
+  CHECK_OK(dc_scheduler_set_timesteps(s, 4));
+  CHECK(dc_scheduler_loop_length(s) == 4 && dc_scheduler_timestep(s, 0) == 1000.0f &&
+        dc_scheduler_timestep(s, 3) == 1.0f && dc_scheduler_timestep(s, 4) == 0.0f);
+  CHECK(dc_scheduler_sigma(s, 0) == 1.0f && dc_scheduler_sigma(s, 4) == 0.0f && dc_scheduler_sigma(s, 5) == 0.0f &&
+        dc_scheduler_sigma(s, -1) == 0.0f);
+  CHECK(dc_scheduler_init_noise_sigma(s) == 1.0f);
+  float x[3] = {1, 2, 3}, v[3] = {0.5f, -1, 2};
+  dc_scheduler_scale_model_input(s, 0, x, 3);
+  CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
+  /* sigma 1 -> 0.667: x + (0.667 - 1) v */
+  CHECK_OK(dc_scheduler_step(s, 0, v, x, 3, NULL));
+  float dt = dc_scheduler_sigma(s, 1) - 1.0f;
+  CHECK(x[0] == 1 + dt * 0.5f && x[1] == 2 - dt && x[2] == 3 + dt * 2);
+  dc_scheduler_free(s);
+  double lin[4];
+  dc_flow_linspace_sigmas(4, lin);
+  CHECK(lin[0] == 1.0 && lin[1] == 0.75 && lin[2] == 0.5 && lin[3] == 0.25);
+  dc_flow_linspace_sigmas(1, lin);
+  CHECK(lin[0] == 1.0);
+  /* more steps than training timesteps are fine for flow matching */
+  CHECK_OK(parse_text(FLOW_CLASS ", \"num_train_timesteps\": 10, \"shift\": 2.0}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 25));
+  CHECK(dc_scheduler_loop_length(s) == 25);
+  dc_scheduler_free(s);
+}
+
+static void test_flow_call_errors(void) {
+  printf("flow-matching calls diffc refuses\n");
+  dc_scheduler *s = NULL;
+  double mu = 0, sig[3] = {0.5, 0.5, 0.2};
+  float x[2] = {1, 2}, v[2] = {0};
+  CHECK_OK(parse_text(FLUX_DEV, NULL, &s));
+  CHECK(dc_scheduler_flow_needs_mu(s));
+  CHECK_ERR(dc_scheduler_set_timesteps(s, 4),
+            "cfg/scheduler_config.json: FlowMatchEulerDiscreteScheduler with \"use_dynamic_shifting\": true needs "
+            "mu (the shift for the image's size, which the pipeline computes) to set its timesteps, as diffusers does");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 0, 0), "needs mu");
+  CHECK(dc_scheduler_loop_length(s) == 0);
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 0, NULL, 1, 0.5), "0 inference steps: need at least 1");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 2000000, NULL, 1, 0.5),
+            "2000000 inference steps: diffc supports at most 1000000");
+  CHECK_OK(dc_flow_calculate_shift(s, 4096, &mu));
+  CHECK(mu == 1.15);
+  /* e^1000 overflows: NaN sigmas */
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 3, NULL, 1, 1000.0),
+            "cfg/scheduler_config.json: 3 steps give sigma 0 = nan, where diffusers computes NaNs or infinities (check "
+            "mu, \"shift\", \"shift_terminal\" and any sigmas given); diffc refuses it");
+  CHECK(dc_scheduler_loop_length(s) == 0);
+  CHECK_ERR(dc_scheduler_step(s, 0, v, x, 2, NULL), "step before set_timesteps");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 3, sig, 1, 0.5),
+            "3 steps give a first timestep (");
+  dc_scheduler_free(s);
+
+  CHECK_OK(parse_text(FLOW_CLASS ", \"base_image_seq_len\": 256, \"max_image_seq_len\": 256}", NULL, &s));
+  CHECK_ERR(dc_flow_calculate_shift(s, 1024, &mu),
+            "cfg/scheduler_config.json: \"base_image_seq_len\" and \"max_image_seq_len\" are both 256, and the shift "
+            "for an image size divides by their difference (diffusers fails with ZeroDivisionError)");
+  dc_scheduler_free(s);
+
+  CHECK_OK(parse_text(FLOW_CLASS ", \"stochastic_sampling\": true}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 3));
+  CHECK_ERR(dc_scheduler_step(s, 0, v, x, 2, NULL),
+            "FlowMatchEulerDiscreteScheduler with \"stochastic_sampling\" draws noise each step and needs a generator");
+  dc_scheduler_free(s);
+
+  /* the flow calls on a noise-prediction scheduler */
+  CHECK_OK(parse_text("{\"_class_name\": \"EulerDiscreteScheduler\"}", NULL, &s));
+  CHECK(!dc_scheduler_is_flow(s) && !dc_scheduler_flow_needs_mu(s) && !dc_scheduler_flow_own_sigmas(s));
+  CHECK_ERR(dc_flow_calculate_shift(s, 1024, &mu),
+            "cfg/scheduler_config.json: calculate_shift: EulerDiscreteScheduler is not a flow-matching scheduler");
+  CHECK_ERR(dc_scheduler_set_timesteps_flow(s, 4, NULL, 1, 0.5),
+            "EulerDiscreteScheduler is not a flow-matching scheduler");
+  dc_scheduler_free(s);
+  CHECK_OK(parse_text("{\"_class_name\": \"DDIMScheduler\"}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 4));
+  CHECK(dc_scheduler_sigma(s, 0) == 0.0f);
+  dc_scheduler_free(s);
+}
+
 /* ---- allocation failures ---------------------------------------------------- */
 
 /* parse, set_timesteps, every step: with the nth allocation failing, an
@@ -450,6 +628,7 @@ static void test_alloc_failures(void) {
       {"{\"_class_name\": \"EulerAncestralDiscreteScheduler\", \"_use_default_values\": [\"beta_end\"]}", 4},
       {"{\"_class_name\": \"EulerDiscreteScheduler\", \"interpolation_type\": \"log_linear\"}", 4},
       {"{\"_class_name\": \"DDIMScheduler\", \"rescale_betas_zero_snr\": true}", 4},
+      {FLOW_CLASS ", \"shift\": 3.0, \"use_karras_sigmas\": true, \"stochastic_sampling\": true}", 4},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     dc_text_files fs;
@@ -477,6 +656,9 @@ int main(int argc, char **argv) {
   test_config_errors();
   test_config_accepts();
   test_call_errors();
+  test_flow_config_errors();
+  test_flow_accepts();
+  test_flow_call_errors();
   test_alloc_failures();
   return tu_finish();
 }

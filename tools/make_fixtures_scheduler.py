@@ -20,6 +20,13 @@ Usage:  python tools/make_fixtures_scheduler.py --out tests/fixtures/schedulers
       latents, generator=..., eta=0).  Stored: timesteps (as float32, what the UNet receives),
       init_noise_sigma, the initial latents, coef, table, every step's scaled input
       (input.<i>) and sample (sample.<i>).
+      FlowMatchEulerDiscreteScheduler's cases set their timesteps as a pipeline does ("pipeline"
+      in cases.json): "flux" as FluxPipeline (sigmas np.linspace(1, 1/N, N) unless the config's
+      use_flow_sigmas, mu = calculate_shift(image_seq_len, the config's base/max values)), "sd3"
+      as StableDiffusion3Pipeline (no sigmas; mu only with use_dynamic_shifting); the mu passed is
+      recorded, and the scheduler's sigmas (with the final one) are stored as "sigmas".  The flow
+      class has neither scale_model_input nor init_noise_sigma: the input is the latents, the
+      noise unscaled.
 
 LMSDiscreteScheduler integrates its coefficients with scipy.integrate.quad(f, a, b, epsrel=1e-4);
 scipy is not in the fixture venv, so quad is QUADPACK's dqagse first stage (the 21-point
@@ -32,7 +39,6 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import types
 
@@ -119,14 +125,14 @@ def quad(f, a, b, args=(), epsabs=1.49e-8, epsrel=1.49e-8, limit=50, **unused):
 
 
 def lms_class():
-    """LMSDiscreteScheduler with the quad stand-in in place of scipy."""
-    import diffusers  # noqa: F401  (import first: its scipy check must not see the stand-in)
-    scipy = types.ModuleType("scipy")
-    scipy.integrate = types.ModuleType("scipy.integrate")
-    scipy.integrate.quad = quad
-    sys.modules["scipy"], sys.modules["scipy.integrate"] = scipy, scipy.integrate
-    from diffusers.schedulers.scheduling_lms_discrete import LMSDiscreteScheduler
-    return LMSDiscreteScheduler
+    """LMSDiscreteScheduler with the quad stand-in in place of scipy.  Without scipy the module
+    never binds `integrate` (diffusers tests for scipy when it is imported, whatever sys.modules
+    holds later): bind the stand-in there, as make_fixtures_pipeline.py does; with scipy installed,
+    diffusers' own binding is kept."""
+    import diffusers.schedulers.scheduling_lms_discrete as lms
+    if not hasattr(lms, "integrate"):
+        lms.integrate = types.SimpleNamespace(quad=quad)
+    return lms.LMSDiscreteScheduler
 
 
 def scheduler_class(name):
@@ -291,6 +297,74 @@ CASES += [(f"{c}_{n}", c, None, n) for c, n in [
 CASES += [("euler_karras_range_to_dpm_10", "euler_karras_range", "DPMSolverMultistepScheduler", 10)]
 
 
+# FlowMatchEulerDiscreteScheduler, as the released pipelines ship it (black-forest-labs FLUX.1-dev
+# and FLUX.1-schnell, stabilityai SD3-medium and SD3.5-large), and save_config-written variants.
+FLUX_DEV = {"_class_name": "FlowMatchEulerDiscreteScheduler", "_diffusers_version": "0.30.0.dev0",
+            "base_image_seq_len": 256, "base_shift": 0.5, "max_image_seq_len": 4096, "max_shift": 1.15,
+            "num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": True}
+FLUX_SCHNELL = dict(FLUX_DEV, shift=1.0, use_dynamic_shifting=False)
+SD3 = {"_class_name": "FlowMatchEulerDiscreteScheduler", "_diffusers_version": "0.29.0.dev0",
+       "num_train_timesteps": 1000, "shift": 3.0}
+SD35 = dict(SD3, _diffusers_version="0.31.0.dev0")
+FLOW = "FlowMatchEulerDiscreteScheduler"
+FLOW_CONFIGS = {
+    "flux_dev": FLUX_DEV,
+    "flux_schnell": FLUX_SCHNELL,
+    "sd3": SD3,
+    "sd35": SD35,
+    "flux_dev_flow_sigmas": dict(FLUX_DEV, use_flow_sigmas=True),  # a hidden key FluxPipeline reads
+    "flow_terminal": saved(FLOW, use_dynamic_shifting=True, base_shift=0.95, max_shift=2.05,
+                           base_image_seq_len=1024, max_image_seq_len=4096, shift_terminal=0.1),
+    "flow_karras": saved(FLOW, shift=3.0, use_karras_sigmas=True),
+    "flow_exponential_hidden_bounds": saved(FLOW, extra={"sigma_min": 0.02, "sigma_max": 0.9},
+                                            use_dynamic_shifting=True, use_exponential_sigmas=True),
+    "flow_invert": saved(FLOW, invert_sigmas=True),
+    "flow_linear": saved(FLOW, use_dynamic_shifting=True, time_shift_type="linear"),
+    "flow_stochastic": saved(FLOW, shift=3.0, stochastic_sampling=True),
+    "flow_odd": saved(FLOW, num_train_timesteps=100, shift=1.7),
+}
+CONFIGS.update(FLOW_CONFIGS)
+
+# (config, pipeline, image_seq_len, steps): the case is named <config>_<pipeline>_<seq>_<steps>
+FLOW_CASES = [
+    ("flux_dev", "flux", 4096, 28), ("flux_dev", "flux", 1024, 4), ("flux_dev", "flux", 256, 1),
+    ("flux_dev", "flux", 16, 3), ("flux_dev", "flux", 6000, 2),
+    ("flux_schnell", "flux", 4096, 4), ("flux_schnell", "flux", 1024, 1),
+    ("sd3", "sd3", 4096, 28), ("sd3", "sd3", 1024, 1), ("sd3", "sd3", 1024, 2),
+    ("sd35", "sd3", 4096, 4), ("sd35", "sd3", 4096, 10),
+    ("flux_dev_flow_sigmas", "flux", 1024, 5),
+    ("flow_terminal", "flux", 2000, 8), ("flow_terminal", "sd3", 700, 6),
+    ("flow_karras", "sd3", 1024, 7), ("flow_karras", "flux", 1024, 5),
+    ("flow_exponential_hidden_bounds", "flux", 3000, 6),
+    ("flow_invert", "sd3", 1024, 5),
+    ("flow_linear", "flux", 2048, 8), ("flow_linear", "sd3", 100, 4),
+    ("flow_stochastic", "sd3", 1024, 6),
+    ("flow_odd", "sd3", 1024, 9), ("flow_odd", "flux", 1024, 3),
+]
+
+
+def flow_set_timesteps(sched, pipeline, image_seq_len, steps):
+    """set_timesteps as FluxPipeline / StableDiffusion3Pipeline call it (retrieve_timesteps);
+    returns the mu passed (None: none)."""
+    from diffusers.pipelines.flux.pipeline_flux import calculate_shift
+    c = sched.config
+    mu = None
+    if pipeline == "flux" or c.get("use_dynamic_shifting", None):
+        mu = calculate_shift(image_seq_len, c.get("base_image_seq_len", 256), c.get("max_image_seq_len", 4096),
+                             c.get("base_shift", 0.5), c.get("max_shift", 1.15))
+    if pipeline == "flux":
+        sigmas = np.linspace(1.0, 1 / steps, steps)
+        if hasattr(c, "use_flow_sigmas") and c.use_flow_sigmas:
+            sigmas = None
+        if sigmas is not None:
+            sched.set_timesteps(sigmas=sigmas, mu=mu)
+        else:
+            sched.set_timesteps(steps, mu=mu)
+    else:
+        sched.set_timesteps(steps, **({"mu": mu} if mu is not None else {}))
+    return mu
+
+
 def write_config(out, name, spec):
     path = os.path.join(out, "configs", f"{name}.json")
     if isinstance(spec, dict):
@@ -318,31 +392,39 @@ def load_config(out, name):
 
 # ---- one denoising loop ----------------------------------------------------------------------
 
-def run_case(out, name, config_name, override, steps, seed):
+def run_case(out, name, config_name, override, steps, seed, flow=None):
+    """flow: (pipeline, image_seq_len) for a flow-matching case."""
     import inspect
     config = load_config(out, config_name)
     sched = scheduler_class(override or config["_class_name"]).from_config(config)
     table = torch.randn(SHAPE, generator=torch.Generator().manual_seed(1234 + seed))
     gen = torch.Generator().manual_seed(seed)
-    sched.set_timesteps(steps)
+    mu = flow_set_timesteps(sched, flow[0], flow[1], steps) if flow else sched.set_timesteps(steps)
     timesteps = sched.timesteps
     coef = (0.05 + 0.004 * torch.arange(len(timesteps), dtype=torch.float64)).to(torch.float32)
-    latents = torch.randn(SHAPE, generator=gen, dtype=torch.float32) * sched.init_noise_sigma
+    init_noise_sigma = getattr(sched, "init_noise_sigma", 1.0)
+    latents = torch.randn(SHAPE, generator=gen, dtype=torch.float32) * init_noise_sigma
     accepted = set(inspect.signature(sched.step).parameters)
     extra = {k: v for k, v in (("eta", 0.0), ("generator", gen)) if k in accepted}
     tensors = {"timesteps": timesteps.to(torch.float32).numpy(),
-               "init_noise_sigma": np.array([float(sched.init_noise_sigma)], np.float32),
+               "init_noise_sigma": np.array([float(init_noise_sigma)], np.float32),
                "latents": latents.numpy().copy(), "table": table.numpy(), "coef": coef.numpy()}
+    if flow:
+        tensors["sigmas"] = sched.sigmas.to(torch.float32).numpy()
+    scale = getattr(sched, "scale_model_input", lambda x, t: x)
     for i, t in enumerate(timesteps):
-        x = sched.scale_model_input(latents, t)
+        x = scale(latents, t)
         tensors[f"input.{i}"] = x.numpy().copy()
         output = x * float(coef[i]) + table
         latents = sched.step(output, t, latents, **extra).prev_sample
         tensors[f"sample.{i}"] = latents.numpy().copy()
     save_file({k: np.ascontiguousarray(v, dtype="<f4") for k, v in tensors.items()},
               os.path.join(out, f"{name}.safetensors"))
-    return {"name": name, "config": f"configs/{config_name}.json", "class_override": override, "steps": steps,
+    case = {"name": name, "config": f"configs/{config_name}.json", "class_override": override, "steps": steps,
             "seed": seed, "loop_length": len(timesteps), "class": type(sched).__name__}
+    if flow:
+        case.update({"pipeline": flow[0], "image_seq_len": flow[1], "mu": mu})
+    return case
 
 
 def main():
@@ -358,6 +440,8 @@ def main():
         write_config(args.out, name, spec)
     cases = [run_case(args.out, name, cfg, override, steps, 100 + k)
              for k, (name, cfg, override, steps) in enumerate(CASES)]
+    cases += [run_case(args.out, f"{cfg}_{pipe}_{seq}_{steps}", cfg, None, steps, 500 + k, (pipe, seq))
+              for k, (cfg, pipe, seq, steps) in enumerate(FLOW_CASES)]
     with open(os.path.join(args.out, "cases.json"), "w") as f:
         json.dump({"description": "one denoising loop per case (tools/make_fixtures_scheduler.py); shape "
                    + "x".join(map(str, SHAPE)), "shape": list(SHAPE), "cases": cases}, f, indent=1)

@@ -1,7 +1,11 @@
 /* fuzz_scheduler.c — the scheduler reader and the schedulers: all but the
  * last two bytes are scheduler_config.json; the second-to-last byte picks
- * a class override (0: the config's _class_name, 1..6: the classes diffc
- * implements, else a name it does not), the last the step count (1..64).
+ * a class override (0: the config's _class_name, 1..6 and 8: the classes
+ * diffc implements, 7: a name it does not), the last byte's low six bits
+ * the step count (1..64) and its top two how a flow-matching scheduler's
+ * timesteps are set (bit 6: as a pipeline does, with calculate_shift's mu
+ * for an image size from the config bytes' length; bit 7: with FluxPipeline's
+ * sigmas too; neither: plain set_timesteps).
  * Then dc_scheduler_parse, set_timesteps, and the whole loop
  * (scale_model_input + step) on a 21-value sample with a generator, then
  * set_timesteps again and two steps (the restart path).  Errors are
@@ -20,6 +24,7 @@ static const char *const overrides[] = {
     "DPMSolverMultistepScheduler",
     "LMSDiscreteScheduler",
     "KDPM2DiscreteScheduler",
+    "FlowMatchEulerDiscreteScheduler",
 };
 
 enum { N = 21 }; /* a ragged randn tail, and the < 16 path never */
@@ -39,9 +44,18 @@ static void run_steps(dc_scheduler *s, int upto, dc_torch_gen *g) {
   }
 }
 
+static dc_status *set_timesteps(dc_scheduler *s, int steps, int mode, size_t size) {
+  if (!dc_scheduler_is_flow(s) || !(mode & 1)) return dc_scheduler_set_timesteps(s, steps);
+  double mu = 0, sigmas[64];
+  dc_status *st = dc_flow_calculate_shift(s, (int64_t)size * 4, &mu);
+  if (st) return st;
+  dc_flow_linspace_sigmas(steps, sigmas);
+  return dc_scheduler_set_timesteps_flow(s, steps, (mode & 2) ? sigmas : NULL, 1, mu);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
-  int steps = data[size - 1] % 64 + 1;
+  int steps = data[size - 1] % 64 + 1, mode = data[size - 1] >> 6;
   const char *override = overrides[data[size - 2] % (sizeof overrides / sizeof overrides[0])];
   dc_text_files fs = {0};
   fs.origin = dc_strdup("fuzz/scheduler");
@@ -51,13 +65,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!st) st = dc_scheduler_parse(&fs, override, &s);
   if (!st) {
     (void)dc_scheduler_class(s);
-    st = dc_scheduler_set_timesteps(s, steps);
+    st = set_timesteps(s, steps, mode, size);
     if (!st) {
       dc_torch_gen g;
       dc_torch_manual_seed(&g, size);
       (void)dc_scheduler_init_noise_sigma(s);
       run_steps(s, 1 << 30, &g);
-      st = dc_scheduler_set_timesteps(s, steps);
+      (void)dc_scheduler_sigma(s, 0);
+      st = set_timesteps(s, steps, mode, size);
       if (!st) run_steps(s, 2, &g);
     }
   }
