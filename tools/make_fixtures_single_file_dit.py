@@ -17,7 +17,7 @@ layout, the inverse of diffusers' loaders/single_file_utils.py conversion:
     y_embedder.mlp, context_embedder, joint_blocks.N.{x_block, context_block}.{attn.qkv, attn.ln_q/ln_k,
     attn.proj, attn2.*, adaLN_modulation.1, mlp.fc1/fc2}, final_layer}; the last block's context
     adaLN and final_layer's in (shift, scale) order.  sd35.safetensors also carries a tiny VAE under
-    first_stage_model.* (LDM names, 16 latent channels as SD3's, no quant convs).
+    first_stage_model.* (LDM names, no quant convs as SD3's).
 The re-keying is PROVEN with diffusers itself: <Model>.from_single_file(file, config=<case dir>,
 subfolder=...) must load every tensor equal to the model the file was written from.  diffusers'
 Flux converter hard-codes the released width (inner_dim = 3072) to split linear1; for the tiny
@@ -50,10 +50,10 @@ from make_fixtures_table import (FLUX_DEV_IN, FLUX_DEV_TINY, FLUX_SCHNELL_IN, FL
 
 OUT = os.path.join(REPO, "tests", "fixtures", "single_file_dit")
 
-# SD3's VAE at a tiny width: 16 latent channels, no quant convs (stable-diffusion-3-medium's vae config
-# with 2 blocks of 8 and 16 channels)
+# SD3's VAE at a tiny width: no quant convs (stable-diffusion-3-medium's vae config with 2 blocks of 8 and 16
+# channels), and the tiny transformer's 4 latent channels where SD3 has 16
 SD3_VAE_TINY = {
-    "in_channels": 3, "out_channels": 3, "latent_channels": 16, "block_out_channels": [8, 16],
+    "in_channels": 3, "out_channels": 3, "latent_channels": 4, "block_out_channels": [8, 16],
     "down_block_types": ["DownEncoderBlock2D"] * 2, "up_block_types": ["UpDecoderBlock2D"] * 2,
     "layers_per_block": 1, "norm_num_groups": 4, "sample_size": 32, "scaling_factor": 1.5305,
     "shift_factor": 0.0609, "use_quant_conv": False, "use_post_quant_conv": False,
