@@ -590,6 +590,19 @@ static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const cha
   return st;
 }
 
+/* Many released SD3 files lack CLIP-L's text_projection, for which diffusers
+ * uses the identity: diffc has no tensor to bind then, and says so rather
+ * than report a missing tensor. */
+static dc_status *sf_sd3_clip_l_projection(const sf_owned *o) {
+  for (int i = 0; i < o->views.n; i++)
+    if (o->views.v[i].comp == SF_TE && !strcmp(o->views.v[i].t.name, "text_projection.weight")) return NULL;
+  return dc_error(DC_ERR_UNSUPPORTED,
+                  "%s: CLIP-L has no text_projection (text_encoders.clip_l.transformer.text_projection.weight), as "
+                  "in many released SD3 files; diffusers uses the identity there, which diffc does not put in the "
+                  "graph without a tensor yet",
+                  o->file.file.path);
+}
+
 /* SD3 with its CLIP text encoders: the whole StableDiffusion3Pipeline but
  * T5 (text_encoder_3 stays closed: the pipeline feeds zeros in its place,
  * as diffusers does without it). */
@@ -601,6 +614,7 @@ static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_f
   DC_TRY(sf_dit_facts(fam, o->file.file.path, configs[SF_TRANSFORMER], &facts));
   DC_TRY(sf_vae_facts(configs[SF_VAE], &facts));
   DC_TRY(sf_map_tensors(&o->file, fam, &facts, &o->views));
+  DC_TRY(sf_sd3_clip_l_projection(o));
   for (int k = 0; k < 4; k++) DC_TRY(sf_component(s, o, comps[k], configs[comps[k]]));
   s->has_text_encoder_2 = 1;
   DC_TRY(sf_tokenizer(c, "tokenizer", &s->tokenizer));

@@ -314,6 +314,10 @@ static void test_sd3_pipeline(void) {
   write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", &proj, 1);
   st = dc_single_file_open(bad, dir, &s);
   CHECK_ERR(st, "\"text_encoders.clip_l.transformer.text_projection.weight\" is not part of an SD3.5 Medium checkpoint");
+  /* no CLIP-L projection (many released files): said so by name */
+  write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", NULL, 0);
+  st = dc_single_file_open(bad, dir, &s);
+  CHECK_ERR(st, "CLIP-L has no text_projection (text_encoders.clip_l.transformer.text_projection.weight)");
   /* a text encoder other than CLIP-L and CLIP-G */
   dc_st_out te = zero_tensor("text_encoders.clip_x.transformer.text_model.final_layer_norm.bias", 1, (int64_t[]){4});
   write_variant(file, bad, NULL, &te, 1);
