@@ -407,6 +407,48 @@ static void test_errors(void) {
 /* "test_single_file_dit SRC" checks the mapping; "... SRC forward" compiles
  * each file and runs it against diffusers (a test of its own, skipped while
  * the CPU target cannot compile the DiT ops). */
+/* ---- allocation failures ------------------------------------------------------------------- */
+
+static int all_zero(const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i]) return 0;
+  return 1;
+}
+
+/* Allocation failure at points spread over an open: each a clean error
+ * (the sanitizer build also finds no leak). */
+static void alloc_sweep(const char *label, const char *file, const char *dir, int pipeline) {
+  dc_pipeline_source s;
+  dc_folder f;
+  long before = dc_alloc_count();
+  dc_status *st = pipeline ? dc_single_file_open(file, dir, &s) : dc_single_file_open_model(file, dir, &f);
+  CHECK_OK(st);
+  if (!st && pipeline) dc_pipeline_source_close(&s);
+  if (!st && !pipeline) dc_folder_close(&f);
+  long total = dc_alloc_count() - before, points = 0, clean = 0;
+  for (long n = 0; n < total; n += n < 200 ? 1 : (total - 200) / 300 + 1, points++) {
+    dc_alloc_fail_after(n);
+    st = pipeline ? dc_single_file_open(file, dir, &s) : dc_single_file_open_model(file, dir, &f);
+    dc_alloc_fail_after(-1);
+    if (st) clean += dc_status_message(st)[0] != 0 && (pipeline ? all_zero(&s, sizeof s) : all_zero(&f, sizeof f));
+    else if (pipeline) dc_pipeline_source_close(&s);
+    else dc_folder_close(&f);
+    dc_status_free(st);
+  }
+  printf("  %s: allocation failure at %ld of %ld points of an open: %ld clean errors\n", label, points, total, clean);
+  CHECK(points > 0 && clean == points);
+}
+
+static void test_alloc_failures(void) {
+  printf("allocation failures\n");
+  char *flux = fx("flux-dev.safetensors"), *flux_dir = fx("flux-dev");
+  char *pipe = fx("sd35-pipeline.safetensors"), *pipe_dir = fx("sd35-pipeline");
+  alloc_sweep("flux-dev", flux, flux_dir, 0);
+  alloc_sweep("sd35-pipeline", pipe, pipe_dir, 1);
+  dc_free(flux), dc_free(flux_dir), dc_free(pipe), dc_free(pipe_dir);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   if (argc > 2 && !strcmp(argv[2], "forward")) {
@@ -418,5 +460,6 @@ int main(int argc, char **argv) {
   test_swapped_refused();
   test_sd3_pipeline();
   test_errors();
+  test_alloc_failures();
   return tu_finish();
 }
