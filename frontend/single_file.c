@@ -396,25 +396,11 @@ static dc_folder *sf_folder_of(dc_pipeline_source *s, sf_comp comp) {
   return folders[comp];
 }
 
-/* The component's views (contiguous: sorted by component) as a folder. */
+static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config, dc_folder *out);
+
+/* The component's views (contiguous: sorted by component) as the source's folder. */
 static dc_status *sf_component(dc_pipeline_source *s, sf_owned *o, sf_comp comp, const char *config) {
-  const char *file = o->file.file.path;
-  int a = 0, n = 0;
-  while (a < o->views.n && o->views.v[a].comp < comp) a++;
-  while (a + n < o->views.n && o->views.v[a + n].comp == comp) n++;
-  DC_TRY(sf_check_component(file, comp, &o->views.v[a], n, config));
-  struct dc_folder_entry *e = dc_malloc(sizeof *e * (size_t)(n ? n : 1));
-  char *dir = dc_asprintf("%s (%s)", s->origin, sf_comp_names[comp]);
-  dc_status *st = e && dir ? NULL : dc_nomem("presenting a checkpoint's components");
-  for (int i = 0; i < n && !st; i++) {
-    const sf_view *v = &o->views.v[a + i];
-    e[i] = (struct dc_folder_entry){.name = v->t.name, .shard = 0, .tensor = &v->t, .transposed = v->transposed,
-                                    .halves_swapped = v->halves_swapped};
-  }
-  if (!st) st = dc_folder_from_views(dir, config, &o->file, e, n, sf_folder_of(s, comp));
-  dc_free(e);
-  dc_free(dir);
-  return st;
+  return sf_model_folder(o, comp, config, sf_folder_of(s, comp));
 }
 
 static const char *const sf_clip_vocab[] = {"vocab.json", "merges.txt"};
@@ -579,6 +565,9 @@ static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const cha
   /* the classes' defaults where a key is absent */
   if (!st) st = dc_json_int(&d, "num_attention_heads", flux ? 24 : 18, &heads);
   if (!st) st = dc_json_int(&d, "attention_head_dim", flux ? 128 : 64, &head_dim);
+  if (!st && (heads < 1 || head_dim < 1 || heads > (1 << 20) || head_dim > (1 << 20)))
+    st = dc_error(DC_ERR_FORMAT, "%s: num_attention_heads %lld and attention_head_dim %lld must be positive", config,
+                  (long long)heads, (long long)head_dim);
   if (!st) st = dc_json_int(&d, "num_layers", flux ? 19 : 18, &facts->dit_layers);
   if (!st && flux) st = dc_json_bool(&d, "guidance_embeds", 0, &guidance);
   if (!st && flux && guidance != (fam == &sf_families[SF_FLUX_DEV]))
@@ -624,7 +613,8 @@ static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_f
   return NULL;
 }
 
-/* The views of one component as a folder that (when owner) owns o. */
+/* The views of one component, checked against its config, as a folder over
+ * the mapped file ("<file> (<component>)" in messages). */
 static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config, dc_folder *out) {
   const char *file = o->file.file.path;
   int a = 0, n = 0;
