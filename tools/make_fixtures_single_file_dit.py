@@ -2,6 +2,7 @@
 tests/test_single_file_dit.c.
 
     python tools/make_fixtures_single_file_dit.py        # tests/fixtures/single_file_dit/
+    python tools/make_fixtures_single_file_dit.py --full-size /tmp/sf   # sparse full-size files
 
 For each case a tiny diffusers model (the configs of the model fixtures flux_dev, flux_schnell, sd3
 and sd35 in make_fixtures_table.py) gets seeded, distinct weights (make_fixtures_single_file.reinit),
@@ -352,7 +353,66 @@ def make_sd3_pipeline(name, seed):
           f"of the transformer, VAE and two CLIPs equal to the pipeline written")
 
 
+# ---- full-size key sets (--full-size DIR) -----------------------------------------------------------
+
+def full_size_shapes(name):
+    """name -> shape of the released checkpoint of a bundled family (data/single_file/<name>), as the
+    original layout holds it: the bundled config's model on the meta device, re-keyed."""
+    import diffusers
+
+    def meta(cls, component):
+        with open(os.path.join(REPO, "data", "single_file", name, component, "config.json")) as f:
+            cfg = json.load(f)
+        with torch.device("meta"):
+            return cls.from_config(cfg), cfg
+
+    if name.startswith("flux"):
+        model, cfg = meta(diffusers.FluxTransformer2DModel, "transformer")
+        return {k: tuple(v.shape) for k, v in flux_to_bfl(dict(model.state_dict()), cfg).items()}
+    model, cfg = meta(diffusers.SD3Transformer2DModel, "transformer")
+    sd = {"model.diffusion_model." + k: v for k, v in sd3_to_stability(dict(model.state_dict()), cfg).items()}
+    vae, vae_cfg = meta(diffusers.AutoencoderKL, "vae")
+    sd.update(vae_to_ldm(dict(vae.state_dict()), vae_cfg))
+    return {k: tuple(v.shape) for k, v in sd.items()}
+
+
+def write_sparse_bf16(path, shapes):
+    """A valid bfloat16 safetensors file of zeros that takes no disk space: header, then a hole."""
+    import math
+    import struct
+
+    header, off = {}, 0
+    for k in sorted(shapes):
+        n = math.prod(shapes[k]) * 2
+        header[k] = {"dtype": "BF16", "shape": list(shapes[k]), "data_offsets": [off, off + n]}
+        off += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        f.truncate(8 + len(text) + off)
+    return off
+
+
+FULL_SIZE = {"flux-dev": "flux1-dev", "flux-schnell": "flux1-schnell", "sd3-medium": "sd3_medium",
+             "sd3.5-medium": "sd3.5_medium", "sd3.5-large": "sd3.5_large"}
+
+
+def write_full_size(out):
+    """Files with the released models' key sets and shapes (zeros, sparse), named as released, to open
+    with the bundled defaults: `diffc <out>/flux1-dev.safetensors -o flux.dplan`."""
+    os.makedirs(out, exist_ok=True)
+    for family, file in FULL_SIZE.items():
+        shapes = full_size_shapes(family)
+        n = write_sparse_bf16(os.path.join(out, file + ".safetensors"), shapes)
+        print(f"{out}/{file}.safetensors: {len(shapes)} tensors, {n / 2**30:.2f} GiB apparent")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--full-size":
+        write_full_size(sys.argv[2])
+        return
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
     os.makedirs(OUT)
