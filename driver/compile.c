@@ -365,7 +365,8 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
                       o->model);
     DC_TRY(dc_single_file_open_model(o->model, o->config_dir, f));
   } else {
-    if (o->config_dir) return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
+    if (o->config_dir)
+      return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
     dc_folder_options fo = {o->component, o->variant};
     DC_TRY(dc_folder_open(o->model, &fo, f));
   }

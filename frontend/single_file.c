@@ -531,7 +531,8 @@ static dc_status *sf_dit_config(const sf_family *fam, const char *config_dir, co
     root = sf ? dc_path_join(sf, fam->name) : NULL;
     dc_free(sf);
   }
-  char *dir = root ? dc_path_join(root, sf_comp_names[comp]) : NULL, *path = dir ? dc_path_join(dir, "config.json") : NULL;
+  char *dir = root ? dc_path_join(root, sf_comp_names[comp]) : NULL;
+  char *path = dir ? dc_path_join(dir, "config.json") : NULL;
   char *own = config_dir && comp == SF_TRANSFORMER && root ? dc_path_join(root, "config.json") : NULL;
   dc_status *st = !path ? dc_nomem("finding a checkpoint's configs") : NULL;
   if (!st && dc_file_exists(path)) *out = path, path = NULL;

@@ -288,9 +288,10 @@ static dc_status *sf_openclip_qkv(sf_ctx *c, const dc_st_tensor *t, sf_comp comp
   static const char qkv[3] = {'q', 'k', 'v'};
   int64_t rows = t->dims[0] / 3;
   for (int k = 0; k < 3; k++)
-    DC_TRY(sf_add_rows(c, t, comp,
-                       dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf),
-                       k * rows, rows));
+    DC_TRY(sf_add_rows(
+        c, t, comp,
+        dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf), k * rows,
+        rows));
   return NULL;
 }
 
@@ -417,7 +418,8 @@ static dc_status *sf_map_one_dit(sf_ctx *c, const dc_st_tensor *t) {
   if (sd3 && (r = sf_after(t->name, "text_encoders.clip_l.transformer."))) return sf_sd3_clip(c, t, SF_TE, r);
   if (sd3 && (r = sf_after(t->name, "text_encoders.clip_g.transformer."))) return sf_sd3_clip(c, t, SF_TE2, r);
   if (sd3 && sf_after(t->name, "text_encoders."))
-    return sf_unknown(c, t, "SD3's text encoders are text_encoders.clip_l and clip_g (T5 is not read from one file yet)");
+    return sf_unknown(c, t,
+                      "SD3's text encoders are text_encoders.clip_l and clip_g (T5 is not read from one file yet)");
   return sf_map_dit(c, t, t->name);
 }
 

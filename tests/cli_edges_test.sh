@@ -110,7 +110,7 @@ awk '/^per op, slowest first:/ {on = 1; next} /^slowest steps:/ {on = 0} on { t 
 
 # ---- a DiT's transformer in one file (issue 14) compiles as one model: pipeline options refused ----
 sfd=$fx/single_file_dit
-expect_fail "a Flux file takes no --component" "is a single-file checkpoint: --component and --variant apply to folders" -- \
+expect_fail "a Flux file takes no --component" "single-file checkpoint: --component and --variant apply to folders" -- \
   "$diffc" "$sfd/flux-dev.safetensors" --config "$sfd/flux-dev" --component transformer -o "$tmp/f.dplan"
 expect_fail "a Flux file takes no --height" "for one model, give its input shapes with --input NAME=DIMS" -- \
   "$diffc" "$sfd/flux-dev.safetensors" --config "$sfd/flux-dev" --height 64 -o "$tmp/f.dplan"

@@ -126,7 +126,8 @@ static void check_weights_in_file(const dc_module *m, const char *file) {
 static int skipped; /* a forward could not be compiled yet */
 
 static void check_forward(const dit_case *c) {
-  char *file = fx("%s.safetensors", c->name), *dir = fx("%s", c->name), *io_path = fx("%s/io_forward.safetensors", c->name);
+  char *file = fx("%s.safetensors", c->name), *dir = fx("%s", c->name);
+  char *io_path = fx("%s/io_forward.safetensors", c->name);
   char *plan = tu_path("dit.dplan");
   dc_st_file io;
   CHECK_OK(dc_st_open(io_path, &io));
@@ -313,7 +314,8 @@ static void test_sd3_pipeline(void) {
   dc_st_out proj = zero_tensor("text_encoders.clip_l.transformer.text_projection.weight", 2, (int64_t[]){4, 4});
   write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", &proj, 1);
   st = dc_single_file_open(bad, dir, &s);
-  CHECK_ERR(st, "\"text_encoders.clip_l.transformer.text_projection.weight\" is not part of an SD3.5 Medium checkpoint");
+  CHECK_ERR(st,
+            "\"text_encoders.clip_l.transformer.text_projection.weight\" is not part of an SD3.5 Medium checkpoint");
   /* no CLIP-L projection (many released files): said so by name */
   write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", NULL, 0);
   st = dc_single_file_open(bad, dir, &s);

@@ -170,7 +170,8 @@ def sd3_to_stability(sd, cfg):
     for i in range(cfg["num_layers"]):
         b = f"transformer_blocks.{i}."
         for leaf in ("weight", "bias"):
-            out[f"joint_blocks.{i}.x_block.attn.qkv.{leaf}"] = torch.cat([sd.pop(f"{b}attn.to_{x}.{leaf}") for x in "qkv"])
+            out[f"joint_blocks.{i}.x_block.attn.qkv.{leaf}"] = torch.cat(
+                [sd.pop(f"{b}attn.to_{x}.{leaf}") for x in "qkv"])
             out[f"joint_blocks.{i}.context_block.attn.qkv.{leaf}"] = torch.cat(
                 [sd.pop(f"{b}attn.add_{x}_proj.{leaf}") for x in "qkv"])
             if f"{b}attn2.to_q.{leaf}" in sd:
@@ -309,8 +310,8 @@ def make_sd3_pipeline(name, seed):
         parts["text_encoder"].text_projection.weight.copy_(torch.eye(4))
     want = {k: {n: v.clone() for n, v in m.state_dict().items()} for k, m in parts.items()}
     for tok, pad in (("tokenizer", "<|endoftext|>"), ("tokenizer_2", "!")):
-        parts[tok] = CLIPTokenizer(os.path.join(CLIP_TOKENIZER, "vocab.json"), os.path.join(CLIP_TOKENIZER, "merges.txt"),
-                                   pad_token=pad, model_max_length=77)
+        parts[tok] = CLIPTokenizer(os.path.join(CLIP_TOKENIZER, "vocab.json"),
+                                   os.path.join(CLIP_TOKENIZER, "merges.txt"), pad_token=pad, model_max_length=77)
     sched = json.load(open(os.path.join(DATA, "single_file", "sd3.5-medium", "scheduler", "scheduler_config.json")))
     parts["scheduler"] = diffusers.FlowMatchEulerDiscreteScheduler.from_config(sched)
     pipe = diffusers.StableDiffusion3Pipeline(**parts, text_encoder_3=None, tokenizer_3=None)
