@@ -271,9 +271,15 @@ static int is_single_file(const char *path) {
 }
 
 /* Whether the options name a whole pipeline: a pipeline folder without
- * --component, or a single-file checkpoint. */
+ * --component, or a single-file checkpoint of a pipeline (not a DiT's
+ * transformer alone; a file diffc cannot read goes the pipeline way, whose
+ * open reports why). */
 int dc_compile_is_pipeline(const dc_compile_options *o) {
-  if (is_single_file(o->model)) return 1;
+  if (is_single_file(o->model)) {
+    int model = 0;
+    dc_status_free(dc_single_file_holds_model(o->model, &model));
+    return !model;
+  }
   if (o->component || !dc_dir_exists(o->model)) return 0;
   char *mi = dc_path_join(o->model, "model_index.json");
   int yes = mi && dc_file_exists(mi);
@@ -353,8 +359,17 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
   if (o->height || o->width || o->batch || o->clip_skip || o->max_sequence_length)
     return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch, --clip-skip and --max-sequence-length apply to a "
                     "pipeline folder; for one model, give its input shapes with --input NAME=DIMS");
-  dc_folder_options fo = {o->component, o->variant};
-  DC_TRY(dc_folder_open(o->model, &fo, f));
+  if (is_single_file(o->model)) { /* a DiT's transformer alone */
+    if (o->component || o->variant)
+      return dc_error(DC_ERR_ARGUMENT, "%s is a single-file checkpoint: --component and --variant apply to folders",
+                      o->model);
+    DC_TRY(dc_single_file_open_model(o->model, o->config_dir, f));
+  } else {
+    if (o->config_dir)
+      return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
+    dc_folder_options fo = {o->component, o->variant};
+    DC_TRY(dc_folder_open(o->model, &fo, f));
+  }
   if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
   dc_build_options bo = {.entry = o->entry,
                          .shapes = o->shapes,

@@ -510,7 +510,10 @@ void dc_folder_close(dc_folder *f) {
   dc_free(f->entries);
   dc_json_free(&f->config);
   dc_free(f->dir);
+  void *owner = f->owner;
+  void (*close_owner)(void *) = f->close_owner;
   memset(f, 0, sizeof *f);
+  if (close_owner) close_owner(owner);
 }
 
 /* ---- a folder over another owner's tensors ---------------------------------- */

@@ -118,6 +118,13 @@ typedef struct {
      * stored [D,P], transformers' is [P,D]).  dc_weights_get checks the
      * transposed shape and binds a permute after the weight: no copy. */
     int transposed;
+    /* The bytes hold the weight's two halves along dim 0 in the other order:
+     * the original Flux and SD3 checkpoints' final AdaLayerNormContinuous
+     * linear makes (shift, scale) where diffusers' makes (scale, shift).  No
+     * copy swaps them back: only a builder that reads the two chunks by
+     * offset may bind such a weight, and it asks first
+     * (dc_weights_halves_swapped); dc_weights_get refuses it otherwise. */
+    int halves_swapped;
   } *entries;
   int nentries;
   /* The shards belong to another owner (dc_folder_from_views): close leaves
@@ -127,6 +134,11 @@ typedef struct {
    * builder asks for is appended here and bound to a placeholder.  NULL for
    * a folder opened from disk. */
   struct dc_weight_list *record;
+  /* Storage the folder owns beside its fields (a single-file checkpoint
+   * opened as one model: the mapped file and the renamed views the entries
+   * point at): dc_folder_close calls close_owner(owner) last. */
+  void *owner;
+  void (*close_owner)(void *owner);
 } dc_folder;
 
 typedef struct {
@@ -168,6 +180,7 @@ typedef struct {
   const dc_folder *folder;
   int32_t *file_of_shard; /* module file index per shard, -1 until used */
   unsigned char *used;    /* per folder entry */
+  unsigned char *halves_asked; /* per folder entry: dc_weights_halves_swapped was asked */
 } dc_weights;
 
 dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder);
@@ -178,6 +191,11 @@ void dc_weights_deinit(dc_weights *w);
  *   "<dir>: weight \"conv_in.weight\" has shape [32,4,3,3] but the config implies [16,4,3,3]" */
 dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64_t *dims,
                           int32_t *out);
+/* Whether weight `name` is stored with its two halves along dim 0 swapped
+ * (dc_folder_entry.halves_swapped; 0 for a missing name and in record mode),
+ * and the caller's promise that it reads the halves by offset accordingly:
+ * dc_weights_get then binds it as stored. */
+dc_status *dc_weights_halves_swapped(dc_weights *w, const char *name, int *swapped);
 /* Lists unused tensors (an error naming the first few: a checkpoint with
  * weights the builder did not use means the graph is not the model). */
 dc_status *dc_weights_check_all_used(const dc_weights *w);

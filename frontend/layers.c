@@ -73,6 +73,17 @@ dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in_feature
   return gb_add(g, &n, prefix, out);
 }
 
+dc_status *gb_linear_halves_swapped(dc_gb *g, const char *prefix, int bias, int *swapped) {
+  char w[512], b[512];
+  int bias_swapped = 0;
+  DC_TRY(dc_weights_halves_swapped(g->w, gb_path(w, sizeof w, "%s.weight", prefix), swapped));
+  if (!bias) return NULL;
+  DC_TRY(dc_weights_halves_swapped(g->w, gb_path(b, sizeof b, "%s.bias", prefix), &bias_swapped));
+  if (bias_swapped == *swapped) return NULL;
+  return dc_error(DC_ERR_INTERNAL, "%s: \"%s\" and \"%s\" disagree on the order of their halves", g->w->folder->dir, w,
+                  b);
+}
+
 static dc_status *norm(dc_gb *g, dc_op op, const char *prefix, int32_t x, int64_t c, int64_t groups,
                        double eps, int32_t *out) {
   int32_t in[3] = {x, -1, -1};

@@ -31,6 +31,11 @@ dc_status *gb_conv2d_same(dc_gb *g, const char *prefix, int32_t x, int64_t cin, 
 /* nn.Linear(in, out, bias) applied to the last dim. */
 dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in, int64_t out_features,
                      int bias, int32_t *out);
+/* Whether the linear at prefix (weight, and bias when `bias`) is stored with
+ * the two halves of its output swapped (dc_weights_halves_swapped; weight and
+ * bias must agree); the caller then reads chunk k of its output at the other
+ * half.  0 in record mode and for a folder of diffusers' own layout. */
+dc_status *gb_linear_halves_swapped(dc_gb *g, const char *prefix, int bias, int *swapped);
 dc_status *gb_group_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, int64_t groups,
                          double eps, int32_t *out);
 dc_status *gb_layer_norm(dc_gb *g, const char *prefix, int32_t x, int64_t channels, double eps,

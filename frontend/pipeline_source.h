@@ -78,7 +78,32 @@ const dc_folder *dc_pipeline_denoiser(const dc_pipeline_source *s);
  * pipeline folder of the same family) or, when it is NULL, from the bundled
  * defaults: <data>/single_file/<family>, <data> being $DIFFC_DATA_DIR, the
  * installed share/diffc or the source tree's data/.  SD2.x without a
- * config_dir is read as 2.1 768-v (v_prediction), as diffusers does. */
+ * config_dir is read as 2.1 768-v (v_prediction), as diffusers does.
+ * Stability's SD3 / SD3.5 files with CLIP-L and CLIP-G
+ * (text_encoders.clip_{l,g}.transformer.*) open the same way as a
+ * StableDiffusion3Pipeline without T5 (a T5 in the file is refused, and so
+ * is a CLIP-L text_projection other than the identity diffusers uses); a
+ * Flux or SD3 file of the transformer alone is refused here: it opens with
+ * dc_single_file_open_model. */
 dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipeline_source *out);
+
+/* A single-file checkpoint of a DiT's transformer alone, opened as one
+ * model: Black Forest Labs' FLUX.1-dev / schnell files (double_blocks.*,
+ * single_blocks.*, at the top level or under model.diffusion_model.; dev
+ * has guidance_in), Stability's SD3 Medium / SD3.5 Medium / Large files
+ * (model.diffusion_model.joint_blocks.*, and first_stage_model.* whose VAE
+ * is mapped and checked too; a file with text encoders is a pipeline:
+ * dc_single_file_open).  Every tensor becomes a view under
+ * diffusers' name (fused q,k,v(,mlp) rows split by offset, the final norm's
+ * (shift, scale) halves flagged for the builder: frontend/single_file_dit.c),
+ * checked exhaustively against the transformer config: <config_dir>/
+ * transformer/config.json (a diffusers pipeline folder; or config_dir/
+ * config.json, the transformer's own folder) or the bundled
+ * <data>/single_file/<family>/transformer/config.json (the released
+ * configs).  The folder owns the mapped file: dc_folder_close releases it. */
+dc_status *dc_single_file_open_model(const char *path, const char *config_dir, dc_folder *out);
+/* Whether the single file at path holds one model (a DiT's transformer)
+ * rather than a pipeline; an error for a layout diffc does not read. */
+dc_status *dc_single_file_holds_model(const char *path, int *yes);
 
 #endif

@@ -24,12 +24,18 @@
 #include <unistd.h>
 
 static const sf_family sf_families[] = {
-    {"sd1", "SD1.x", "StableDiffusionPipeline", "cond_stage_model.transformer.", 0, 0, NULL},
-    {"sd2", "SD2.x", "StableDiffusionPipeline", "cond_stage_model.model.", 1, 1, NULL},
+    {"sd1", "SD1.x", "StableDiffusionPipeline", "cond_stage_model.transformer.", 0, 0, NULL, SF_DIT_NONE, NULL},
+    {"sd2", "SD2.x", "StableDiffusionPipeline", "cond_stage_model.model.", 1, 1, NULL, SF_DIT_NONE, NULL},
     {"sdxl", "SDXL base", "StableDiffusionXLPipeline", "conditioner.embedders.0.transformer.", 0, 0,
-     "conditioner.embedders.1.model."},
+     "conditioner.embedders.1.model.", SF_DIT_NONE, NULL},
+    {"flux-dev", "FLUX.1-dev", "FluxPipeline", NULL, 0, 0, NULL, SF_DIT_FLUX, "FluxTransformer2DModel"},
+    {"flux-schnell", "FLUX.1-schnell", "FluxPipeline", NULL, 0, 0, NULL, SF_DIT_FLUX, "FluxTransformer2DModel"},
+    {"sd3-medium", "SD3 Medium", "StableDiffusion3Pipeline", NULL, 0, 0, NULL, SF_DIT_SD3, "SD3Transformer2DModel"},
+    {"sd3.5-medium", "SD3.5 Medium", "StableDiffusion3Pipeline", NULL, 0, 0, NULL, SF_DIT_SD3,
+     "SD3Transformer2DModel"},
+    {"sd3.5-large", "SD3.5 Large", "StableDiffusion3Pipeline", NULL, 0, 0, NULL, SF_DIT_SD3, "SD3Transformer2DModel"},
 };
-enum { SF_SD1, SF_SD2, SF_SDXL };
+enum { SF_SD1, SF_SD2, SF_SDXL, SF_FLUX_DEV, SF_FLUX_SCHNELL, SF_SD3_MEDIUM, SF_SD35_MEDIUM, SF_SD35_LARGE };
 
 /* ---- 1. the family ------------------------------------------------------------ */
 
@@ -47,10 +53,6 @@ static const struct {
     {"model.diffusion_model.input_blocks.10.0.skip_connection.bias", "SD x4 upscaler"},
     {"control_model.time_embed.0.weight", "ControlNet"},
     {"controlnet_cond_embedding.conv_in.weight", "ControlNet"},
-    {"model.diffusion_model.joint_blocks.0.context_block.adaLN_modulation.1.bias", "SD3 / SD3.5"},
-    {"joint_blocks.0.context_block.adaLN_modulation.1.bias", "SD3 / SD3.5"},
-    {"model.diffusion_model.double_blocks.0.img_attn.norm.key_norm.scale", "Flux"},
-    {"double_blocks.0.img_attn.norm.key_norm.scale", "Flux"},
     {"model.diffusion_model.single_stream_modulation.lin.weight", "Flux.2"},
     {"single_stream_modulation.lin.weight", "Flux.2"},
     {"model.diffusion_model.distilled_guidance_layer.in_proj.bias", "Chroma"},
@@ -88,7 +90,7 @@ static int64_t sf_last_dim(const dc_st_tensor *t) { return t && t->rank ? t->dim
 static dc_status *sf_refuse(const dc_st_file *f, const char *what, const char *key) {
   return dc_error(DC_ERR_UNSUPPORTED,
                   "%s: recognised as %s (it has \"%s\"); diffc reads single-file SD1.x, SD2.x and SDXL base "
-                  "text-to-image checkpoints",
+                  "text-to-image checkpoints, and the transformers of FLUX.1-dev / schnell, SD3 and SD3.5",
                   f->file.path, what, key);
 }
 
@@ -115,8 +117,70 @@ static dc_status *sf_unknown_layout(const dc_st_file *f) {
                       sf_other_layouts[i].key);
   return dc_error(DC_ERR_UNSUPPORTED,
                   "%s: not a checkpoint layout diffc knows: no SD UNet (\"%s\") among its %d tensors (the first: "
-                  "\"%s\"); diffc reads single-file SD1.x, SD2.x and SDXL base checkpoints",
+                  "\"%s\"); diffc reads single-file SD1.x, SD2.x and SDXL base checkpoints, and the transformers "
+                  "of FLUX.1-dev / schnell, SD3 and SD3.5",
                   f->file.path, SF_UNET_IN, f->ntensors, f->ntensors ? f->tensors[0].name : "");
+}
+
+/* ---- the DiT layouts -------------------------------------------------------------- */
+
+/* A transformer key under model.diffusion_model. (Stability's and ComfyUI's
+ * files) or at the top level (Black Forest Labs' files of the transformer). */
+static const dc_st_tensor *sf_find_dit(const dc_st_file *f, const char *key) {
+  char full[256];
+  snprintf(full, sizeof full, "model.diffusion_model.%s", key);
+  const dc_st_tensor *t = dc_st_find(f, full);
+  return t ? t : dc_st_find(f, key);
+}
+
+static const char *sf_first_with_prefix(const dc_st_file *f, const char *prefix) {
+  for (int i = 0; i < f->ntensors; i++)
+    if (!strncmp(f->tensors[i].name, prefix, strlen(prefix))) return f->tensors[i].name;
+  return NULL;
+}
+
+/* infer_diffusers_model_type's Flux rule: dev has the guidance embedder,
+ * schnell not; Fill and Depth differ by img_in's input channels. */
+static dc_status *sf_detect_flux(const dc_st_file *f, const sf_family **out) {
+  const dc_st_tensor *in = sf_find_dit(f, "img_in.weight");
+  int64_t c = in && in->rank == 2 ? in->dims[1] : -1;
+  if (c == 384 || c == 128)
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: a Flux transformer whose img_in takes %lld channels: FLUX.1 %s; diffc reads the "
+                    "text-to-image FLUX.1-dev and FLUX.1-schnell transformers",
+                    f->file.path, (long long)c, c == 384 ? "Fill" : "Depth");
+  *out = sf_find_dit(f, "guidance_in.in_layer.bias") ? &sf_families[SF_FLUX_DEV] : &sf_families[SF_FLUX_SCHNELL];
+  return NULL;
+}
+
+/* Its SD3 rules: 38 joint blocks are SD3.5 Large, a second image attention
+ * (attn2) SD3.5 Medium, neither SD3 Medium. */
+static dc_status *sf_detect_sd3(const dc_st_file *f, const sf_family **out) {
+  const char *t5 = sf_first_with_prefix(f, "text_encoders.t5xxl.");
+  if (t5)
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: an SD3 checkpoint with a T5 encoder (\"%s\"): diffc does not read T5 from a single file "
+                    "yet; it reads SD3 files of the transformer (and VAE), or with CLIP-L and CLIP-G only "
+                    "(StableDiffusion3Pipeline then runs without T5, as diffusers allows)",
+                    f->file.path, t5);
+  if (sf_find_dit(f, "joint_blocks.37.x_block.mlp.fc1.weight")) *out = &sf_families[SF_SD35_LARGE];
+  else if (sf_find_dit(f, "joint_blocks.0.x_block.attn2.qkv.weight")) *out = &sf_families[SF_SD35_MEDIUM];
+  else *out = &sf_families[SF_SD3_MEDIUM];
+  return NULL;
+}
+
+/* A file of a whole pipeline: SD's, or SD3's with its CLIP text encoders;
+ * a Flux or SD3 transformer (and VAE) alone is one model. */
+static int sf_is_pipeline_file(const dc_st_file *f, const sf_family *fam) {
+  return !fam->dit || sf_first_with_prefix(f, "text_encoders.") != NULL;
+}
+
+/* *out stays NULL when f is no DiT. */
+static dc_status *sf_detect_dit(const dc_st_file *f, const sf_family **out) {
+  *out = NULL;
+  if (sf_find_dit(f, "double_blocks.0.img_attn.norm.key_norm.scale")) return sf_detect_flux(f, out);
+  if (sf_find_dit(f, "joint_blocks.0.context_block.adaLN_modulation.1.bias")) return sf_detect_sd3(f, out);
+  return NULL;
 }
 
 /* SD2 is diffusers' rule (1024-wide cross-attention keys) or the OpenCLIP
@@ -127,6 +191,8 @@ static dc_status *sf_unknown_layout(const dc_st_file *f) {
 static dc_status *sf_detect(const dc_st_file *f, const sf_family **out) {
   for (size_t i = 0; i < sizeof sf_unsupported / sizeof sf_unsupported[0]; i++)
     if (dc_st_find(f, sf_unsupported[i].key)) return sf_refuse(f, sf_unsupported[i].what, sf_unsupported[i].key);
+  DC_TRY(sf_detect_dit(f, out));
+  if (*out) return NULL;
   const dc_st_tensor *in = dc_st_find(f, SF_UNET_IN);
   if (!in) return sf_unknown_layout(f);
   DC_TRY(sf_check_unet_input(f, in));
@@ -326,28 +392,15 @@ static void sf_close_owned(void *p) {
 }
 
 static dc_folder *sf_folder_of(dc_pipeline_source *s, sf_comp comp) {
-  dc_folder *const folders[SF_NCOMP] = {&s->unet, &s->vae, &s->text_encoder, &s->text_encoder_2};
+  dc_folder *const folders[SF_NCOMP] = {&s->unet, &s->vae, &s->text_encoder, &s->text_encoder_2, &s->transformer};
   return folders[comp];
 }
 
-/* The component's views (contiguous: sorted by component) as a folder. */
+static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config, dc_folder *out);
+
+/* The component's views (contiguous: sorted by component) as the source's folder. */
 static dc_status *sf_component(dc_pipeline_source *s, sf_owned *o, sf_comp comp, const char *config) {
-  const char *file = o->file.file.path;
-  int a = 0, n = 0;
-  while (a < o->views.n && o->views.v[a].comp < comp) a++;
-  while (a + n < o->views.n && o->views.v[a + n].comp == comp) n++;
-  DC_TRY(sf_check_component(file, comp, &o->views.v[a], n, config));
-  struct dc_folder_entry *e = dc_malloc(sizeof *e * (size_t)(n ? n : 1));
-  char *dir = dc_asprintf("%s (%s)", s->origin, sf_comp_names[comp]);
-  dc_status *st = e && dir ? NULL : dc_nomem("presenting a checkpoint's components");
-  for (int i = 0; i < n && !st; i++) {
-    const sf_view *v = &o->views.v[a + i];
-    e[i] = (struct dc_folder_entry){.name = v->t.name, .shard = 0, .tensor = &v->t, .transposed = v->transposed};
-  }
-  if (!st) st = dc_folder_from_views(dir, config, &o->file, e, n, sf_folder_of(s, comp));
-  dc_free(e);
-  dc_free(dir);
-  return st;
+  return sf_model_folder(o, comp, config, sf_folder_of(s, comp));
 }
 
 static const char *const sf_clip_vocab[] = {"vocab.json", "merges.txt"};
@@ -403,13 +456,13 @@ static dc_status *sf_read_facts(char *const *configs, sf_facts *facts) {
 /* Everything after the family is known; configs[] are freed by the caller. */
 static dc_status *sf_assemble(dc_pipeline_source *s, sf_owned *o, const sf_family *fam, const sf_configs *c,
                               char **configs) {
-  int ncomp = fam->te2_prefix ? SF_NCOMP : SF_TE2;
+  int ncomp = fam->te2_prefix ? SF_TE2 + 1 : SF_TE2;
   for (int k = 0; k < ncomp; k++) DC_TRY(sf_config_file(c, sf_comp_names[k], "config.json", &configs[k]));
   sf_facts facts = {0};
   DC_TRY(sf_read_facts(configs, &facts));
   DC_TRY(sf_map_tensors(&o->file, fam, &facts, &o->views));
   for (int k = 0; k < ncomp; k++) DC_TRY(sf_component(s, o, (sf_comp)k, configs[k]));
-  s->has_text_encoder_2 = ncomp == SF_NCOMP;
+  s->has_text_encoder_2 = ncomp == SF_TE2 + 1;
   DC_TRY(sf_tokenizer(c, "tokenizer", &s->tokenizer));
   if (s->has_text_encoder_2) DC_TRY(sf_tokenizer(c, "tokenizer_2", &s->tokenizer_2));
   DC_TRY(sf_scheduler(c, &s->scheduler));
@@ -421,6 +474,9 @@ static dc_status *sf_assemble(dc_pipeline_source *s, sf_owned *o, const sf_famil
   s->has_safety_checker = 0;
   return NULL;
 }
+
+static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_family *fam, const sf_configs *c,
+                                  char **configs);
 
 dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipeline_source *out) {
   memset(out, 0, sizeof *out);
@@ -439,13 +495,202 @@ dc_status *dc_single_file_open(const char *path, const char *config_dir, dc_pipe
   char *configs[SF_NCOMP] = {NULL};
   dc_status *st = dc_st_open(path, &o->file);
   if (!st) st = sf_detect(&o->file, &fam);
+  if (!st && !sf_is_pipeline_file(&o->file, fam))
+    st = dc_error(DC_ERR_UNSUPPORTED,
+                  "%s: a %s transformer checkpoint, not a whole pipeline: it compiles as one model "
+                  "(dc_single_file_open_model; diffc FILE -o PLAN)",
+                  path, fam->label);
   if (!st) st = sf_configs_find(fam, config_dir, path, &c);
   if (!st) st = (out->class_name = dc_strdup(fam->pipeline)) ? NULL : dc_nomem("opening a checkpoint");
   if (!st) out->kind = dc_pipeline_class_kind(out->class_name);
   if (!st) out->family = fam->label;
-  if (!st) st = sf_assemble(out, o, fam, &c, configs);
+  if (!st) st = fam->dit ? sf_assemble_sd3(out, o, fam, &c, configs) : sf_assemble(out, o, fam, &c, configs);
   for (int k = 0; k < SF_NCOMP; k++) dc_free(configs[k]);
   sf_configs_free(&c);
   if (st) dc_pipeline_source_close(out);
+  return st;
+}
+
+/* ---- a DiT's transformer: one model ----------------------------------------------- */
+
+/* <root>/<component>/config.json, root being config_dir (a diffusers
+ * pipeline folder; for the transformer also its own model folder) or the
+ * bundled <data>/single_file/<family>. */
+static dc_status *sf_dit_config(const sf_family *fam, const char *config_dir, const char *file, sf_comp comp,
+                                char **out) {
+  *out = NULL;
+  char *data = NULL, *root = NULL;
+  if (config_dir) {
+    if (!dc_dir_exists(config_dir))
+      return dc_error(DC_ERR_IO, "%s: no such directory (the config of %s: a diffusers %s folder)", config_dir, file,
+                      fam->pipeline);
+    root = dc_strdup(config_dir);
+  } else {
+    DC_TRY(sf_data_dir(&data));
+    char *sf = dc_path_join(data, "single_file");
+    root = sf ? dc_path_join(sf, fam->name) : NULL;
+    dc_free(sf);
+  }
+  char *dir = root ? dc_path_join(root, sf_comp_names[comp]) : NULL;
+  char *path = dir ? dc_path_join(dir, "config.json") : NULL;
+  char *own = config_dir && comp == SF_TRANSFORMER && root ? dc_path_join(root, "config.json") : NULL;
+  dc_status *st = !path ? dc_nomem("finding a checkpoint's configs") : NULL;
+  if (!st && dc_file_exists(path)) *out = path, path = NULL;
+  else if (!st && own && dc_file_exists(own)) *out = own, own = NULL;
+  else if (!st)
+    st = dc_error(DC_ERR_IO, "%s: no such file (the %s config of %s, %s %s checkpoint%s: --config names a diffusers %s "
+                  "folder)",
+                  path, sf_comp_names[comp], file, fam->label[0] == 'S' ? "an" : "a", fam->label,
+                  comp == SF_VAE ? " with a VAE (first_stage_model.*)" : "", fam->pipeline);
+  dc_free(own);
+  dc_free(path);
+  dc_free(dir);
+  dc_free(root);
+  dc_free(data);
+  return st;
+}
+
+/* The config must be the family's class and, for Flux, have the guidance
+ * embedder exactly when the file has one (dev vs schnell). */
+static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const char *config, sf_facts *facts) {
+  dc_json_doc d;
+  DC_TRY(dc_json_load(config, &d));
+  const char *cls = NULL;
+  int flux = fam->dit == SF_DIT_FLUX, guidance = 0;
+  int64_t heads = 0, head_dim = 0;
+  facts->dit_config = config;
+  dc_status *st = dc_json_str(&d, "_class_name", NULL, &cls);
+  if (!st && (!cls || strcmp(cls, fam->model_class) != 0))
+    st = dc_error(DC_ERR_MISMATCH, "%s: \"_class_name\" is %s%s%s, but %s is a %s transformer (%s)", config,
+                  cls ? "\"" : "", cls ? cls : "absent", cls ? "\"" : "", file, fam->label, fam->model_class);
+  /* the classes' defaults where a key is absent */
+  if (!st) st = dc_json_int(&d, "num_attention_heads", flux ? 24 : 18, &heads);
+  if (!st) st = dc_json_int(&d, "attention_head_dim", flux ? 128 : 64, &head_dim);
+  if (!st && (heads < 1 || head_dim < 1 || heads > (1 << 20) || head_dim > (1 << 20)))
+    st = dc_error(DC_ERR_FORMAT, "%s: num_attention_heads %lld and attention_head_dim %lld must be positive", config,
+                  (long long)heads, (long long)head_dim);
+  if (!st) st = dc_json_int(&d, "num_layers", flux ? 19 : 18, &facts->dit_layers);
+  if (!st && flux) st = dc_json_bool(&d, "guidance_embeds", 0, &guidance);
+  if (!st && flux && guidance != (fam == &sf_families[SF_FLUX_DEV]))
+    st = dc_error(DC_ERR_MISMATCH,
+                  "%s: a %s transformer (it %s guidance_in), but the config %s has \"guidance_embeds\": %s", file,
+                  fam->label, guidance ? "lacks" : "has", config, guidance ? "true" : "false");
+  facts->dit_dim = heads * head_dim;
+  dc_json_free(&d);
+  return st;
+}
+
+/* Many released SD3 files lack CLIP-L's text_projection, for which diffusers
+ * uses the identity: diffc has no tensor to bind then, and says so rather
+ * than report a missing tensor. */
+static dc_status *sf_sd3_clip_l_projection(const sf_owned *o) {
+  for (int i = 0; i < o->views.n; i++)
+    if (o->views.v[i].comp == SF_TE && !strcmp(o->views.v[i].t.name, "text_projection.weight")) return NULL;
+  return dc_error(DC_ERR_UNSUPPORTED,
+                  "%s: CLIP-L has no text_projection (text_encoders.clip_l.transformer.text_projection.weight), as "
+                  "in many released SD3 files; diffusers uses the identity there, which diffc does not put in the "
+                  "graph without a tensor yet",
+                  o->file.file.path);
+}
+
+/* SD3 with its CLIP text encoders: the whole StableDiffusion3Pipeline but
+ * T5 (text_encoder_3 stays closed: the pipeline feeds zeros in its place,
+ * as diffusers does without it). */
+static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_family *fam, const sf_configs *c,
+                                  char **configs) {
+  static const sf_comp comps[] = {SF_TRANSFORMER, SF_VAE, SF_TE, SF_TE2};
+  for (int k = 0; k < 4; k++) DC_TRY(sf_config_file(c, sf_comp_names[comps[k]], "config.json", &configs[comps[k]]));
+  sf_facts facts = {0};
+  DC_TRY(sf_dit_facts(fam, o->file.file.path, configs[SF_TRANSFORMER], &facts));
+  DC_TRY(sf_vae_facts(configs[SF_VAE], &facts));
+  DC_TRY(sf_map_tensors(&o->file, fam, &facts, &o->views));
+  DC_TRY(sf_sd3_clip_l_projection(o));
+  for (int k = 0; k < 4; k++) DC_TRY(sf_component(s, o, comps[k], configs[comps[k]]));
+  s->has_text_encoder_2 = 1;
+  DC_TRY(sf_tokenizer(c, "tokenizer", &s->tokenizer));
+  DC_TRY(sf_tokenizer(c, "tokenizer_2", &s->tokenizer_2));
+  DC_TRY(sf_scheduler(c, &s->scheduler));
+  s->has_safety_checker = 0;
+  return NULL;
+}
+
+/* The views of one component, checked against its config, as a folder over
+ * the mapped file ("<file> (<component>)" in messages). */
+static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config, dc_folder *out) {
+  const char *file = o->file.file.path;
+  int a = 0, n = 0;
+  while (a < o->views.n && o->views.v[a].comp < comp) a++;
+  while (a + n < o->views.n && o->views.v[a + n].comp == comp) n++;
+  DC_TRY(sf_check_component(file, comp, &o->views.v[a], n, config));
+  struct dc_folder_entry *e = dc_malloc(sizeof *e * (size_t)(n ? n : 1));
+  char *dir = dc_asprintf("%s (%s)", file, sf_comp_names[comp]);
+  dc_status *st = e && dir ? NULL : dc_nomem("presenting a checkpoint's model");
+  for (int i = 0; i < n && !st; i++) {
+    const sf_view *v = &o->views.v[a + i];
+    e[i] = (struct dc_folder_entry){.name = v->t.name, .shard = 0, .tensor = &v->t, .transposed = v->transposed,
+                                    .halves_swapped = v->halves_swapped};
+  }
+  if (!st) st = dc_folder_from_views(dir, config, &o->file, e, n, out);
+  dc_free(e);
+  dc_free(dir);
+  return st;
+}
+
+/* SD3's VAE, when the file has one (first_stage_model.*), is mapped and
+ * checked like the transformer (a file of another VAE fails naming the
+ * tensor), though the model compiled is the transformer: its config and the
+ * fact the mapping needs. */
+static dc_status *sf_sd3_vae_config(const sf_family *fam, const char *config_dir, const dc_st_file *f, char **config,
+                                    sf_facts *facts) {
+  *config = NULL;
+  if (fam->dit != SF_DIT_SD3 || !sf_first_with_prefix(f, "first_stage_model.")) return NULL;
+  DC_TRY(sf_dit_config(fam, config_dir, f->file.path, SF_VAE, config));
+  return sf_vae_facts(*config, facts);
+}
+
+static dc_status *sf_check_vae(sf_owned *o, const char *config) {
+  dc_folder vae;
+  DC_TRY(sf_model_folder(o, SF_VAE, config, &vae));
+  dc_folder_close(&vae);
+  return NULL;
+}
+
+dc_status *dc_single_file_open_model(const char *path, const char *config_dir, dc_folder *out) {
+  memset(out, 0, sizeof *out);
+  sf_owned *o = dc_calloc(1, sizeof *o);
+  if (!o) return dc_nomem("opening a checkpoint");
+  const sf_family *fam = NULL;
+  char *config = NULL, *vae_config = NULL;
+  sf_facts facts = {0};
+  dc_status *st = dc_st_open(path, &o->file);
+  if (!st) st = sf_detect(&o->file, &fam);
+  if (!st && sf_is_pipeline_file(&o->file, fam))
+    st = dc_error(DC_ERR_UNSUPPORTED, "%s: %s %s checkpoint%s is a whole pipeline, not one model", path,
+                  fam->label[0] == 'S' ? "an" : "a", fam->label, fam->dit ? " with its text encoders" : "");
+  if (!st) st = sf_dit_config(fam, config_dir, path, SF_TRANSFORMER, &config);
+  if (!st) st = sf_dit_facts(fam, path, config, &facts);
+  if (!st) st = sf_sd3_vae_config(fam, config_dir, &o->file, &vae_config, &facts);
+  if (!st) st = sf_map_tensors(&o->file, fam, &facts, &o->views);
+  if (!st && vae_config) st = sf_check_vae(o, vae_config);
+  if (!st) st = sf_model_folder(o, SF_TRANSFORMER, config, out);
+  dc_free(vae_config);
+  dc_free(config);
+  if (st) {
+    sf_close_owned(o);
+    return st;
+  }
+  out->owner = o;
+  out->close_owner = sf_close_owned;
+  return NULL;
+}
+
+dc_status *dc_single_file_holds_model(const char *path, int *yes) {
+  dc_st_file f;
+  const sf_family *fam = NULL;
+  *yes = 0;
+  DC_TRY(dc_st_open(path, &f));
+  dc_status *st = sf_detect(&f, &fam);
+  if (!st) *yes = !sf_is_pipeline_file(&f, fam);
+  dc_st_close(&f);
   return st;
 }

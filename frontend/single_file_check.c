@@ -163,7 +163,7 @@ static dc_status *sf_compare(const char *file, sf_comp comp, const sf_view *view
 
 dc_status *sf_check_component(const char *file, sf_comp comp, const sf_view *views, int n, const char *config_path) {
   dc_weight_list want;
-  if (comp == SF_UNET || comp == SF_VAE) DC_TRY(dc_frontend_weight_list(config_path, NULL, &want));
+  if (comp != SF_TE && comp != SF_TE2) DC_TRY(dc_frontend_weight_list(config_path, NULL, &want));
   else DC_TRY(sf_clip_expected(config_path, &want));
   dc_status *st = sf_compare(file, comp, views, n, &want, config_path);
   dc_weight_list_deinit(&want);

@@ -21,28 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const sf_comp_names[SF_NCOMP] = {"unet", "vae", "text_encoder", "text_encoder_2"};
-
-typedef struct {
-  const dc_st_file *f;
-  const sf_family *fam;
-  const sf_facts *facts;
-  sf_views *out;
-  const char *bad;  /* the first tensor no rule knows (sorted order) */
-  char why[200];    /* and why */
-  int nbad;
-} sf_ctx;
+const char *const sf_comp_names[SF_NCOMP] = {"unet", "vae", "text_encoder", "text_encoder_2", "transformer"};
 
 /* ---- small parsers ------------------------------------------------------ */
 
-/* s past `prefix`, or NULL when s does not start with it. */
-static const char *sf_after(const char *s, const char *prefix) {
+const char *sf_after(const char *s, const char *prefix) {
   size_t n = strlen(prefix);
   return strncmp(s, prefix, n) == 0 ? s + n : NULL;
 }
 
-/* "12.rest" -> 12 and "rest"; NULL unless s is decimal digits then a dot. */
-static const char *sf_num(const char *s, int64_t *out) {
+const char *sf_num(const char *s, int64_t *out) {
   if (!s || *s < '0' || *s > '9') return NULL;
   int64_t v = 0;
   for (; *s >= '0' && *s <= '9'; s++) {
@@ -55,7 +43,7 @@ static const char *sf_num(const char *s, int64_t *out) {
 
 /* ---- building the views --------------------------------------------------- */
 
-static dc_status *sf_unknown(sf_ctx *c, const dc_st_tensor *t, const char *why) {
+dc_status *sf_unknown(sf_ctx *c, const dc_st_tensor *t, const char *why) {
   if (c->nbad++ == 0) {
     c->bad = t->name;
     snprintf(c->why, sizeof c->why, "%s", why);
@@ -72,9 +60,7 @@ static dc_status *sf_grow(sf_views *v) {
   return NULL;
 }
 
-/* Appends the view of t called `name` (owned; NULL means out of memory) and
- * returns it in *out when asked. */
-static dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, sf_view **out) {
+dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, sf_view **out) {
   dc_status *st = name ? sf_grow(c->out) : dc_nomem("mapping a checkpoint's tensors");
   if (st) {
     dc_free(name);
@@ -90,9 +76,17 @@ static dc_status *sf_add(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *n
   return NULL;
 }
 
-/* Renames by a table of {LDM prefix, diffusers prefix}: "<head><new><tail>".
- * *hit is 0 when no entry matches. */
-static dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *head, const char *rest,
+dc_status *sf_add_rows(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, char *name, int64_t row0, int64_t nrows) {
+  sf_view *v;
+  DC_TRY(sf_add(c, t, comp, name, &v));
+  uint64_t row_bytes = t->rank && t->dims[0] ? t->bytes / (uint64_t)t->dims[0] : 0;
+  v->t.dims[0] = nrows;
+  v->t.bytes = row_bytes * (uint64_t)nrows;
+  v->t.offset = t->offset + row_bytes * (uint64_t)row0;
+  return NULL;
+}
+
+dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *head, const char *rest,
                             const char *const (*table)[2], int n, int *hit) {
   *hit = 0;
   for (int i = 0; i < n; i++) {
@@ -103,8 +97,6 @@ static dc_status *sf_rename(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, cons
   }
   return NULL;
 }
-
-#define SF_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* ---- UNet: model.diffusion_model.* ------------------------------------------ */
 
@@ -258,7 +250,7 @@ static dc_status *sf_vae_up(sf_ctx *c, const dc_st_tensor *t, const char *r) {
   return sf_unknown(c, t, "not a tensor of an LDM decoder up block");
 }
 
-static dc_status *sf_vae(sf_ctx *c, const dc_st_tensor *t, const char *r) {
+dc_status *sf_map_vae(sf_ctx *c, const dc_st_tensor *t, const char *r) {
   int hit;
   DC_TRY(sf_rename(c, t, SF_VAE, "", r, sf_vae_top, SF_COUNT(sf_vae_top), &hit));
   if (hit) return NULL;
@@ -294,15 +286,12 @@ static dc_status *sf_openclip_qkv(sf_ctx *c, const dc_st_tensor *t, sf_comp comp
   if (t->rank != rank || t->dims[0] % 3 != 0)
     return sf_unknown(c, t, "in_proj is not q, k and v stacked: [3D,D] / [3D]");
   static const char qkv[3] = {'q', 'k', 'v'};
-  for (int k = 0; k < 3; k++) {
-    sf_view *v;
-    DC_TRY(sf_add(c, t, comp,
-                  dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf),
-                  &v));
-    v->t.dims[0] = t->dims[0] / 3;
-    v->t.bytes = t->bytes / 3;
-    v->t.offset = t->offset + (uint64_t)k * v->t.bytes;
-  }
+  int64_t rows = t->dims[0] / 3;
+  for (int k = 0; k < 3; k++)
+    DC_TRY(sf_add_rows(
+        c, t, comp,
+        dc_asprintf("text_model.encoder.layers.%lld.self_attn.%c_proj.%s", (long long)layer, qkv[k], leaf), k * rows,
+        rows));
   return NULL;
 }
 
@@ -382,14 +371,67 @@ static int sf_globally_ignored(const char *name) {
 
 /* ---- the whole file -------------------------------------------------------------- */
 
+/* Whether t is a square identity matrix in f32, f16 or bf16 (bit patterns
+ * of 1 on the diagonal, of +-0 elsewhere). */
+static int sf_is_identity(const dc_st_file *f, const dc_st_tensor *t) {
+  uint32_t one = t->dtype == DT_F32 ? 0x3f800000u : t->dtype == DT_F16 ? 0x3c00u : t->dtype == DT_BF16 ? 0x3f80u : 0;
+  int es = one ? dc_dtype_size(t->dtype) : 0;
+  if (!es || t->rank != 2 || t->dims[0] != t->dims[1] || t->bytes != (uint64_t)(t->dims[0] * t->dims[1] * es)) return 0;
+  uint32_t sign = es == 4 ? 0x80000000u : 0x8000u;
+  const uint8_t *p = f->file.data + t->offset;
+  for (int64_t i = 0; i < t->dims[0]; i++)
+    for (int64_t j = 0; j < t->dims[1]; j++, p += es) {
+      uint32_t v = 0;
+      memcpy(&v, p, (size_t)es); /* little-endian, as safetensors stores */
+      if (i == j ? v != one : (v & ~sign) != 0) return 0;
+    }
+  return 1;
+}
+
+/* SD3's CLIP-L and CLIP-G: transformers' CLIPTextModelWithProjection names
+ * under text_encoders.clip_{l,g}.transformer. (convert_ldm_clip_checkpoint
+ * strips the prefix).  diffusers sets CLIP-L's text_projection to the
+ * identity whatever the file holds (SD3 pools CLIP-L unprojected): a
+ * stored identity is that, anything else would compute another pooled
+ * embedding, so it is refused by name. */
+static dc_status *sf_sd3_clip(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *r) {
+  if (!strcmp(r, "text_model.embeddings.position_ids") || !strcmp(r, "logit_scale")) {
+    c->out->nignored++;
+    return NULL;
+  }
+  if (comp == SF_TE && !strcmp(r, "text_projection.weight") && !sf_is_identity(c->f, t))
+    return sf_unknown(c, t, "CLIP-L's text_projection is not the identity, which diffusers' from_single_file puts "
+                            "in its place");
+  if (!sf_after(r, "text_model.") && strcmp(r, "text_projection.weight") != 0)
+    return sf_unknown(c, t, "not a tensor of transformers' CLIPTextModelWithProjection");
+  return sf_add(c, t, comp, dc_strdup(r), NULL);
+}
+
+/* A DiT file: its transformer under model.diffusion_model. or at the top
+ * level (Black Forest Labs' Flux files); SD3's VAE and CLIP text encoders. */
+static dc_status *sf_map_one_dit(sf_ctx *c, const dc_st_tensor *t) {
+  const char *r;
+  int sd3 = c->fam->dit == SF_DIT_SD3;
+  if ((r = sf_after(t->name, "model.diffusion_model."))) return sf_map_dit(c, t, r);
+  if ((r = sf_after(t->name, "first_stage_model.")))
+    return sd3 ? sf_map_vae(c, t, r) : sf_unknown(c, t, "a Flux file holds the transformer alone");
+  if (sd3 && (r = sf_after(t->name, "text_encoders.clip_l.transformer."))) return sf_sd3_clip(c, t, SF_TE, r);
+  if (sd3 && (r = sf_after(t->name, "text_encoders.clip_g.transformer."))) return sf_sd3_clip(c, t, SF_TE2, r);
+  if (sd3 && sf_after(t->name, "text_encoders."))
+    return sf_unknown(c, t,
+                      "SD3's text encoders are text_encoders.clip_l and clip_g (T5 is not read from one file yet)");
+  return sf_map_dit(c, t, t->name);
+}
+
 static dc_status *sf_map_one(sf_ctx *c, const dc_st_tensor *t) {
   const char *r;
+  if (c->fam->dit) return sf_map_one_dit(c, t);
   if (sf_globally_ignored(t->name)) {
     c->out->nignored++;
     return NULL;
   }
   if ((r = sf_after(t->name, "model.diffusion_model."))) return sf_unet(c, t, r);
-  if ((r = sf_after(t->name, "first_stage_model."))) return sf_vae(c, t, r);
+  if ((r = sf_after(t->name, "first_stage_model."))) return sf_map_vae(c, t, r);
   sf_comp comp = SF_TE;
   if (!(r = sf_after(t->name, c->fam->te_prefix))) {
     comp = SF_TE2;
@@ -415,13 +457,24 @@ static dc_status *sf_unknown_error(const sf_ctx *c) {
   const sf_family *fam = c->fam;
   dc_buf b;
   dc_buf_init(&b);
-  dc_buf_printf(&b, "%s: tensor \"%s\" is not part of an %s checkpoint as diffc reads it (%s)", c->f->file.path, c->bad,
-                fam->label, c->why);
+  /* "an SD1.x", "a FLUX.1-dev" */
+  const char *article = fam->label[0] == 'S' ? "an" : "a";
+  dc_buf_printf(&b, "%s: tensor \"%s\" is not part of %s %s checkpoint as diffc reads it (%s)", c->f->file.path, c->bad,
+                article, fam->label, c->why);
   if (c->nbad > 1) dc_buf_printf(&b, "; and %d more", c->nbad - 1);
-  dc_buf_printf(&b, "; an %s checkpoint holds model.diffusion_model.*, first_stage_model.*, %s*", fam->label,
-                fam->te_prefix);
-  if (fam->te2_prefix) dc_buf_printf(&b, ", %s*", fam->te2_prefix);
-  dc_buf_printf(&b, " and, ignored, %s", sf_ignored_patterns());
+  if (fam->dit) {
+    dc_buf_printf(&b, "; %s %s checkpoint holds %s's tensors under their original names%s%s", article, fam->label,
+                  fam->model_class,
+                  fam->dit == SF_DIT_SD3 ? " (model.diffusion_model.*), first_stage_model.* and optionally "
+                                           "text_encoders.clip_l/clip_g.transformer.*"
+                                         : "",
+                  sf_dit_ignored_patterns(fam));
+  } else {
+    dc_buf_printf(&b, "; an %s checkpoint holds model.diffusion_model.*, first_stage_model.*, %s*", fam->label,
+                  fam->te_prefix);
+    if (fam->te2_prefix) dc_buf_printf(&b, ", %s*", fam->te2_prefix);
+    dc_buf_printf(&b, " and, ignored, %s", sf_ignored_patterns());
+  }
   dc_buf_u8(&b, 0);
   dc_status *st = dc_buf_status(&b, "reporting a checkpoint's tensors");
   if (!st) st = dc_error(DC_ERR_FORMAT, "%s", (const char *)b.data);

@@ -30,7 +30,8 @@ dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder)
   w->file_of_shard =
       dc_malloc(sizeof *w->file_of_shard * (size_t)(folder->nshards ? folder->nshards : 1));
   w->used = dc_calloc((size_t)folder->nentries, 1);
-  if (!w->file_of_shard || !w->used) {
+  w->halves_asked = dc_calloc((size_t)folder->nentries, 1);
+  if (!w->file_of_shard || !w->used || !w->halves_asked) {
     dc_weights_deinit(w);
     return dc_nomem("binding weights");
   }
@@ -42,6 +43,7 @@ dc_status *dc_weights_init(dc_weights *w, dc_module *m, const dc_folder *folder)
 void dc_weights_deinit(dc_weights *w) {
   dc_free(w->file_of_shard);
   dc_free(w->used);
+  dc_free(w->halves_asked);
   memset(w, 0, sizeof *w);
 }
 
@@ -244,6 +246,11 @@ dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64
                     dc_dims_str(dims, rank, want, sizeof want));
   }
   size_t ei = (size_t)(e - w->folder->entries);
+  if (e->halves_swapped && !w->halves_asked[ei])
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "%s: weight \"%s\" is stored with its two halves in the other order (the original checkpoint's "
+                    "shift, scale), and the %s builder does not read it that way",
+                    w->folder->dir, name, w->folder->class_name);
   if (w->used[ei]) {
     *out = weights_find_node(w->m, t->name, e->transposed);
     if (*out < 0)
@@ -252,6 +259,19 @@ dc_status *dc_weights_get(dc_weights *w, const char *name, int rank, const int64
   }
   DC_TRY(weights_add(w, e, out));
   w->used[ei] = 1;
+  return NULL;
+}
+
+dc_status *dc_weights_halves_swapped(dc_weights *w, const char *name, int *swapped) {
+  *swapped = 0;
+  if (w->folder->record) return NULL;
+  const struct dc_folder_entry *e = dc_folder_find(w->folder, name);
+  if (!e) return NULL; /* dc_weights_get reports it */
+  if (e->halves_swapped && (e->tensor->rank < 1 || e->tensor->dims[0] % 2 != 0))
+    return dc_error(DC_ERR_INTERNAL, "%s: weight \"%s\" has halves swapped but an odd first dim", w->folder->dir,
+                    name);
+  w->halves_asked[e - w->folder->entries] = 1;
+  *swapped = e->halves_swapped;
   return NULL;
 }
 

@@ -108,6 +108,17 @@ ok "--dump-after accepts every listed pass"
 awk '/^per op, slowest first:/ {on = 1; next} /^slowest steps:/ {on = 0} on { t = $(NF - 2); if (seen && t > last + 1e-9) bad = 1; last = t; seen = 1 }
      END { exit !(seen && !bad) }' "$tmp/prof.txt" && ok "--profile per-op table sorted by time" || bad "--profile not sorted: $(cat "$tmp/prof.txt")"
 
+# ---- a DiT's transformer in one file (issue 14) compiles as one model: pipeline options refused ----
+sfd=$fx/single_file_dit
+expect_fail "a Flux file takes no --component" "single-file checkpoint: --component and --variant apply to folders" -- \
+  "$diffc" "$sfd/flux-dev.safetensors" --config "$sfd/flux-dev" --component transformer -o "$tmp/f.dplan"
+expect_fail "a Flux file takes no --height" "for one model, give its input shapes with --input NAME=DIMS" -- \
+  "$diffc" "$sfd/flux-dev.safetensors" --config "$sfd/flux-dev" --height 64 -o "$tmp/f.dplan"
+expect_fail "a Flux file with the schnell config" "a FLUX.1-dev transformer (it has guidance_in)" -- \
+  "$diffc" "$sfd/flux-dev.safetensors" --config "$sfd/flux-schnell" -o "$tmp/f.dplan"
+expect_fail "--config on a model folder" "--config $sfd/flux-dev applies to a single-file checkpoint" -- \
+  "$diffc" "$fx/vae_tiny/model" --entry decode --config "$sfd/flux-dev" -o "$tmp/f.dplan"
+
 # ---- item 14: the quick start's out/ is ignored ----
 grep -qx "/out/" "$src/.gitignore" && ok "out/ is ignored by git" || bad "out/ not in .gitignore"
 

@@ -13,7 +13,7 @@
  *     must fail against with the tensor named; and a DIFFC_DATA_DIR made
  *     from the fixture's configs, which must succeed);
  *   - binding the transposed text_projection adds a permute, no copy;
- *   - errors: other layouts (Flux, inpainting, a diffusers UNet file, an
+ *   - errors: other layouts (a Flux transformer, inpainting, a diffusers UNet file, an
  *     unknown key set), a missing, an unexpected, a duplicated and an
  *     unmapped tensor, a truncated file, a config folder of another family,
  *     a bad DIFFC_DATA_DIR;
@@ -347,7 +347,8 @@ static void test_other_layouts(void) {
   dc_st_out flux[] = {zero_tensor("double_blocks.0.img_attn.norm.key_norm.scale", 1, (int64_t[]){128}),
                       zero_tensor("img_in.weight", 2, (int64_t[]){8, 4})};
   CHECK_OK(dc_st_write(p, flux, 2));
-  check_open_err(p, NULL, "recognised as Flux (it has \"double_blocks.0.img_attn.norm.key_norm.scale\")");
+  /* a Flux transformer is one model (test_single_file_dit.c), not a pipeline */
+  check_open_err(p, NULL, "a FLUX.1-schnell transformer checkpoint, not a whole pipeline");
   dc_st_out odd[] = {zero_tensor("something.weight", 1, (int64_t[]){4})};
   CHECK_OK(dc_st_write(p, odd, 1));
   check_open_err(p, NULL, "not a checkpoint layout diffc knows: no SD UNet");

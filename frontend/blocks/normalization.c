@@ -44,11 +44,15 @@ dc_status *blk_ada_layer_norm_zero_single(dc_gb *g, const char *p, int32_t x, in
   return modulated(g, p, x, *mod, dim, BLK_ADA_SCALE_MSA, BLK_ADA_SHIFT_MSA, out);
 }
 
-/* Chunk 0 is the scale and chunk 1 the shift here. */
+/* Chunk 0 is the scale and chunk 1 the shift here -- unless the linear is
+ * the original checkpoints' (shift, scale) one, left as stored by a single
+ * file (frontend/single_file_dit.c): then the two are read the other way. */
 dc_status *blk_ada_layer_norm_continuous(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t dim,
                                          int64_t cond_dim, int affine, double eps, int32_t *out) {
   char s[256];
   int32_t mod;
+  int swapped = 0;
+  DC_TRY(gb_linear_halves_swapped(g, P("%s.linear", p), 1, &swapped));
   DC_TRY(modulation(g, p, emb_act, cond_dim, dim, 2, &mod));
-  return gb_mod_layer_norm(g, P("%s.norm", p), x, mod, 0, dim, affine, eps, out);
+  return gb_mod_layer_norm(g, P("%s.norm", p), x, mod, swapped ? dim : 0, swapped ? 0 : dim, affine, eps, out);
 }
