@@ -114,4 +114,26 @@ expect_fail "--latents without the tensor" "no tensor \"latents\"" "$tmp/e.png" 
 "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --outputs "$tmp/lat.safetensors" -q
 "$diffrun" "$tmp/sd.dplan" --prompt x --steps 2 --latents "$tmp/lat.safetensors" -o "$tmp/fromlat.png" -q &&
   [ -s "$tmp/fromlat.png" ] && ok "--latents reads a file's \"latents\" tensor" || bad "--latents"
+# ---- the DiT pipelines: Flux (no CFG) and SD3 ----
+fl=$fx/pipelines/flux
+"$diffc" "$fl" --height 32 --width 48 --max-sequence-length 16 -o "$tmp/flux.dplan" 2>/dev/null &&
+  "$diffrun" "$tmp/flux.dplan" --prompt "a red cube on a table" --steps 2 --seed 3 -o "$tmp/flux.png" >"$tmp/flux.out" &&
+  [ "$(head -c 8 "$tmp/flux.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+  grep -q "FlowMatchEulerDiscreteScheduler" "$tmp/flux.out" && ok "a Flux pipeline: $(head -1 "$tmp/flux.out")" ||
+  bad "the Flux pipeline: $(cat "$tmp/flux.out")"
+"$diffc" "$fx/pipelines/sd3" --height 32 --width 32 --max-sequence-length 8 --offload model -o "$tmp/sd3.dplan" \
+  2>/dev/null && "$diffrun" "$tmp/sd3.dplan" --prompt "a red cube" --negative-prompt blurry --steps 2 -o "$tmp/sd3.png" -q &&
+  [ -s "$tmp/sd3.png" ] && ok "an SD3 pipeline with --offload model" || bad "the SD3 pipeline"
+expect_fail "--negative-prompt on Flux" "true_cfg_scale" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/flux.dplan" --prompt x --negative-prompt y --steps 1 -o "$tmp/e.png"
+expect_fail "--guidance-rescale on Flux" "FluxPipeline has no guidance_rescale" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/flux.dplan" --prompt x --guidance-rescale 0.5 --steps 1 -o "$tmp/e.png"
+expect_fail "--scheduler of a noise-prediction kind on Flux" "flow" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/flux.dplan" --prompt x --steps 1 --scheduler EulerDiscreteScheduler -o "$tmp/e.png"
+expect_fail "Flux at a size its packing cannot take" "--height 40: must be a positive multiple of 16" "$tmp/h.dplan" -- \
+  "$diffc" "$fl" --height 40 -o "$tmp/h.dplan"
+expect_fail "--max-sequence-length 600" "--max-sequence-length" "$tmp/h.dplan" -- \
+  "$diffc" "$fl" --max-sequence-length 600 -o "$tmp/h.dplan"
+expect_fail "--max-sequence-length on SD" "has no T5 text encoder" "$tmp/h.dplan" -- \
+  "$diffc" "$sd" --max-sequence-length 64 -o "$tmp/h.dplan"
 cli_finish
