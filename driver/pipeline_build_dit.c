@@ -276,7 +276,7 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
   dc_status *st = NULL;
   for (int h = info->has_uncond ? 0 : 1; h < 2 && !st; h++) {
     char name[64];
-    int32_t x, ts, out;
+    int32_t x = -1, ts = -1, out = -1;
     snprintf(name, sizeof name, "sample.%s", half_name[h]);
     st = pb_add_input(m, name, DT_F32, rank, dims, phase[h], &x);
     snprintf(name, sizeof name, "timestep.%s", half_name[h]);

@@ -176,7 +176,7 @@ static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int 
   if (k < 0) return NULL;
   if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffrun --help)", a);
   const char *v = argv[++*i];
-  long long x;
+  long long x = 0;
   o->generation = 1;
   switch (k) {
     case 0: return o->prompt = v, NULL;

@@ -1,8 +1,9 @@
 /* fuzz_config.c — the config reader: dc_json_load and the typed getters on
  * the bytes as a file, then the bytes as the config.json of a model folder
- * (beside unet_tiny's, then vae_tiny's, real weights) through dc_folder_open and
- * dc_frontend_build, which choose a builder by _class_name and read every
- * key the UNet and VAE builders know.  Errors are expected; crashes, leaks
+ * (beside the real weights of unet_tiny, vae_tiny, flux_dev, sd35 and
+ * t5_original) through dc_folder_open and dc_frontend_build, which choose a
+ * builder by _class_name and read every key the UNet, VAE, Flux, SD3 and T5
+ * builders know.  Errors are expected; crashes, leaks
  * and undefined behaviour are the findings. */
 #include "frontend/frontend.h"
 #include "fuzz_common.h"
@@ -29,7 +30,7 @@ static void getters(const dc_json_doc *d) {
 
 /* A folder "<tmp>/<name>" holding the fixture's weights; config.json is
  * written per input. */
-static void setup_folder(char *dir, size_t n, const char *name, const char *fixture) {
+static void setup_folder(char *dir, size_t n, const char *name, const char *fixture, const char *weights) {
   char sub[64], p[400];
   snprintf(sub, sizeof sub, "/%s", name);
   fuzz_tmp_path(dir, n, "config", sub);
@@ -37,11 +38,10 @@ static void setup_folder(char *dir, size_t n, const char *name, const char *fixt
   fuzz_cleanup_add(dir);
   snprintf(p, sizeof p, "%s/config.json", dir);
   fuzz_cleanup_add(p);
-  snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", dir);
+  snprintf(p, sizeof p, "%s/%s", dir, weights);
   fuzz_cleanup_add(p);
   char src[400];
-  snprintf(src, sizeof src, "%s/tests/fixtures/%s/model/diffusion_pytorch_model.safetensors", DIFFC_SOURCE_DIR,
-           fixture);
+  snprintf(src, sizeof src, "%s/tests/fixtures/%s/model/%s", DIFFC_SOURCE_DIR, fixture, weights);
   fuzz_copy_file(src, p);
 }
 
@@ -65,15 +65,19 @@ static void build_folder(const char *dir, const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static char top[256], json[256], unet[256], vae[256];
+  static const char *const dp = "diffusion_pytorch_model.safetensors";
+  static char top[256], json[256], folders[5][256];
   if (!top[0]) {
     fuzz_tmp_path(top, sizeof top, "config", "");
     fuzz_tmp_path(json, sizeof json, "config", ".json");
     fuzz_mkdir(top);
     fuzz_cleanup_add(top);
     fuzz_cleanup_add(json);
-    setup_folder(unet, sizeof unet, "unet", "unet_tiny");
-    setup_folder(vae, sizeof vae, "vae", "vae_tiny");
+    setup_folder(folders[0], sizeof folders[0], "unet", "unet_tiny", dp);
+    setup_folder(folders[1], sizeof folders[1], "vae", "vae_tiny", dp);
+    setup_folder(folders[2], sizeof folders[2], "flux", "flux_dev", dp);
+    setup_folder(folders[3], sizeof folders[3], "sd3", "sd35", dp);
+    setup_folder(folders[4], sizeof folders[4], "t5", "t5_original", "model.safetensors");
   }
   /* 1. The JSON reader and the getters. */
   fuzz_write_file(json, data, size);
@@ -85,8 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   fuzz_drop(st);
 
-  /* 2. The folder and the builders, beside UNet and VAE weights. */
-  build_folder(unet, data, size);
-  build_folder(vae, data, size);
+  /* 2. The folder and the builders, beside each model's weights. */
+  for (int i = 0; i < 5; i++) build_folder(folders[i], data, size);
   return 0;
 }
