@@ -124,6 +124,21 @@ fl=$fx/pipelines/flux
 "$diffc" "$fx/pipelines/sd3" --height 32 --width 32 --max-sequence-length 8 --offload model -o "$tmp/sd3.dplan" \
   2>/dev/null && "$diffrun" "$tmp/sd3.dplan" --prompt "a red cube" --negative-prompt blurry --steps 2 -o "$tmp/sd3.png" -q &&
   [ -s "$tmp/sd3.png" ] && ok "an SD3 pipeline with --offload model" || bad "the SD3 pipeline"
+# every memory technique on a DiT pipeline gives the same image, bit for bit
+"$diffrun" "$tmp/flux.dplan" --prompt "a red cube on a table" --steps 2 --seed 3 --outputs "$tmp/flux0.safetensors" -q
+echo '{"text_encoder": "cpu", "text_encoder_2": 1, "transformer": 0, "vae": 1}' > "$tmp/fmap.json"
+for opts in "--offload sequential" "--offload group --group-level block --blocks-per-group 1 --prefetch" \
+            "--offload group --group-level leaf --prefetch --offload-dir $tmp/offl --host-memory on-demand" \
+            "--device-map $tmp/fmap.json --max-memory 0=64MiB,1=64MiB,cpu=1GiB"; do
+  # shellcheck disable=SC2086
+  "$diffc" "$fl" --height 32 --width 48 --max-sequence-length 16 $opts -o "$tmp/fm.dplan" 2>/dev/null &&
+    "$diffrun" "$tmp/fm.dplan" --prompt "a red cube on a table" --steps 2 --seed 3 --outputs "$tmp/fm.safetensors" -q &&
+    cmp -s "$tmp/flux0.safetensors" "$tmp/fm.safetensors" && ok "Flux with $opts: the same image" ||
+    bad "Flux with $opts"
+done
+"$diffc" "$fl" --height 32 --width 48 --max-sequence-length 16 --storage-dtype fp8_e4m3 -o "$tmp/f8.dplan" 2>/dev/null &&
+  "$diffrun" "$tmp/f8.dplan" --prompt "a red cube on a table" --steps 2 --seed 3 -o "$tmp/f8.png" -q && [ -s "$tmp/f8.png" ] &&
+  ok "Flux with fp8 weight storage" || bad "Flux with fp8 weight storage"
 expect_fail "--negative-prompt on Flux" "true_cfg_scale" "$tmp/e.png" -- \
   "$diffrun" "$tmp/flux.dplan" --prompt x --negative-prompt y --steps 1 -o "$tmp/e.png"
 expect_fail "--guidance-rescale on Flux" "FluxPipeline has no guidance_rescale" "$tmp/e.png" -- \
