@@ -183,11 +183,13 @@ static dc_status *zeros(dc_module *m, const char *name, int64_t rows, int64_t co
 /* One CLIP with projection over both halves: the penultimate state (or
  * clip_skip's) and the projected pooled embeds. */
 static dc_status *sd3_clip(merger *g, const dc_folder *f, const char *prefix, const char *ids_name,
-                           const dc_pipeline_build_options *o, const dc_pipeline_info *info, int32_t out[2][2]) {
+                           const dc_pipeline_build_options *o, const dc_pipeline_info *info, int identity,
+                           int32_t out[2][2]) {
   int32_t ids[2];
   dc_input_shape shape;
   dc_build_options bo[2];
   DC_TRY(pb_half_options(f, 1, o->clip_skip, info->tokens, &shape, bo));
+  bo[0].clip_identity_projection = bo[1].clip_identity_projection = identity;
   DC_TRY(ids_inputs(g->m, ids_name, info->tokens, 1, ids));
   return encode_halves(g, f, bo, prefix, ids, (const char *const[]){"hidden_state", "text_embeds"}, 2, info->batch,
                        out);
@@ -198,8 +200,8 @@ static dc_status *sd3_text(merger *g, const dc_pipeline_source *src, const dc_pi
                            const dc_pipeline_info *info, dit_text *t) {
   dc_module *m = g->m;
   int32_t l[2][2], gg[2][2], t5[2] = {-1, -1};
-  DC_TRY(sd3_clip(g, &src->text_encoder, "text_encoder", "input_ids", o, info, l));
-  DC_TRY(sd3_clip(g, &src->text_encoder_2, "text_encoder_2", "input_ids_2", o, info, gg));
+  DC_TRY(sd3_clip(g, &src->text_encoder, "text_encoder", "input_ids", o, info, src->clip_l_identity_projection, l));
+  DC_TRY(sd3_clip(g, &src->text_encoder_2, "text_encoder_2", "input_ids_2", o, info, 0, gg));
   int64_t width = 0, clip_width = m->nodes[l[1][0]].type.dims[2] + m->nodes[gg[1][0]].type.dims[2];
   if (src->has_text_encoder_3) {
     DC_TRY(t5_text(g, &src->text_encoder_3, "text_encoder_3", "input_ids_3", info, 1, t5));

@@ -145,8 +145,11 @@ static dc_status *forward(clip_b *b, const dc_build_options *opt, int projection
   DC_TRY(gb_layer_norm(&b->g, path(b, s, sizeof s, "final_layer_norm"), hidden[c->layers], c->hidden, c->eps, &last));
   DC_TRY(pool(b, last, ids, &pooled));
   if (projection) {
-    int32_t embeds;
-    DC_TRY(gb_linear(&b->g, "text_projection", pooled, c->hidden, c->proj, 0, &embeds));
+    int32_t embeds = pooled;
+    if (opt->clip_identity_projection && c->proj != c->hidden)
+      return dc_error(DC_ERR_UNSUPPORTED, "%s: an identity text_projection needs projection_dim %lld == hidden_size %lld",
+                      c->path, (long long)c->proj, (long long)c->hidden);
+    if (!opt->clip_identity_projection) DC_TRY(gb_linear(&b->g, "text_projection", pooled, c->hidden, c->proj, 0, &embeds));
     DC_TRY(dc_module_add_output(b->g.m, "text_embeds", embeds));
     DC_TRY(dc_module_add_output(b->g.m, "last_hidden_state", last));
   } else {

@@ -250,6 +250,10 @@ typedef struct {
    * driver do). */
   int clip_hidden_index;
   int clip_hidden_final_norm;
+  /* CLIPTextModelWithProjection: text_embeds is the pooled output itself,
+   * no text_projection bound (projection_dim must equal hidden_size): the
+   * identity diffusers puts in SD3 single files' CLIP-L. */
+  int clip_identity_projection;
 } dc_build_options;
 
 /* Builds the IR for the folder's model class.  Unknown classes, block

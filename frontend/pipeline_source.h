@@ -39,6 +39,9 @@ typedef struct {
    * then feeds zeros in its place, as diffusers does). */
   dc_folder unet, transformer, vae, text_encoder, text_encoder_2, text_encoder_3;
   int has_text_encoder_2, has_text_encoder_3;
+  /* SD3 single files: CLIP-L's text_projection is the identity (diffusers'
+   * from_single_file puts one there whatever the file holds). */
+  int clip_l_identity_projection;
   /* Tokenizer files in memory, empty without their text encoder: CLIP's
    * (tokenizer.h) or T5's (tokenizer_t5.h: tokenizer_2 of Flux, tokenizer_3
    * of SD3). */

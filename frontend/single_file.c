@@ -381,6 +381,7 @@ static dc_status *sf_te_facts(const char *path, sf_facts *facts) {
 typedef struct {
   dc_st_file file; /* the checkpoint, mapped once */
   sf_views views;  /* every diffusers tensor: the folders' entries point at these */
+  int clip_l_identity; /* SD3: CLIP-L's text_projection is the identity, not a tensor */
 } sf_owned;
 
 static void sf_close_owned(void *p) {
@@ -580,19 +581,6 @@ static dc_status *sf_dit_facts(const sf_family *fam, const char *file, const cha
   return st;
 }
 
-/* Many released SD3 files lack CLIP-L's text_projection, for which diffusers
- * uses the identity: diffc has no tensor to bind then, and says so rather
- * than report a missing tensor. */
-static dc_status *sf_sd3_clip_l_projection(const sf_owned *o) {
-  for (int i = 0; i < o->views.n; i++)
-    if (o->views.v[i].comp == SF_TE && !strcmp(o->views.v[i].t.name, "text_projection.weight")) return NULL;
-  return dc_error(DC_ERR_UNSUPPORTED,
-                  "%s: CLIP-L has no text_projection (text_encoders.clip_l.transformer.text_projection.weight), as "
-                  "in many released SD3 files; diffusers uses the identity there, which diffc does not put in the "
-                  "graph without a tensor yet",
-                  o->file.file.path);
-}
-
 /* SD3 with its CLIP text encoders: the whole StableDiffusion3Pipeline but
  * T5 (text_encoder_3 stays closed: the pipeline feeds zeros in its place,
  * as diffusers does without it). */
@@ -604,9 +592,10 @@ static dc_status *sf_assemble_sd3(dc_pipeline_source *s, sf_owned *o, const sf_f
   DC_TRY(sf_dit_facts(fam, o->file.file.path, configs[SF_TRANSFORMER], &facts));
   DC_TRY(sf_vae_facts(configs[SF_VAE], &facts));
   DC_TRY(sf_map_tensors(&o->file, fam, &facts, &o->views));
-  DC_TRY(sf_sd3_clip_l_projection(o));
+  o->clip_l_identity = 1;
   for (int k = 0; k < 4; k++) DC_TRY(sf_component(s, o, comps[k], configs[comps[k]]));
   s->has_text_encoder_2 = 1;
+  s->clip_l_identity_projection = 1;
   DC_TRY(sf_tokenizer(c, "tokenizer", &s->tokenizer));
   DC_TRY(sf_tokenizer(c, "tokenizer_2", &s->tokenizer_2));
   DC_TRY(sf_scheduler(c, &s->scheduler));
@@ -621,7 +610,7 @@ static dc_status *sf_model_folder(sf_owned *o, sf_comp comp, const char *config,
   int a = 0, n = 0;
   while (a < o->views.n && o->views.v[a].comp < comp) a++;
   while (a + n < o->views.n && o->views.v[a + n].comp == comp) n++;
-  DC_TRY(sf_check_component(file, comp, &o->views.v[a], n, config));
+  DC_TRY(sf_check_component(file, comp, &o->views.v[a], n, config, comp == SF_TE && o->clip_l_identity));
   struct dc_folder_entry *e = dc_malloc(sizeof *e * (size_t)(n ? n : 1));
   char *dir = dc_asprintf("%s (%s)", file, sf_comp_names[comp]);
   dc_status *st = e && dir ? NULL : dc_nomem("presenting a checkpoint's model");

@@ -116,8 +116,9 @@ const char *sf_dit_ignored_patterns(const sf_family *fam);
 /* Checks the views of one component against the tensors its config implies
  * (config_path): for the UNet and the VAE the weights diffc's builder asks
  * for (dc_frontend_weight_list), for the CLIP text encoders the tensors of
- * transformers' CLIPTextModel[WithProjection]. */
+ * transformers' CLIPTextModel[WithProjection] (without text_projection
+ * when identity_projection: SD3's CLIP-L, which diffusers gives the identity). */
 dc_status *sf_check_component(const char *file, sf_comp comp, const sf_view *views, int n,
-                              const char *config_path);
+                              const char *config_path, int identity_projection);
 
 #endif

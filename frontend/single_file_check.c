@@ -89,7 +89,7 @@ static int sf_spec_cmp(const void *a, const void *b) {
 
 /* transformers' modeling_clip.py, under the "text_model." names the released
  * SD repositories' checkpoints use. */
-static dc_status *sf_clip_expected(const char *config_path, dc_weight_list *l) {
+static dc_status *sf_clip_expected(const char *config_path, int identity_projection, dc_weight_list *l) {
   sf_clip_dims d;
   memset(l, 0, sizeof *l);
   DC_TRY(sf_clip_read(config_path, &d));
@@ -98,7 +98,7 @@ static dc_status *sf_clip_expected(const char *config_path, dc_weight_list *l) {
   for (int64_t n = 0; n < d.layers && !st; n++) st = sf_clip_layer(l, &d, n);
   if (!st) st = sf_expect(l, 1, &d.hidden, "text_model.final_layer_norm.weight");
   if (!st) st = sf_expect(l, 1, &d.hidden, "text_model.final_layer_norm.bias");
-  if (!st && d.with_projection) st = sf_expect(l, 2, (int64_t[]){d.projection, d.hidden}, "text_projection.weight");
+  if (!st && d.with_projection && !identity_projection) st = sf_expect(l, 2, (int64_t[]){d.projection, d.hidden}, "text_projection.weight");
   if (st) {
     dc_weight_list_deinit(l);
     return st;
@@ -161,10 +161,11 @@ static dc_status *sf_compare(const char *file, sf_comp comp, const sf_view *view
   return missing ? sf_missing(file, comp, first_missing, missing, config) : NULL;
 }
 
-dc_status *sf_check_component(const char *file, sf_comp comp, const sf_view *views, int n, const char *config_path) {
+dc_status *sf_check_component(const char *file, sf_comp comp, const sf_view *views, int n, const char *config_path,
+                              int identity_projection) {
   dc_weight_list want;
   if (comp != SF_TE && comp != SF_TE2) DC_TRY(dc_frontend_weight_list(config_path, NULL, &want));
-  else DC_TRY(sf_clip_expected(config_path, &want));
+  else DC_TRY(sf_clip_expected(config_path, identity_projection, &want));
   dc_status *st = sf_compare(file, comp, views, n, &want, config_path);
   dc_weight_list_deinit(&want);
   return st;

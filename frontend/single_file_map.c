@@ -371,37 +371,21 @@ static int sf_globally_ignored(const char *name) {
 
 /* ---- the whole file -------------------------------------------------------------- */
 
-/* Whether t is a square identity matrix in f32, f16 or bf16 (bit patterns
- * of 1 on the diagonal, of +-0 elsewhere). */
-static int sf_is_identity(const dc_st_file *f, const dc_st_tensor *t) {
-  uint32_t one = t->dtype == DT_F32 ? 0x3f800000u : t->dtype == DT_F16 ? 0x3c00u : t->dtype == DT_BF16 ? 0x3f80u : 0;
-  int es = one ? dc_dtype_size(t->dtype) : 0;
-  if (!es || t->rank != 2 || t->dims[0] != t->dims[1] || t->bytes != (uint64_t)(t->dims[0] * t->dims[1] * es)) return 0;
-  uint32_t sign = es == 4 ? 0x80000000u : 0x8000u;
-  const uint8_t *p = f->file.data + t->offset;
-  for (int64_t i = 0; i < t->dims[0]; i++)
-    for (int64_t j = 0; j < t->dims[1]; j++, p += es) {
-      uint32_t v = 0;
-      memcpy(&v, p, (size_t)es); /* little-endian, as safetensors stores */
-      if (i == j ? v != one : (v & ~sign) != 0) return 0;
-    }
-  return 1;
-}
-
 /* SD3's CLIP-L and CLIP-G: transformers' CLIPTextModelWithProjection names
  * under text_encoders.clip_{l,g}.transformer. (convert_ldm_clip_checkpoint
  * strips the prefix).  diffusers sets CLIP-L's text_projection to the
- * identity whatever the file holds (SD3 pools CLIP-L unprojected): a
- * stored identity is that, anything else would compute another pooled
- * embedding, so it is refused by name. */
+ * identity whatever the file holds (SD3 pools CLIP-L unprojected), so the
+ * stored one, if any, is ignored and the source says the identity is
+ * meant (dc_pipeline_source.clip_l_identity_projection). */
 static dc_status *sf_sd3_clip(sf_ctx *c, const dc_st_tensor *t, sf_comp comp, const char *r) {
   if (!strcmp(r, "text_model.embeddings.position_ids") || !strcmp(r, "logit_scale")) {
     c->out->nignored++;
     return NULL;
   }
-  if (comp == SF_TE && !strcmp(r, "text_projection.weight") && !sf_is_identity(c->f, t))
-    return sf_unknown(c, t, "CLIP-L's text_projection is not the identity, which diffusers' from_single_file puts "
-                            "in its place");
+  if (comp == SF_TE && !strcmp(r, "text_projection.weight")) { /* replaced by the identity, as diffusers does */
+    c->out->nignored++;
+    return NULL;
+  }
   if (!sf_after(r, "text_model.") && strcmp(r, "text_projection.weight") != 0)
     return sf_unknown(c, t, "not a tensor of transformers' CLIPTextModelWithProjection");
   return sf_add(c, t, comp, dc_strdup(r), NULL);

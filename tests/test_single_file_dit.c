@@ -19,7 +19,7 @@
  *   - a halves-swapped weight is refused to a builder that does not ask;
  *   - a whole StableDiffusion3Pipeline from one file with CLIP-L and CLIP-G
  *     (no T5): the source's components, its graph reading every weight from
- *     the file; CLIP-L's text_projection must be the identity diffusers uses;
+ *     the file; CLIP-L's text_projection is the identity diffusers uses;
  *     a T5 in the file is refused;
  *   - errors: a truncated fused tensor, a missing block, an unknown tensor, a
  *     whole-pipeline open of a transformer file, FLUX.1 Fill. */
@@ -286,9 +286,10 @@ static void test_sd3_pipeline(void) {
     /* 95 stored tensors; q,k,v of 3 x_blocks, 3 context_blocks and 2 attn2s (weight, bias) are 32 views more */
     CHECK(s.transformer.nentries == 127 && count_prefix(&f, "model.diffusion_model.") == 127 - 32);
     CHECK(s.vae.nentries == count_prefix(&f, "first_stage_model."));
-    CHECK(s.text_encoder.nentries == count_prefix(&f, "text_encoders.clip_l.transformer."));
+    /* CLIP-L's text_projection is not read: diffusers puts the identity there */
+    CHECK(s.text_encoder.nentries == count_prefix(&f, "text_encoders.clip_l.transformer.") - 1);
     CHECK(s.text_encoder_2.nentries == count_prefix(&f, "text_encoders.clip_g.transformer."));
-    CHECK(dc_folder_find(&s.text_encoder, "text_projection.weight") != NULL);
+    CHECK(dc_folder_find(&s.text_encoder, "text_projection.weight") == NULL && s.clip_l_identity_projection);
     CHECK(dc_text_files_find(&s.tokenizer, "vocab.json") && dc_text_files_find(&s.tokenizer_2, "merges.txt"));
     CHECK(dc_text_files_find(&s.scheduler, "scheduler_config.json") != NULL);
     printf("  transformer %d, vae %d, text_encoder %d, text_encoder_2 %d tensors; tokenizers and scheduler from %s\n",
@@ -309,17 +310,30 @@ static void test_sd3_pipeline(void) {
   /* no --config: the bundled SD3.5 Medium folder (full size) */
   st = dc_single_file_open(file, NULL, &s);
   CHECK_ERR(st, "single_file/sd3.5-medium/transformer/config.json");
-  /* CLIP-L's projection must be the identity diffusers puts there */
+  /* CLIP-L's text_projection: diffusers puts the identity there whatever the file holds (a zero
+     matrix here) or lacks (many released files): both open, bind no projection, and compile */
   char *bad = tu_path("bad.safetensors");
   dc_st_out proj = zero_tensor("text_encoders.clip_l.transformer.text_projection.weight", 2, (int64_t[]){4, 4});
-  write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", &proj, 1);
-  st = dc_single_file_open(bad, dir, &s);
-  CHECK_ERR(st,
-            "\"text_encoders.clip_l.transformer.text_projection.weight\" is not part of an SD3.5 Medium checkpoint");
-  /* no CLIP-L projection (many released files): said so by name */
-  write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", NULL, 0);
-  st = dc_single_file_open(bad, dir, &s);
-  CHECK_ERR(st, "CLIP-L has no text_projection (text_encoders.clip_l.transformer.text_projection.weight)");
+  for (int v = 0; v < 2; v++) {
+    write_variant(file, bad, "text_encoders.clip_l.transformer.text_projection.weight", v ? NULL : &proj, v ? 0 : 1);
+    st = dc_single_file_open(bad, dir, &s);
+    CHECK_OK(st);
+    if (!st) {
+      CHECK(s.clip_l_identity_projection == 1);
+      dc_pipeline_source_close(&s);
+    }
+    dc_compile_options cb = {.model = bad, .config_dir = dir, .height = 16, .width = 16};
+    dc_folder bf;
+    dc_module *bm = NULL;
+    st = dc_compile_module(&cb, &bf, &bm);
+    CHECK_OK(st);
+    int bound = 0;
+    for (int32_t w = 0; bm && w < bm->nweights; w++) bound |= !strcmp(bm->weights[w].name, "text_encoder.text_projection.weight");
+    CHECK(bm && !bound);
+    printf("  CLIP-L text_projection %s: the identity, no weight bound\n", v ? "absent" : "a zero matrix");
+    dc_module_destroy(bm);
+    dc_folder_close(&bf);
+  }
   /* a text encoder other than CLIP-L and CLIP-G */
   dc_st_out te = zero_tensor("text_encoders.clip_x.transformer.text_model.final_layer_norm.bias", 1, (int64_t[]){4});
   write_variant(file, bad, NULL, &te, 1);
