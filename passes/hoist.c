@@ -37,12 +37,19 @@ typedef struct {
 static int in_loop(const hoist_ctx *h, int32_t v) { return v >= h->start && v < h->end; }
 static int is_held_upload(const dc_node *n) { return n->op == OP_UPLOAD && dc_node_int(n, "hold"); }
 
+/* A value that is a weight's bytes wherever it sits: a weight, a constant,
+ * a held upload (--offload model anchors those before the loop, so a loop
+ * node reading one reads no value computed before the loop). */
+static int is_weight_like(const dc_node *n) {
+  return n->op == OP_WEIGHT || n->op == OP_CONSTANT || is_held_upload(n);
+}
+
 /* Weights, constants, held uploads and what only they feed: the same bytes
  * in every iteration, but not worth holding on their own. */
 static void mark_pure(hoist_ctx *h) {
   for (int32_t i = h->start; i < h->end; i++) {
     const dc_node *n = &h->m->nodes[i];
-    if (n->op == OP_WEIGHT || n->op == OP_CONSTANT || is_held_upload(n)) {
+    if (is_weight_like(n)) {
       h->pure[i] = 1;
       continue;
     }
@@ -50,7 +57,7 @@ static void mark_pure(hoist_ctx *h) {
     int pure = 1;
     for (int k = 0; k < n->ninputs && pure; k++) {
       int32_t v = n->inputs[k];
-      pure = in_loop(h, v) ? h->pure[v] : (dc_op_get(h->m->nodes[v].op)->flags & OPF_LEAF) && h->m->nodes[v].op != OP_INPUT;
+      pure = in_loop(h, v) ? h->pure[v] : is_weight_like(&h->m->nodes[v]);
     }
     h->pure[i] = (unsigned char)pure;
   }
@@ -65,7 +72,7 @@ static void mark_invariant(hoist_ctx *h) {
     int ok = 1, from_before = 0;
     for (int k = 0; k < n->ninputs && ok; k++) {
       int32_t v = n->inputs[k];
-      if (!in_loop(h, v)) from_before |= !(dc_op_get(h->m->nodes[v].op)->flags & OPF_LEAF) || h->m->nodes[v].op == OP_INPUT;
+      if (!in_loop(h, v)) from_before |= !is_weight_like(&h->m->nodes[v]);
       else if (h->moved[v]) from_before = 1;
       else ok = h->pure[v];
     }

@@ -57,7 +57,7 @@ static int32_t op2(builder *b, dc_op op, int32_t x, int32_t y, const char *scope
 
 /* text: ctx = emb·wqᵀ; loop a: ya = xa·wqᵀ + ctx·wkᵀ; loop b: the same with
  * xb; out: o = z·wdᵀ.  ctx·wkᵀ is the same in every iteration. */
-static dc_module *build(const char *wpath) {
+static dc_module *build_with(const char *wpath, int cast_q) {
   builder b = {.m = dc_module_create()};
   CHECK_OK(dc_st_open(wpath, &b.f));
   dc_weight_file wf = {wpath, b.f.header_hash, b.f.file.size};
@@ -71,7 +71,13 @@ static dc_module *build(const char *wpath) {
   for (int h = 0; h < 2; h++) {
     int32_t x = input(&b, xin[h], 2 + h);
     int32_t kv = op2(&b, OP_LINEAR, ctx, k, "attn.to_k");
-    int32_t qx = op2(&b, OP_LINEAR, x, q, "attn.to_q");
+    int32_t qw = q;
+    if (cast_q) { /* a stored weight's conversion, as a 16-bit checkpoint's weights get */
+      dc_node c = dc_node_make(OP_CAST, 1, &q);
+      c.type = b.m->nodes[q].type, c.scope = "attn.to_q.cast", c.phase = 2 + h;
+      qw = dc_module_add_node(b.m, &c);
+    }
+    int32_t qx = op2(&b, OP_LINEAR, x, qw, "attn.to_q");
     CHECK_OK(dc_module_add_output(b.m, yout[h], op2(&b, OP_ADD, qx, kv, "attn.sum")));
   }
   int32_t z = input(&b, "z", 4), d = weight(&b, "wd", 4);
@@ -81,6 +87,8 @@ static dc_module *build(const char *wpath) {
   dc_st_close(&b.f);
   return b.m;
 }
+
+static dc_module *build(const char *wpath) { return build_with(wpath, 0); }
 
 static int32_t find_op_scope(const dc_module *m, dc_op op, const char *scope, int nth) {
   for (int32_t i = 0; i < m->nnodes; i++)
@@ -167,6 +175,26 @@ static void test_offload_model(const char *wpath) {
   dc_module_destroy(m);
 }
 
+/* --offload model with hoisting: a loop node that converts a held upload (a
+ * weight's cast) reads nothing computed before the loop, so it stays in the
+ * loop rather than holding a converted copy of the weight through it (a
+ * full-size Flux pipeline held 44 GiB of f32 casts so). */
+static void test_offload_model_casts(const char *wpath) {
+  dc_module *m = build_with(wpath, 1);
+  dc_memory_options mo = {.offload = DC_OFFLOAD_MODEL};
+  CHECK_OK(dc_pipeline_run(m, &(dc_pipeline_options){.memory = &mo}));
+  int casts = 0;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_CAST) {
+      casts++;
+      CHECK(m->nodes[i].phase == 2 || m->nodes[i].phase == 3);
+    }
+  CHECK(casts == 2);
+  const char *h = dc_module_get_meta(m, "hoist");
+  CHECK(h && strstr(h, "2 values hold 256 B")); /* ctx·wkᵀ of both halves, as without offload */
+  dc_module_destroy(m);
+}
+
 /* Phases run one at a time; a loop phase twice with new inputs; each
  * output as computed by hand. */
 static void matvec(const float *x, const float *w, float *y) {
@@ -236,6 +264,7 @@ int main(int argc, char **argv) {
   test_verifier(wpath);
   test_round_trip(wpath);
   test_hoist(wpath);
+  test_offload_model_casts(wpath);
   test_offload_model(wpath);
   test_run(wpath, plan, DC_OFFLOAD_NONE);
   test_run(wpath, plan, DC_OFFLOAD_MODEL);
