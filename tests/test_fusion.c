@@ -325,11 +325,11 @@ static dc_module *feed_forward(void) {
 static void test_feed_forward(void) {
   printf("feed-forward:\n");
   fusion_case("linear + geglu, linear + residual, linear + silu + residual", feed_forward,
-              LIST("%3 = linear(%0, %1, %2) {act=geglu, bias=1, residual=0} : f32[2,3,8]  "
+              LIST("%3 = linear(%0, %1, %2) {act=geglu, bias=1, gate=0, gate_at=0, residual=0} : f32[2,3,8]  "
                    "# absorbed geglu, linear",
-                   "%6 = linear(%3, %4, %5, %0) {act=none, bias=1, residual=1} : f32[2,3,8]  "
+                   "%6 = linear(%3, %4, %5, %0) {act=none, bias=1, gate=0, gate_at=0, residual=1} : f32[2,3,8]  "
                    "# absorbed add, linear",
-                   "%9 = linear(%6, %7, %8, %6) {act=silu, bias=1, residual=1} : f32[2,3,8]  # absorbed silu, "
+                   "%9 = linear(%6, %7, %8, %6) {act=silu, bias=1, gate=0, gate_at=0, residual=1} : f32[2,3,8]  # absorbed silu, "
                    "add, linear"),
               LIST(" = geglu(", " = add(", " = silu("));
 }
