@@ -334,6 +334,41 @@ static void test_feed_forward(void) {
               LIST(" = geglu(", " = add(", " = silu("));
 }
 
+/* A DiT block's gated residuals: x + mod-chunk · linear(x), then with an
+ * act in between (never in place: the residual is also the linear's x),
+ * then a linear whose value is also a graph output (not folded: it must
+ * stay materialized). */
+static int32_t gated_add(graph *g, int32_t x, int32_t y, int32_t mod, int64_t at) {
+  dc_node n = dc_node_make(OP_GATED_ADD, 3, (int32_t[]){x, y, mod});
+  dc_node_set_int(&n, "at", at);
+  n.scope = "gate";
+  return add(g, n);
+}
+
+static dc_module *gated_residuals(void) {
+  graph g;
+  graph_init(&g);
+  int32_t x = IN(&g, "x", 2, 3, 8), mod = IN(&g, "mod", 2, 24);
+  int32_t h = gated_add(&g, x, linear(&g, x, "lin"), mod, 8);
+  h = gated_add(&g, h, op1(&g, OP_SILU, linear(&g, h, "lin")), mod, 16);
+  int32_t kept = linear(&g, h, "lin");
+  CHECK_OK(dc_module_add_output(g.m, "y", gated_add(&g, h, kept, mod, 0)));
+  CHECK_OK(dc_module_add_output(g.m, "kept", kept));
+  return graph_done(&g);
+}
+
+static void test_gated_residuals(void) {
+  printf("gated residuals:\n");
+  fusion_case("linear + gated_add, linear + silu + gated_add, not an output's linear", gated_residuals,
+              LIST("%4 = linear(%0, %2, %3, %0, %1) {act=none, bias=1, gate=1, gate_at=8, residual=1} : f32[2,3,8]  "
+                   "# absorbed gated_add(gate), linear",
+                   "%7 = linear(%4, %5, %6, %4, %1) {act=silu, bias=1, gate=1, gate_at=16, residual=1} : "
+                   "f32[2,3,8]  # absorbed silu, gated_add(gate), linear",
+                   "%10 = linear(%7, %8, %9) {act=none, bias=1, gate=0, gate_at=0, residual=0}",
+                   "%11 = gated_add(%7, %10, %1) {at=0}"),
+              LIST(" = silu("));
+}
+
 /* Nothing may fuse: conv's value is read twice; norm's value is a graph
  * output; a broadcast producer as add's b; act after a residual. */
 static dc_module *no_fusion(void) {
@@ -453,10 +488,10 @@ static int count_fused(const dc_module *m, dc_op op, const char *attr) {
 static void print_fused_counts(const dc_module *m) {
   int act = count_fused(m, OP_CONV2D, "act") + count_fused(m, OP_LINEAR, "act");
   int res = count_fused(m, OP_CONV2D, "residual") + count_fused(m, OP_LINEAR, "residual");
-  printf("    fused: %d group_norm{act}, %d conv2d/linear with act, %d with residual; "
-         "left: %d silu, %d add, %d geglu\n",
-         count_fused(m, OP_GROUP_NORM, "act"), act, res, count_op(m, OP_SILU), count_op(m, OP_ADD),
-         count_op(m, OP_GEGLU));
+  printf("    fused: %d group_norm{act}, %d conv2d/linear with act, %d with residual (%d gated); "
+         "left: %d silu, %d add, %d geglu, %d gated_add\n",
+         count_fused(m, OP_GROUP_NORM, "act"), act, res, count_fused(m, OP_LINEAR, "gate"), count_op(m, OP_SILU),
+         count_op(m, OP_ADD), count_op(m, OP_GEGLU), count_op(m, OP_GATED_ADD));
 }
 
 static void fixture_case(const char *name, const char *entry, const char *io_name) {
@@ -496,6 +531,8 @@ static void test_fixtures(void) {
   fixture_case("unet_sdxl", "forward", "io_forward.safetensors");
   fixture_case("vae_sd", "decode", "io_decode.safetensors");
   fixture_case("vae_sd", "encode", "io_encode.safetensors");
+  fixture_case("flux_dev", "forward", "io_forward.safetensors");
+  fixture_case("sd35", "forward", "io_forward.safetensors");
 }
 
 int main(int argc, char **argv) {
@@ -503,6 +540,7 @@ int main(int argc, char **argv) {
   write_pool();
   test_resnet();
   test_feed_forward();
+  test_gated_residuals();
   test_no_fusion();
   test_output_consumer();
   test_two_candidates();
