@@ -387,8 +387,10 @@ static dc_status *gated_text(const char *x, const char *r, const char *mod, cons
                              dc_module **m) {
   char buf[1024];
   snprintf(buf, sizeof buf,
-           "%%0 = input \"x\" : f32[%s]  # row, dev0, 4 B, live 0..4\n%%1 = input \"w\" : f32[5,4]  # row, dev0, 4 B, live 0..4\n"
-           "%%2 = input \"r\" : f32[%s]  # row, dev0, 4 B, live 0..4\n%%3 = input \"mod\" : f32[%s]  # row, dev0, 4 B, live 0..4\n"
+           "%%0 = input \"x\" : f32[%s]  # row, dev0, 4 B, live 0..4\n"
+           "%%1 = input \"w\" : f32[5,4]  # row, dev0, 4 B, live 0..4\n"
+           "%%2 = input \"r\" : f32[%s]  # row, dev0, 4 B, live 0..4\n"
+           "%%3 = input \"mod\" : f32[%s]  # row, dev0, 4 B, live 0..4\n"
            "%%4 = linear(%%0, %%1, %%2, %%3) {%s} : f32[%s]  # row, dev0, 4 B, live 0..4\noutput y = %%4\n",
            x, r, mod, attrs, out);
   *m = NULL;

@@ -353,8 +353,9 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
   else
     dc_buf_printf(b, "    const long long oi = (long long)m * G_OUTC + j;\n");
   if (g->has_gate) /* __fmul_rn / __fadd_rn: the product rounded first, never one fma (gated_add's bits) */
-    dc_buf_printf(b, "    v = __fadd_rn(res[g_res(oi)], __fmul_rn(gate[(long long)(m / %lld) * %lldLL + %lldLL + j], v));"
-                     " /* res read just before out[oi]: res may be out */\n",
+    dc_buf_printf(b,
+                  "    const float gv = gate[(long long)(m / %lld) * %lldLL + %lldLL + j]; /* sample m / S's chunk */\n"
+                  "    v = __fadd_rn(res[g_res(oi)], __fmul_rn(gv, v)); /* res read before out[oi]: it may be out */\n",
                   (long long)g->gate_rows, (long long)g->gate_ld, (long long)g->gate_at);
   else if (g->has_res)
     dc_buf_printf(b, "    v += res[g_res(oi)]; /* read just before out[oi]: res may be out */\n");

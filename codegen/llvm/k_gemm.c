@@ -294,7 +294,8 @@ static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValue
   }
   for (int i = 0; i < mr; i++) {
     LLVMValueRef r = add(g, row0, kg_i64(g, i)), y[NV];
-    LLVMValueRef orow = add(g, mul(g, b->grp, gm->m), r), grow = gm->has_gate ? gate_row(g, gm, orow) : NULL;
+    LLVMValueRef orow = add(g, mul(g, b->grp, gm->m), r);
+    LLVMValueRef grow = gm->has_gate ? gate_row(g, gm, orow) : NULL;
     for (int v = 0; v < gm->nv; v++) {
       y[v] = acc[i * gm->nv + v];
       if (!gm->has_bias) continue;
