@@ -4,7 +4,7 @@
  * Built by CMake, never run by CTest: the unit tests only check.  Printed,
  * not asserted.
  *
- *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]   (default all)
+ *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|all]   (default all)
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, Flux's
  * mod_layer_norm (no affine, one sample's shift and scale) and a weighted
@@ -22,7 +22,8 @@
  * and 2 threads (4·B·H·Sq·Sk·D flops) with the load average;
  * positions: the position encodings at those sizes: rope (the kernel and
  * the reference), and the reference kernels that rope_freqs and
- * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c). */
+ * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c);
+ * gated: a DiT's linear + gated_add against the linear with the gate fused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,38 @@ static void bench_attention(void) {
   }
 }
 
+/* ---- gated: a DiT's to_out + gated residual, unfused and fused, 2 threads ----
+ * linear [1,S,K]·[N,K]ᵀ + bias then gated_add (r + mod-chunk · y) as two
+ * kernels, against the linear with the gate in its epilogue (one pass over
+ * the output instead of three streams more). */
+static void bench_gated_at(int64_t s, int64_t k, int64_t n) {
+  dc_module *m = dc_module_create();
+  int32_t x = kh_input(m, 3, (int64_t[]){1, s, k}), w = kh_input(m, 2, (int64_t[]){n, k}), b = kh_input(m, 1, &n);
+  int32_t r = kh_input(m, 3, (int64_t[]){1, s, n}), mod = kh_input(m, 2, (int64_t[]){1, 6 * n});
+  dc_node lin = dc_node_make(OP_LINEAR, 3, (int32_t[]){x, w, b});
+  dc_node_set_int(&lin, "bias", 1);
+  int32_t y = kh_node(m, lin);
+  dc_node ga = dc_node_make(OP_GATED_ADD, 3, (int32_t[]){r, y, mod});
+  dc_node_set_int(&ga, "at", 2 * n);
+  int32_t g = kh_node(m, ga);
+  dc_node fused = dc_node_make(OP_LINEAR, 5, (int32_t[]){x, w, b, r, mod});
+  dc_node_set_int(&fused, "bias", 1);
+  dc_node_set_int(&fused, "residual", 1);
+  dc_node_set_int(&fused, "gate", 1);
+  dc_node_set_int(&fused, "gate_at", 2 * n);
+  int32_t f = kh_node(m, fused);
+  double tl = time_2t(m, y, 5), tg = time_2t(m, g, 5), tf = time_2t(m, f, 5);
+  printf("bench gated 1x%lldx%lld -> %lld, 2 threads: linear %.2f ms + gated_add %.2f ms = %.2f ms; fused %.2f ms "
+         "(%.3f of the pair)\n",
+         (long long)s, (long long)k, (long long)n, tl * 1e3, tg * 1e3, (tl + tg) * 1e3, tf * 1e3, tf / (tl + tg));
+  dc_module_destroy(m);
+}
+
+static void bench_gated(void) {
+  bench_gated_at(4096, 1024, 1024);
+  bench_gated_at(4096, 256, 1024); /* a short K: the epilogue's share grows */
+}
+
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   int all = strcmp(which, "all") == 0, any = 0;
@@ -410,8 +443,9 @@ int main(int argc, char **argv) {
   if (all || strcmp(which, "winograd") == 0) bench_winograd(), any = 1;
   if (all || strcmp(which, "attention") == 0) bench_attention(), any = 1;
   if (all || strcmp(which, "positions") == 0) bench_positions(4608, 512), any = 1;
+  if (all || strcmp(which, "gated") == 0) bench_gated(), any = 1;
   if (!any) {
-    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|all]\n");
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|all]\n");
     return 2;
   }
   return 0;

@@ -75,13 +75,18 @@ static int broadcasts(const dc_type *b, const dc_type *a) {
 
 /* The epilogue of conv2d/linear: input count, bias length, act, and the
  * residual's broadcast onto the output type *o (adjusted for geglu). */
+static dc_status *check_gate(const ctx *c, int slot, const dc_type *o);
+
 static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o) {
   char b1[160], b2[160];
   int64_t bias = dc_node_int(c->n, "bias"), res = dc_node_int(c->n, "residual"), act = dc_node_int(c->n, "act");
-  if ((bias != 0 && bias != 1) || (res != 0 && res != 1)) return fail(c, "bias and residual flags must be 0 or 1");
-  if (c->n->ninputs != 2 + bias + res)
-    return fail(c, "has %d inputs but bias=%lld and residual=%lld need %lld", c->n->ninputs, (long long)bias,
-                (long long)res, (long long)(2 + bias + res));
+  int64_t gate = c->n->op == OP_LINEAR ? dc_node_int(c->n, "gate") : 0;
+  if ((bias != 0 && bias != 1) || (res != 0 && res != 1) || (gate != 0 && gate != 1))
+    return fail(c, "bias, residual and gate flags must be 0 or 1");
+  if (gate && !res) return fail(c, "gate=1 gates the residual: it needs residual=1");
+  if (c->n->ninputs != 2 + bias + res + gate)
+    return fail(c, "has %d inputs but bias=%lld, residual=%lld and gate=%lld need %lld", c->n->ninputs,
+                (long long)bias, (long long)res, (long long)gate, (long long)(2 + bias + res + gate));
   if (bias) DC_TRY(want_vec(c, 2, out_channels));
   if (act < 0 || act >= ACT_COUNT ||
       ((act == ACT_GEGLU || act == ACT_QUICK_GELU || act == ACT_GELU_TANH) && c->n->op != OP_LINEAR))
@@ -92,6 +97,25 @@ static dc_status *check_epilogue(const ctx *c, int64_t out_channels, dc_type *o)
   }
   if (res && !broadcasts(c->in[2 + bias], o))
     return fail(c, "residual %s does not broadcast onto %s", ts(c->in[2 + bias], b1), ts(o, b2));
+  return gate ? check_gate(c, (int)(3 + bias), o) : NULL;
+}
+
+/* A gated residual (ops.def): output [B,S,N], the residual exactly that
+ * shape (the gate's row is found from the output row), mod [B,M] holding
+ * the N-wide chunk at gate_at. */
+static dc_status *check_gate(const ctx *c, int slot, const dc_type *o) {
+  char b1[160], b2[160];
+  const dc_type *mod = c->in[slot];
+  int64_t at = dc_node_int(c->n, "gate_at");
+  if (o->rank != 3) return fail(c, "a gated residual needs a [B,S,N] output; it is %s", ts(o, b1));
+  if (!dc_type_equal(c->in[slot - 1], o))
+    return fail(c, "gated residual %s must have the output's shape %s", ts(c->in[slot - 1], b1), ts(o, b2));
+  DC_TRY(want_rank(c, slot, 2, 2));
+  if (mod->dims[0] != o->dims[0])
+    return fail(c, "gate mod %s does not match the batch of the output %s", ts(mod, b1), ts(o, b2));
+  if (at < 0 || at > mod->dims[1] - o->dims[2])
+    return fail(c, "gate chunk at %lld of %lld features lies outside mod %s", (long long)at, (long long)o->dims[2],
+                ts(mod, b1));
   return NULL;
 }
 

@@ -165,6 +165,11 @@ int32_t dc_node_residual(const dc_node *n) {
   return n->inputs[dc_node_int(n, "bias") ? 3 : 2];
 }
 
+int dc_node_gate_slot(const dc_node *n) {
+  if (n->op != OP_LINEAR || !dc_node_int(n, "gate")) return -1;
+  return 3 + (dc_node_int(n, "bias") != 0);
+}
+
 /* The attribute's slot; asserts it exists and is read as the kind it has
  * (dc_attr is a union: reading f of an int would read its bits). */
 static int attr_slot(const dc_node *n, const char *attr, int want_float) {

@@ -156,6 +156,9 @@ typedef struct {
 /* Epilogue inputs of conv2d and linear (see ops.def): -1 when absent. */
 int32_t dc_node_bias(const dc_node *n);
 int32_t dc_node_residual(const dc_node *n);
+/* A linear's gated residual (gate=1): the input slot of its mod, the one
+ * after the residual, or -1 (also for every other op). */
+int dc_node_gate_slot(const dc_node *n);
 
 /* ---- weights ---------------------------------------------------------- */
 typedef struct {

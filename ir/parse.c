@@ -180,10 +180,16 @@ static void get_attr_value(parser *ps, cursor *c, dc_node *n, int k) {
     if (e == buf || errno) return fail(ps, "expected a number for %s", info->attr_names[k]);
     c->p += e - buf;
   } else if (info->attr_kinds[k] == ATTR_ACT) {
-    int a;
-    for (a = 0; a < ACT_COUNT; a++)
-      if (starts(c, dc_act_name((dc_act)a))) break;
+    /* the longest name that matches: "gelu" is a prefix of "gelu_tanh" */
+    int a = ACT_COUNT;
+    size_t best = 0, left = (size_t)(c->end - c->p);
+    for (int i = 0; i < ACT_COUNT; i++) {
+      const char *name = dc_act_name((dc_act)i);
+      size_t len = strlen(name);
+      if (len > best && len <= left && memcmp(c->p, name, len) == 0) a = i, best = len;
+    }
     if (a == ACT_COUNT) return fail(ps, "expected an activation (none, silu, gelu, geglu, quick_gelu, gelu_tanh) for %s", info->attr_names[k]);
+    c->p += best;
     n->attrs[k].i = a;
   } else {
     expect(ps, c, "[");

@@ -5,11 +5,15 @@
  *   quick_gelu reading a linear     -> act=quick_gelu (CLIP's mlp.fc1)
  *   add(p, r), or add(r, p) when r has p's shape
  *                                   -> residual=1, r appended as the last input
+ *   gated_add(r, p, mod) reading a linear
+ *                                   -> residual=1 gate=1 gate_at=at, r then
+ *                                      mod appended (r + mod-chunk * p)
  * in that order, so conv → silu → add becomes one node.  In the diffusers
  * graphs: time_embedding.linear_1 + act, every resnet's conv1 + the time
  * embedding add and conv2 (or conv_shortcut) + the skip add, attention
  * to_out + the residual, ff.net.0.proj + GEGLU, ff.net.2 + the residual,
- * proj_out + the residual.
+ * proj_out + the residual; in a DiT block, to_out / ff.net.2 / proj_out +
+ * its gated residual.
  * Requires: a verified module.
  * Guarantees: a producer is folded only into its single reader, never when
  *   its value is a graph output, and only in epilogue order (no act after a
@@ -66,6 +70,24 @@ static dc_status *fuse_residual(dc_fuse *f, int32_t c) {
   return dc_fuse_commit(f, p, c, &fused);
 }
 
+/* gated_add(r, p, mod) = r + mod[b, at + n] * p: p (input 1) folds in, r
+ * becomes its residual and mod its gate.  Only a linear: the gate's row is
+ * the output row's sample, which conv2d's NCHW output does not give. */
+static dc_status *fuse_gated(dc_fuse *f, int32_t c) {
+  const dc_node *nc = &f->m->nodes[c];
+  int32_t r = nc->inputs[0], p = nc->inputs[1], mod = nc->inputs[2];
+  const dc_node *np = &f->m->nodes[p];
+  if (np->op != OP_LINEAR || p == r || p == mod || !open_epilogue(np, STAGE_RESIDUAL)) return NULL;
+  if (!dc_fuse_single_reader(f, p, c) || np->ninputs + 2 > DC_MAX_INPUTS) return NULL;
+  dc_node fused = *np;
+  dc_node_set_int(&fused, "residual", 1);
+  dc_node_set_int(&fused, "gate", 1);
+  dc_node_set_int(&fused, "gate_at", dc_node_int(nc, "at"));
+  fused.inputs[fused.ninputs++] = r;
+  fused.inputs[fused.ninputs++] = mod;
+  return dc_fuse_commit(f, p, c, &fused);
+}
+
 static dc_status *match(dc_fuse *f, int32_t c) {
   switch (f->m->nodes[c].op) {
   case OP_SILU: return fuse_act(f, c, ACT_SILU);
@@ -74,6 +96,7 @@ static dc_status *match(dc_fuse *f, int32_t c) {
   case OP_QUICK_GELU: return fuse_act(f, c, ACT_QUICK_GELU);
   case OP_GELU_TANH: return fuse_act(f, c, ACT_GELU_TANH);
   case OP_ADD: return fuse_residual(f, c);
+  case OP_GATED_ADD: return fuse_gated(f, c);
   default: return NULL;
   }
 }

@@ -21,7 +21,8 @@ static const dc_pass passes[] = {
      * scale, softmax and ·V as one OP_ATTENTION. */
     {"fuse-norm-act", "fold a silu/gelu into the group_norm it reads (group_norm{act})",
      fuse_norm_act},
-    {"fuse-epilogue", "fold silu/gelu, geglu and a residual add into conv2d/linear epilogues",
+    {"fuse-epilogue",
+     "fold silu/gelu, geglu, a residual add and a gated residual into conv2d/linear epilogues",
      fuse_epilogue},
     /* Before dce (the casts it bypasses die there) and offload (uploads
      * then carry the storage dtype). */

@@ -57,11 +57,12 @@
 #include "plan_sign.h"
 
 #define DC_PLAN_MAGIC "DIFFCPLN"
-/* 6: phases (module metadata "phases", whose liveness rules a version 5
+/* 7: linear's gated residual (attributes gate and gate_at, which every
+ * linear node in SCHD now carries); 6: phases (module metadata "phases", whose liveness rules a version 5
  * reader would not apply) and the PIPE section; 5: integer dtypes (i32,
  * i64), constants (their bytes in SCHD) and nodes of up to DC_MAX_INPUTS
  * inputs; 4: weight content hashes. */
-#define DC_PLAN_VERSION 6u
+#define DC_PLAN_VERSION 7u
 #define DC_PLAN_MAX_SECTIONS 16u
 #define DC_PLAN_HEADER_SIZE 32u
 #define DC_PLAN_ENTRY_SIZE 32u

@@ -25,7 +25,8 @@ static dc_status *read_header(const char *path, const dc_mapped_file *f, uint32_
   if (version < DC_PLAN_VERSION)
     return dc_error(DC_ERR_FORMAT,
                     "%s: plan format version %u, written by an older diffc; this diffrun reads version %u (since "
-                    "version 6 a plan may be a whole pipeline in phases; since version 5 it may hold integer inputs and constants; since version 4 it records a content "
+                    "version 7 a linear may gate its residual; since version 6 a plan may be a whole pipeline in "
+                    "phases; since version 5 it may hold integer inputs and constants; since version 4 it records a content "
                     "hash of every weight it reads, which diffrun checks at load); recompile the model with this version of diffc",
                     path, version, DC_PLAN_VERSION);
   if (version != DC_PLAN_VERSION)

@@ -33,13 +33,18 @@ typedef struct {
   dc_act act;
   const dc_type *rtype; /* NULL without a residual */
   const float *r;
+  const float *mod;     /* a linear's gated residual (infer.c checked the shapes): NULL without */
+  int64_t mod_width, gate_at;
 } epilogue;
 
 static dc_status *epilogue_init(const dc_module *m, const dc_node *n, const void *const *in, epilogue *e) {
-  int slot = 2 + (dc_node_int(n, "bias") != 0);
+  int slot = 2 + (dc_node_int(n, "bias") != 0), gate = dc_node_gate_slot(n);
   e->act = (dc_act)dc_node_int(n, "act");
   e->rtype = dc_node_int(n, "residual") ? in_type(m, n, slot) : NULL;
   e->r = e->rtype ? in[slot] : NULL;
+  e->mod = gate >= 0 ? in[gate] : NULL;
+  e->mod_width = gate >= 0 ? in_type(m, n, gate)->dims[1] : 0;
+  e->gate_at = gate >= 0 ? dc_node_int(n, "gate_at") : 0;
   /* an empty range checks the shapes only */
   if (!e->rtype || dc_ref_broadcast(0, &n->type, NULL, e->rtype, NULL, 0, 0, NULL) == 0) return NULL;
   return dc_error(DC_ERR_MISMATCH, "%s (%s): residual does not broadcast onto the output",
@@ -51,12 +56,33 @@ static dc_status *epilogue_init(const dc_module *m, const dc_node *n, const void
  * a residual acc is y.  With one, acc is scratch, so y may be the residual's
  * own buffer (memplan writes the output over it in place): each y[i] is
  * written after its r[i] is read, as the ADD kernel does. */
+static void gated_rows(const epilogue *e, const dc_type *out, const float *acc, int64_t row0, int64_t row1,
+                       float *y);
+
 static void epilogue_rows(const epilogue *e, const dc_type *out, float *acc, int64_t row0, int64_t row1,
                           float *y) {
   int64_t count = (row1 - row0) * out->dims[out->rank - 1];
   if (e->act == ACT_SILU || e->act == ACT_GELU || e->act == ACT_QUICK_GELU || e->act == ACT_GELU_TANH)
     act_apply(e->act, acc, count, acc);
-  if (e->r) dc_ref_broadcast(0, out, acc, e->rtype, e->r, row0, row1, y);
+  if (e->mod) gated_rows(e, out, acc, row0, row1, y);
+  else if (e->r) dc_ref_broadcast(0, out, acc, e->rtype, e->r, row0, row1, y);
+}
+
+/* The gated residual: y = r + gate * acc, gate = mod[b, gate_at..) of the
+ * row's sample b (output [B,S,N], r of its shape), the product rounded
+ * first, as the GATED_ADD kernel computes it; r[i] read before y[i]. */
+static void gated_rows(const epilogue *e, const dc_type *out, const float *acc, int64_t row0, int64_t row1,
+                       float *y) {
+  int64_t width = out->dims[2], per_sample = out->dims[1];
+  for (int64_t row = row0; row < row1; row++) {
+    const float *gate = e->mod + (row / per_sample) * e->mod_width + e->gate_at;
+    const float *a = acc + (row - row0) * width, *r = e->r + row * width;
+    float *o = y + (row - row0) * width;
+    for (int64_t i = 0; i < width; i++) {
+      float t = gate[i] * a[i];
+      o[i] = r[i] + t;
+    }
+  }
 }
 
 /* ---- CONV2D ------------------------------------------------------------ */

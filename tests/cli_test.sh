@@ -77,8 +77,8 @@ head -c 100 "$tmp/u.dplan" >"$tmp/trunc.dplan"
 expect_fail "truncated plan" "truncated" "$outs" -- "$diffrun" "$tmp/trunc.dplan" --random-inputs --outputs "$outs"
 cp "$tmp/u.dplan" "$tmp/corrupt.dplan"; printf 'X' | dd of="$tmp/corrupt.dplan" bs=1 seek=2000 conv=notrunc 2>/dev/null
 expect_fail "corrupted plan" "checksum mismatch" "$outs" -- "$diffrun" "$tmp/corrupt.dplan" --random-inputs --outputs "$outs"
-cp "$tmp/u.dplan" "$tmp/v.dplan"; printf '\x07' | dd of="$tmp/v.dplan" bs=1 seek=8 conv=notrunc 2>/dev/null
-expect_fail "other format version" "plan format version 7" "$outs" -- "$diffrun" "$tmp/v.dplan" --random-inputs --outputs "$outs"
+cp "$tmp/u.dplan" "$tmp/v.dplan"; printf '\x08' | dd of="$tmp/v.dplan" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect_fail "other format version" "plan format version 8" "$outs" -- "$diffrun" "$tmp/v.dplan" --random-inputs --outputs "$outs"
 expect_fail "input file missing a tensor" 'no tensor "z"' "$outs" -- "$diffrun" "$tmp/d.dplan" --inputs "$tmp/o.safetensors" --outputs "$outs"
 "$diffc" "$fx/unet_tiny/model" -o "$tmp/u2.dplan" --input sample=2x4x16x16 2>/dev/null
 expect_fail "input with the wrong shape" "has shape [4,4,16,16] but the plan was compiled for [2,4,16,16]" "$outs" -- \

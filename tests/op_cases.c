@@ -505,7 +505,7 @@ int32_t oc_build(const op_case *c, dc_module *m) {
   if (c->op == OP_CONSTANT) return build_constant(c, m);
   int64_t len = data_len(c);
   oc_shape x = sized(&c->in[0], len);
-  int32_t ins[4] = {add_input_in(m, &x, c->layout), 0, 0, 0};
+  int32_t ins[5] = {add_input_in(m, &x, c->layout), 0, 0, 0, 0};
   int nin = c->nin;
   if (is_norm(c->op)) {
     int64_t ch = c->op == OP_GROUP_NORM ? x.dims[1] : x.dims[x.rank - 1];

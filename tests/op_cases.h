@@ -69,8 +69,8 @@ typedef struct {
 typedef struct {
   dc_op op;
   int nin;
-  oc_shape in[4];      /* group_norm, layer_norm: x only (gamma and beta follow from it); rms_norm
-                        * and mod_layer_norm: every input, nin of them */
+  oc_shape in[5];      /* group_norm, layer_norm: x only (gamma and beta follow from it); rms_norm
+                        * and mod_layer_norm: every input, nin of them (a gated linear: 5) */
   oc_attr attrs[8];
   int nlist;           /* permute's perm */
   int64_t list[DC_MAX_DIMS];
@@ -78,7 +78,7 @@ typedef struct {
   oc_data data;
   double scale;        /* OC_NORMAL: the scale (0 = 1); OC_OFFSET/OC_BIG_MEAN: the mean */
   int inplace;         /* also run with the output written over input `alias` */
-  int alias;           /* 0, or a residual's input index (conv2d, linear) */
+  int alias;           /* 0, or a residual's input index (conv2d, linear; a gated linear's mod follows it) */
   dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
   int wbias;           /* and the bias (input 2) too */
   dc_layout layout;    /* 0: NCHW at rank 4, else row-major.  LAYOUT_NHWC (conv2d, group_norm,

@@ -71,6 +71,22 @@ static op_case aliased(op_case c) {
   return c;
 }
 
+/* A linear row (output [B,S,N], full residual) with its residual gated
+ * (ops.def): mod [B, width] appended, the gate the N values at `at`. */
+static op_case gated(op_case c, int64_t width, int64_t at) {
+  c.in[c.nin++] = f32_shape(2, (int64_t[]){c.in[0].dims[0], width});
+  c.attrs[3] = (oc_attr){"gate", 1, 0, 0};
+  c.attrs[4] = (oc_attr){"gate_at", at, 0, 0};
+  return c;
+}
+
+/* A gated row with the output also written over its residual (before mod). */
+static op_case gated_in_place(op_case c) {
+  c.inplace = 1;
+  c.alias = c.nin - 2;
+  return c;
+}
+
 static op_case cpu_only(op_case c, const char *why) {
   c.where = OC_CPU;
   c.why = why;
@@ -157,6 +173,35 @@ static int llvm_rows(op_case *out) {
   out[k++] = cpu_only(aliased(LIN(3, 3, 50, 300), 64, 1, ACT_GELU_TANH, RES_FULL)), LLVM_BLOCKING);
   out[k++] = cpu_only(LIN(3, 1, 9, 1536), 6144, 1, ACT_GELU_TANH, RES_NONE), LLVM_BLOCKING);
   out[k++] = cpu_only(LIN(2, 1, 64), 40, 0, ACT_GELU_TANH, RES_CHANNEL), LLVM_BLOCKING);
+  /* gated residuals (a DiT's to_out / ff.net.2 / proj_out with its
+   * gated_add): K = 300 (two k blocks), S = 77 and 50 rows per sample (no
+   * multiple of the 6-row tile: a tile straddles two samples), N odd, wide */
+  out[k++] = cpu_only(gated(LIN(3, 2, 77, 300), 65, 1, ACT_NONE, RES_FULL), 6 * 65, 2 * 65), LLVM_BLOCKING);
+  out[k++] = cpu_only(gated_in_place(gated(LIN(3, 3, 50, 300), 37, 1, ACT_GELU_TANH, RES_FULL), 3 * 37 + 3, 37 + 3)),
+                      LLVM_BLOCKING);
+  out[k++] = cpu_only(gated(LIN(3, 1, 9, 96), 384, 0, ACT_GELU_TANH, RES_FULL), 6 * 384, 5 * 384), LLVM_BLOCKING);
+  return k;
+}
+
+/* Gated residuals on every backend (small enough for the CUDA emulator):
+ * batch 1 and 3, S = 7, 11, 13 rows per sample (no multiple of the LLVM
+ * tile's 6 or the CUDA tile's 64, so tiles straddle samples), N odd, the
+ * gate at offsets no multiple of the vector width, with and without bias,
+ * act gelu_tanh and geglu, in place over the residual, a weight stored in
+ * bf16, and the tensor cores. */
+static int gated_rows(op_case *out) {
+  int k = 0;
+  out[k++] = gated(LIN(3, 1, 7, 40), 33, 1, ACT_NONE, RES_FULL), 6 * 33, 2 * 33);
+  out[k++] = gated(LIN(3, 3, 11, 24), 17, 1, ACT_GELU_TANH, RES_FULL), 3 * 17 + 5, 17 + 5);
+  out[k++] = gated(LIN(3, 3, 13, 20), 35, 0, ACT_NONE, RES_FULL), 2 * 35, 35);
+  out[k++] = gated_in_place(gated(LIN(3, 3, 13, 40), 35, 1, ACT_NONE, RES_FULL), 6 * 35, 5 * 35));
+  out[k++] = gated_in_place(gated(LIN(3, 1, 9, 24), 19, 1, ACT_GELU_TANH, RES_FULL), 19, 0));
+  out[k++] = gated(LIN(3, 2, 9, 24), 40, 1, ACT_GEGLU, RES_FULL), 3 * 20 + 1, 20 + 1);
+  out[k++] = stored(gated(LIN(3, 3, 11, 24), 19, 1, ACT_GELU_TANH, RES_FULL), 6 * 19, 4 * 19), DT_BF16);
+  out[k++] = gated_in_place(stored(gated(LIN(3, 1, 7, 33), 21, 1, ACT_NONE, RES_FULL), 3 * 21, 2 * 21), DT_BF16));
+  /* two M tiles (150 rows) and two N tiles (70 columns) on CUDA; f16 tensor cores too */
+  out[k] = gated(LIN(3, 3, 50, 24), 70, 1, ACT_GELU_TANH, RES_FULL), 6 * 70, 70);
+  out[k++].cuda_computes |= OC_CC_F16;
   return k;
 }
 
@@ -359,6 +404,7 @@ static int wino_rows(op_case *out) {
 int oc_gemm_rows(op_case *out) {
   int k = llvm_rows(out);
   k += cuda_rows(out + k);
+  k += gated_rows(out + k);
   k += nhwc_rows(out + k);
   return k + wino_rows(out + k);
 }

@@ -4,11 +4,14 @@
  * would break the epilogue order; the fused node sits where the schedule
  * stays topological.  Every graph (and the diffusers fixtures) is compiled
  * twice, with the whole pipeline and with the pipeline minus the fusion
- * passes, and run through the runtime: the outputs must be bit-identical.
+ * passes, and run through the runtime: the outputs must be bit-identical
+ * (on the reference kernels; the gated residuals and the DiT fixtures on
+ * the LLVM kernels too).
  * The pipeline's verifier runs after every pass, as in diffc. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/emit_kernels.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/diffrun.h"
@@ -199,15 +202,30 @@ static void set_inputs(drt_plan *p, const feed *fd) {
   }
 }
 
-/* Writes m (compiled) as a plan, loads it, runs it; m stays the caller's. */
-static int run_module(dc_module *m, const feed *fd, const char *name, run_result *r) {
+/* The plan's LLVM kernels for the host (llvm) or none (the reference's). */
+static dc_status *emit_kernels(const dc_module *m, const char *backend, dc_plan *plan) {
+  if (strcmp(backend, "llvm") != 0) return NULL;
+  dc_cpu_target t;
+  DC_TRY(dc_cpu_target_host(&t));
+  dc_cpu_emit_options eo = {0};
+  dc_status *st = dc_emit_cpu_kernels(m, &t, &eo, &plan->kernels);
+  dc_cpu_target_deinit(&t);
+  return st;
+}
+
+/* Writes m (compiled) as a plan, loads it, runs it on `backend` (reference,
+ * or llvm on 2 threads); m stays the caller's. */
+static int run_module(dc_module *m, const feed *fd, const char *name, const char *backend, run_result *r) {
   char *text = tu_ir_text(m), *path = tu_path(name);
   dc_plan plan = {.target = DC_TARGET_CPU, .options_json = "{}", .ir_text = text, .module = m};
+  drt_options opts = {.backend = backend, .threads = 2};
   drt_plan *p = NULL;
   drt_stats s = {0};
   memset(r, 0, sizeof *r);
-  dc_status *st = dc_plan_write(path, &plan);
-  if (!st) st = drt_load(path, NULL, &p);
+  dc_status *st = emit_kernels(m, backend, &plan);
+  if (!st) st = dc_plan_write(path, &plan);
+  dc_plan_kernels_deinit(&plan.kernels);
+  if (!st) st = drt_load(path, &opts, &p);
   if (!st) {
     set_inputs(p, fd);
     st = drt_run(p, &s);
@@ -233,26 +251,38 @@ static int run_module(dc_module *m, const feed *fd, const char *name, run_result
   return ok;
 }
 
-/* Runs both modules on the same inputs; their outputs must match bit for
- * bit.  Prints the steps and peaks. */
-static void compare_runs(const char *what, dc_module *plain, dc_module *fused, const feed *fd) {
+/* Runs both modules on the same inputs on `backend`; their outputs must
+ * match bit for bit.  Prints the steps and peaks. */
+static void compare_on(const char *what, dc_module *plain, dc_module *fused, const feed *fd, const char *backend) {
   run_result a, b;
-  if (!run_module(plain, fd, "plain.dplan", &a) || !run_module(fused, fd, "fused.dplan", &b)) return;
+  if (!run_module(plain, fd, "plain.dplan", backend, &a)) return;
+  if (!run_module(fused, fd, "fused.dplan", backend, &b)) {
+    result_free(&a);
+    return;
+  }
   int same = a.nout == b.nout;
   for (int i = 0; same && i < a.nout; i++)
     same = a.numel[i] == b.numel[i] && memcmp(a.out[i], b.out[i], a.numel[i] * sizeof(float)) == 0;
   CHECK(same);
-  printf("  %s: %d -> %d steps, activation peak %llu -> %llu bytes, outputs %s\n", what, a.steps, b.steps,
-         (unsigned long long)a.peak, (unsigned long long)b.peak, same ? "bit-identical" : "DIFFER");
+  printf("  %s on %s: %d -> %d steps, activation peak %llu -> %llu bytes, outputs %s\n", what, backend, a.steps,
+         b.steps, (unsigned long long)a.peak, (unsigned long long)b.peak, same ? "bit-identical" : "DIFFER");
   result_free(&a);
   result_free(&b);
+}
+
+/* On the reference kernels, and with `llvm` on the LLVM ones too (their
+ * fused epilogues must round as the separate kernels do). */
+static void compare_runs(const char *what, dc_module *plain, dc_module *fused, const feed *fd, int llvm) {
+  compare_on(what, plain, fused, fd, "reference");
+  if (llvm) compare_on(what, plain, fused, fd, "llvm");
 }
 
 typedef dc_module *(*builder)(void);
 
 /* Builds the graph twice, compiles it with and without fusion, checks the
  * fused dump holds each of `want` and none of `reject`, and compares runs. */
-static void fusion_case(const char *what, builder build, const char *const *want, const char *const *reject) {
+static void fusion_case_on(const char *what, builder build, const char *const *want, const char *const *reject,
+                           int llvm) {
   dc_module *plain = build(), *fused = build();
   CHECK_OK(run_passes(plain, 0));
   CHECK_OK(run_passes(fused, 1));
@@ -271,10 +301,13 @@ static void fusion_case(const char *what, builder build, const char *const *want
   CHECK(ok);
   if (!ok) fprintf(stderr, "%s", dump);
   feed fd = {NULL, 1};
-  compare_runs(what, plain, fused, &fd);
+  compare_runs(what, plain, fused, &fd, llvm);
   dc_free(dump);
   dc_module_destroy(plain);
   dc_module_destroy(fused);
+}
+static void fusion_case(const char *what, builder build, const char *const *want, const char *const *reject) {
+  fusion_case_on(what, build, want, reject, 0);
 }
 #define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -325,13 +358,48 @@ static dc_module *feed_forward(void) {
 static void test_feed_forward(void) {
   printf("feed-forward:\n");
   fusion_case("linear + geglu, linear + residual, linear + silu + residual", feed_forward,
-              LIST("%3 = linear(%0, %1, %2) {act=geglu, bias=1, residual=0} : f32[2,3,8]  "
+              LIST("%3 = linear(%0, %1, %2) {act=geglu, bias=1, gate=0, gate_at=0, residual=0} : f32[2,3,8]  "
                    "# absorbed geglu, linear",
-                   "%6 = linear(%3, %4, %5, %0) {act=none, bias=1, residual=1} : f32[2,3,8]  "
+                   "%6 = linear(%3, %4, %5, %0) {act=none, bias=1, gate=0, gate_at=0, residual=1} : f32[2,3,8]  "
                    "# absorbed add, linear",
-                   "%9 = linear(%6, %7, %8, %6) {act=silu, bias=1, residual=1} : f32[2,3,8]  # absorbed silu, "
+                   "%9 = linear(%6, %7, %8, %6) {act=silu, bias=1, gate=0, gate_at=0, residual=1} : f32[2,3,8]  # absorbed silu, "
                    "add, linear"),
               LIST(" = geglu(", " = add(", " = silu("));
+}
+
+/* A DiT block's gated residuals: x + mod-chunk · linear(x), then with an
+ * act in between (never in place: the residual is also the linear's x),
+ * then a linear whose value is also a graph output (not folded: it must
+ * stay materialized). */
+static int32_t gated_add(graph *g, int32_t x, int32_t y, int32_t mod, int64_t at) {
+  dc_node n = dc_node_make(OP_GATED_ADD, 3, (int32_t[]){x, y, mod});
+  dc_node_set_int(&n, "at", at);
+  n.scope = "gate";
+  return add(g, n);
+}
+
+static dc_module *gated_residuals(void) {
+  graph g;
+  graph_init(&g);
+  int32_t x = IN(&g, "x", 2, 3, 8), mod = IN(&g, "mod", 2, 24);
+  int32_t h = gated_add(&g, x, linear(&g, x, "lin"), mod, 8);
+  h = gated_add(&g, h, op1(&g, OP_SILU, linear(&g, h, "lin")), mod, 16);
+  int32_t kept = linear(&g, h, "lin");
+  CHECK_OK(dc_module_add_output(g.m, "y", gated_add(&g, h, kept, mod, 0)));
+  CHECK_OK(dc_module_add_output(g.m, "kept", kept));
+  return graph_done(&g);
+}
+
+static void test_gated_residuals(void) {
+  printf("gated residuals:\n");
+  fusion_case_on("linear + gated_add, linear + silu + gated_add, not an output's linear", gated_residuals,
+              LIST("%4 = linear(%0, %2, %3, %0, %1) {act=none, bias=1, gate=1, gate_at=8, residual=1} : f32[2,3,8]  "
+                   "# absorbed gated_add(gate), linear",
+                   "%7 = linear(%4, %5, %6, %4, %1) {act=silu, bias=1, gate=1, gate_at=16, residual=1} : "
+                   "f32[2,3,8]  # absorbed silu, gated_add(gate), linear",
+                   "%10 = linear(%7, %8, %9) {act=none, bias=1, gate=0, gate_at=0, residual=0}",
+                   "%11 = gated_add(%7, %10, %1) {at=0}"),
+              LIST(" = silu("), 1);
 }
 
 /* Nothing may fuse: conv's value is read twice; norm's value is a graph
@@ -453,13 +521,13 @@ static int count_fused(const dc_module *m, dc_op op, const char *attr) {
 static void print_fused_counts(const dc_module *m) {
   int act = count_fused(m, OP_CONV2D, "act") + count_fused(m, OP_LINEAR, "act");
   int res = count_fused(m, OP_CONV2D, "residual") + count_fused(m, OP_LINEAR, "residual");
-  printf("    fused: %d group_norm{act}, %d conv2d/linear with act, %d with residual; "
-         "left: %d silu, %d add, %d geglu\n",
-         count_fused(m, OP_GROUP_NORM, "act"), act, res, count_op(m, OP_SILU), count_op(m, OP_ADD),
-         count_op(m, OP_GEGLU));
+  printf("    fused: %d group_norm{act}, %d conv2d/linear with act, %d with residual (%d gated); "
+         "left: %d silu, %d add, %d geglu, %d gated_add\n",
+         count_fused(m, OP_GROUP_NORM, "act"), act, res, count_fused(m, OP_LINEAR, "gate"), count_op(m, OP_SILU),
+         count_op(m, OP_ADD), count_op(m, OP_GEGLU), count_op(m, OP_GATED_ADD));
 }
 
-static void fixture_case(const char *name, const char *entry, const char *io_name) {
+static void fixture_case(const char *name, const char *entry, const char *io_name, int llvm) {
   char *dir = dc_path_join(tu_source_dir, "fixtures"), *fx = dc_path_join(dir, name);
   char *model = dc_path_join(fx, "model"), *io_path = dc_path_join(fx, io_name);
   dc_folder f;
@@ -479,7 +547,7 @@ static void fixture_case(const char *name, const char *entry, const char *io_nam
     char what[128];
     snprintf(what, sizeof what, "%s %s (%s)", name, entry, io_name);
     feed fd = {&io, 0};
-    compare_runs(what, plain, fused, &fd);
+    compare_runs(what, plain, fused, &fd, llvm);
     print_fused_counts(fused);
   }
   dc_module_destroy(plain);
@@ -491,11 +559,14 @@ static void fixture_case(const char *name, const char *entry, const char *io_nam
 
 static void test_fixtures(void) {
   printf("diffusers fixtures, compiled with and without fusion:\n");
-  fixture_case("unet_tiny", "forward", "io_forward.safetensors");
-  fixture_case("unet_sd15", "forward", "io_forward.safetensors");
-  fixture_case("unet_sdxl", "forward", "io_forward.safetensors");
-  fixture_case("vae_sd", "decode", "io_decode.safetensors");
-  fixture_case("vae_sd", "encode", "io_encode.safetensors");
+  fixture_case("unet_tiny", "forward", "io_forward.safetensors", 0);
+  fixture_case("unet_sd15", "forward", "io_forward.safetensors", 0);
+  fixture_case("unet_sdxl", "forward", "io_forward.safetensors", 0);
+  fixture_case("vae_sd", "decode", "io_decode.safetensors", 0);
+  fixture_case("vae_sd", "encode", "io_encode.safetensors", 0);
+  /* the DiTs' gated residuals on LLVM too */
+  fixture_case("flux_dev", "forward", "io_forward.safetensors", 1);
+  fixture_case("sd35", "forward", "io_forward.safetensors", 1);
 }
 
 int main(int argc, char **argv) {
@@ -503,6 +574,7 @@ int main(int argc, char **argv) {
   write_pool();
   test_resnet();
   test_feed_forward();
+  test_gated_residuals();
   test_no_fusion();
   test_output_consumer();
   test_two_candidates();

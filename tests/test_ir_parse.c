@@ -106,7 +106,8 @@ static void test_seeds(void) {
   static const char *seeds[] = {"small_planned.ir",         "vae_tiny_decode.ir",
                                  "vae_tiny_decode_nhwc_2dev.ir", "vae_tiny_encode_frontend.ir",
                                  "vae_tiled_decode_tiled_sliced.ir", "vae_tiny_decode_offload_dir.ir",
-                                 "unet_tiny_forward.ir",     "old_words.ir"};
+                                 "unet_tiny_forward.ir",     "old_words.ir",
+                                 "flux_dev_forward_gated.ir"};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/fuzz/corpus/ir/%s", tu_source_dir, seeds[i]);
@@ -160,6 +161,8 @@ int main(int argc, char **argv) {
   fixture_case("unet_sdxl", "forward", NULL, 0);
   fixture_case("vae_sd", "decode", NULL, 0);
   fixture_case("vae_sd", "encode", NULL, 0);
+  fixture_case("flux_dev", "forward", NULL, 0); /* gelu_tanh, gated linears, rope */
+  fixture_case("sd35", "forward", NULL, 0);
   test_errors();
   test_seeds();
   test_old_words();

@@ -65,12 +65,12 @@ static const char *small_graph =
     "%0 = input \"x\" : f32[2,4]  # row, dev0, 32 B, live 0..2\n"
     "%1 = weight @down_blocks.0.proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 8\n"
     "%2 = weight @down_blocks.0.proj.bias : f32[4]  # row, dev0, 16 B, resident, file 0 @ 72\n"
-    "%3 = linear(%0, %1, %2) {act=none, bias=1, residual=0} : f32[2,4]  # down_blocks.0.proj, row, dev0, 32 B, live 3..6\n"
+    "%3 = linear(%0, %1, %2) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]  # down_blocks.0.proj, row, dev0, 32 B, live 3..6\n"
     "%4 = weight @down_blocks.1.proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 88\n"
     "%5 = weight @down_blocks.1.proj.bias : f32[4]  # row, dev0, 16 B, resident, file 0 @ 152\n"
-    "%6 = linear(%3, %4, %5) {act=none, bias=1, residual=0} : f32[2,4]  # down_blocks.1.proj, row, dev0, 32 B, live 6..8\n"
+    "%6 = linear(%3, %4, %5) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]  # down_blocks.1.proj, row, dev0, 32 B, live 6..8\n"
     "%7 = weight @out_proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 168\n"
-    "%8 = linear(%6, %7) {act=none, bias=0, residual=0} : f32[2,4]  # out_proj, row, dev0, 32 B, live 8..8\n"
+    "%8 = linear(%6, %7) {act=none, bias=0, gate=0, gate_at=0, residual=0} : f32[2,4]  # out_proj, row, dev0, 32 B, live 8..8\n"
     "output y = %8\n";
 
 static void text_case(const char *what, dc_memory_options o, const char *want) {
@@ -99,14 +99,14 @@ static void test_text(void) {
             "%2 = upload(%1) {group=0, hold=0} : f32[4,4]\n"
             "%3 = weight @down_blocks.0.proj.bias : f32[4]\n"
             "%4 = upload(%3) {group=0, hold=0} : f32[4]\n"
-            "%5 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%5 = linear(%0, %2, %4) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
             "%6 = weight @down_blocks.1.proj.weight : f32[4,4]\n"
             "%7 = upload(%6) {group=1, hold=0} : f32[4,4]\n"
             "%8 = weight @down_blocks.1.proj.bias : f32[4]\n"
             "%9 = upload(%8) {group=1, hold=0} : f32[4]\n"
-            "%10 = linear(%5, %7, %9) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%10 = linear(%5, %7, %9) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
             "%11 = weight @out_proj.weight : f32[4,4]\n"
-            "%12 = linear(%10, %11) {act=none, bias=0, residual=0} : f32[2,4]\n");
+            "%12 = linear(%10, %11) {act=none, bias=0, gate=0, gate_at=0, residual=0} : f32[2,4]\n");
   block.prefetch = 1;
   block.host_memory = DC_HOST_ON_DEMAND; /* the same graph; only the meta says on-demand */
   text_case("group block 1 + prefetch: block 1's upload issued before block 0 runs", block,
@@ -119,10 +119,10 @@ static void test_text(void) {
             "%6 = upload(%5) {group=1, hold=0} : f32[4,4]\n"
             "%7 = weight @down_blocks.1.proj.bias : f32[4]\n"
             "%8 = upload(%7) {group=1, hold=0} : f32[4]\n"
-            "%9 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
-            "%10 = linear(%9, %6, %8) {act=none, bias=1, residual=0} : f32[2,4]\n"
+            "%9 = linear(%0, %2, %4) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
+            "%10 = linear(%9, %6, %8) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
             "%11 = weight @out_proj.weight : f32[4,4]\n"
-            "%12 = linear(%10, %11) {act=none, bias=0, residual=0} : f32[2,4]\n");
+            "%12 = linear(%10, %11) {act=none, bias=0, gate=0, gate_at=0, residual=0} : f32[2,4]\n");
   dc_memory_options model = {.offload = DC_OFFLOAD_MODEL, .group_level = DC_GROUP_NONE, .blocks_per_group = 0, .prefetch = 0};
   text_case("model: everything uploaded at the start and held", model,
             "%0 = input \"x\" : f32[2,4]\n"
@@ -136,9 +136,9 @@ static void test_text(void) {
             "%8 = upload(%7) {group=0, hold=1} : f32[4]\n"
             "%9 = weight @out_proj.weight : f32[4,4]\n"
             "%10 = upload(%9) {group=0, hold=1} : f32[4,4]\n"
-            "%11 = linear(%0, %2, %4) {act=none, bias=1, residual=0} : f32[2,4]\n"
-            "%12 = linear(%11, %6, %8) {act=none, bias=1, residual=0} : f32[2,4]\n"
-            "%13 = linear(%12, %10) {act=none, bias=0, residual=0} : f32[2,4]\n");
+            "%11 = linear(%0, %2, %4) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
+            "%12 = linear(%11, %6, %8) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[2,4]\n"
+            "%13 = linear(%12, %10) {act=none, bias=0, gate=0, gate_at=0, residual=0} : f32[2,4]\n");
 }
 
 /* ---- the SD1.5-shaped fixture, run ------------------------------------ */
@@ -360,7 +360,7 @@ static void test_bad_options(void) {
   dc_module *m = parse("%0 = input \"x\" : f32[2,4]  # row, dev0, 32 B, live 0..2\n"
                        "#   file 0: /x.safetensors (100 bytes, header xxh64 0000000000000001)\n"
                        "%1 = weight @proj.weight : f32[4,4]  # row, dev0, 64 B, resident, file 0 @ 8\n"
-                       "%2 = linear(%0, %1) {act=none, bias=0, residual=0} : f32[2,4]  # proj, row, dev0, 32 B, live 2..2\n"
+                       "%2 = linear(%0, %1) {act=none, bias=0, gate=0, gate_at=0, residual=0} : f32[2,4]  # proj, row, dev0, 32 B, live 2..2\n"
                        "output y = %2\n");
   o = (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 0};
   if (m) CHECK_ERR(dc_pass_offload(m, &o), "has no block lists");

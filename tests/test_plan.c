@@ -80,7 +80,7 @@ static void test_verifier(dc_module *m) {
 static void test_dump_and_dce(dc_module *m) {
   char *before = tu_ir_text(m), *again = tu_ir_text(m);
   CHECK(strcmp(before, again) == 0);
-  CHECK(strstr(before, "%4 = linear(%0, %1, %2) {act=none, bias=1, residual=0} : f32[4,2]  # lin, row, dev0, 32 B, live 4..6") != NULL);
+  CHECK(strstr(before, "%4 = linear(%0, %1, %2) {act=none, bias=1, gate=0, gate_at=0, residual=0} : f32[4,2]  # lin, row, dev0, 32 B, live 4..6") != NULL);
   CHECK(strstr(before, "%0 = input \"x\" : f32[4,3]  # row, dev0, 48 B, live 0..4") != NULL);
   CHECK(strstr(before, "# peak activations: 80 B (80 bytes) while %4 runs") != NULL);
   CHECK_OK(dc_pipeline_run(m, NULL));
@@ -134,14 +134,19 @@ static void test_corruption(const char *plan_path) {
   d[n - 100] ^= 0x40;
   d[8] = 9;
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 6");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 9, but this diffrun reads version 7");
   d[8] = 3; /* before weight content hashes: the message says what changed */
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 3, written by an older diffc; this diffrun reads version 6");
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 3, written by an older diffc; this diffrun reads version 7");
+  d[8] = 6; /* before the gated residual: linear's attributes differ */
+  tu_write_file(bad, d, n);
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 6, written by an older diffc; this diffrun reads version 7 "
+                                               "(since version 7 a linear may gate its residual;");
   d[8] = 4; /* before integer dtypes and constants */
   tu_write_file(bad, d, n);
-  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 4, written by an older diffc; this diffrun reads version 6 "
-                                               "(since version 6 a plan may be a whole pipeline in phases; since version 5 "
+  CHECK_ERR(dc_plan_read(bad, &(dc_plan){0}), "plan format version 4, written by an older diffc; this diffrun reads version 7 "
+                                               "(since version 7 a linear may gate its residual; since version 6 a plan may "
+                                               "be a whole pipeline in phases; since version 5 "
                                                "it may hold integer inputs and constants");
   d[0] = 'X';
   tu_write_file(bad, d, n);

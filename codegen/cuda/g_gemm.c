@@ -35,6 +35,10 @@
  * with dc_cuda_loader(dtype), converted to f32 in registers, then rounded
  * to the compute type when staged.  x, bias and residual are f32.
  *
+ * A linear's gated residual (ops.def) ends the epilogue with
+ * res + mod[m / S, gate_at + j] · v, the product and the sum each rounded
+ * (__fmul_rn, __fadd_rn), as the gated_add generator keeps them.
+ *
  * Aliasing: out may be the residual's buffer.  Each output element is
  * written once, by the epilogue thread that reads its residual element just
  * before, so the in-place handover is safe. */
@@ -43,7 +47,8 @@
 #include <string.h>
 
 typedef struct {
-  int conv, nhwc, wmma, geglu, act, has_bias, has_res;
+  int conv, nhwc, wmma, geglu, act, has_bias, has_res, has_gate;
+  int64_t gate_rows, gate_ld, gate_at; /* linear's gated residual: rows per sample, mod's row, the chunk */
   dc_dtype wtype, btype; /* stored dtypes of the weight and the bias */
   dc_cuda_compute compute;
   int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
@@ -94,6 +99,13 @@ static void read_epilogue(const dc_module *m, const dc_node *n, gemm *g) {
   g->geglu = g->act == ACT_GEGLU;
   g->out = n->type;
   if (g->has_res) g->res = *input_type(m, n, 2 + g->has_bias);
+  int gate = dc_node_gate_slot(n);
+  g->has_gate = gate >= 0;
+  if (g->has_gate) {
+    g->gate_rows = n->type.dims[1];
+    g->gate_ld = input_type(m, n, gate)->dims[1];
+    g->gate_at = dc_node_int(n, "gate_at");
+  }
 }
 
 /* dims are physical (ir/ir.h): NCHW x[N,C,H,W] w[O,C,kh,kw] out[N,O,Ho,Wo],
@@ -174,7 +186,7 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
                 "#if defined(__CUDACC__)\n#define G_UNROLL _Pragma(\"unroll\")\n#else\n#define G_UNROLL\n#endif\n",
                 what, (long long)g->m, (long long)g->ncols, (long long)g->k, compute_desc[g->compute],
                 dc_dtype_name(g->wtype), dc_act_name((dc_act)g->act), g->has_bias ? ", bias" : "",
-                g->has_res ? ", residual" : "");
+                g->has_gate ? ", gated residual" : g->has_res ? ", residual" : "");
   dc_buf_printf(b,
                 "#define G_M %lld\n#define G_N %lld\n#define G_K %lld\n#define G_OUTC %lld\n"
                 "#define G_BM %d\n#define G_BN %d\n#define G_BK %d\n#define G_NT %d\n"
@@ -318,7 +330,9 @@ static void emit_res_index(dc_buf *b, const gemm *g) {
 static void emit_epilogue(dc_buf *b, const gemm *g) {
   dc_buf_printf(b, "DC_DEVICE void g_epilogue(float *out, const float *cs, int m0, int by%s%s) {\n"
                    "  for (int e = threadIdx.x; e < G_BM * G_OBN; e += G_NT) {\n",
-                g->has_bias ? ", const g_b_t *__restrict__ bias" : "", g->has_res ? ", const float *res" : "");
+                g->has_bias ? ", const g_b_t *__restrict__ bias" : "",
+                g->has_gate ? ", const float *res, const float *__restrict__ gate"
+                : g->has_res ? ", const float *res" : "");
   int planes = g->conv && !g->nhwc;
   if (planes)
     dc_buf_printf(b, "    const int ml = e %% G_BM, cl = e / G_BM;\n");
@@ -338,12 +352,19 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
     dc_buf_printf(b, "    const long long oi = ((long long)(m / G_P) * G_OUTC + j) * G_P + m %% G_P;\n");
   else
     dc_buf_printf(b, "    const long long oi = (long long)m * G_OUTC + j;\n");
-  if (g->has_res) dc_buf_printf(b, "    v += res[g_res(oi)]; /* read just before out[oi]: res may be out */\n");
+  if (g->has_gate) /* __fmul_rn / __fadd_rn: the product rounded first, never one fma (gated_add's bits) */
+    dc_buf_printf(b,
+                  "    const float gv = gate[(long long)(m / %lld) * %lldLL + %lldLL + j]; /* sample m / S's chunk */\n"
+                  "    v = __fadd_rn(res[g_res(oi)], __fmul_rn(gv, v)); /* res read before out[oi]: it may be out */\n",
+                  (long long)g->gate_rows, (long long)g->gate_ld, (long long)g->gate_at);
+  else if (g->has_res)
+    dc_buf_printf(b, "    v += res[g_res(oi)]; /* read just before out[oi]: res may be out */\n");
   dc_buf_printf(b, "    out[oi] = v;\n  }\n}\n");
 }
 
 static void emit_epilogue_call(dc_buf *b, const gemm *g) {
-  dc_buf_printf(b, "  g_epilogue(out, cs, m0, by%s%s);\n}\n", g->has_bias ? ", bias" : "", g->has_res ? ", res" : "");
+  dc_buf_printf(b, "  g_epilogue(out, cs, m0, by%s%s);\n}\n", g->has_bias ? ", bias" : "",
+                g->has_gate ? ", res, gate" : g->has_res ? ", res" : "");
 }
 
 /* Global -> registers for one K tile, and registers -> shared in the
@@ -394,6 +415,7 @@ static void emit_signature(dc_buf *b, const gemm *g, const char *name) {
   dc_buf_printf(b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const g_w_t *__restrict__ w", name);
   if (g->has_bias) dc_buf_printf(b, ", const g_b_t *__restrict__ bias");
   if (g->has_res) dc_buf_printf(b, ", const float *res");
+  if (g->has_gate) dc_buf_printf(b, ", const float *__restrict__ gate");
   dc_buf_printf(b, ") {\n");
   /* WMMA needs 32-byte aligned tiles: the kernel has no static shared
    * memory beside g_smem, so the dynamic buffer starts at the base of the

@@ -92,6 +92,14 @@ int gemm_bind_epilogue(dc_kgen *g, gemm *gm, int64_t *res_str) {
   if (!gm->has_res) return 0;
   gemm_bcast_strides(kg_type(g, 0), kg_type(g, 3 + gm->has_bias), res_str);
   gm->resp = kg_buf(g, 3 + gm->has_bias);
+  int gate = dc_node_gate_slot(n); /* bufs are the output, then the inputs */
+  gm->has_gate = gate >= 0;
+  if (gm->has_gate) {
+    gm->gate = kg_buf(g, gate + 1);
+    gm->gate_rows = kg_type(g, 0)->dims[1];
+    gm->gate_ld = kg_type(g, gate + 1)->dims[1];
+    gm->gate_at = dc_node_int(n, "gate_at");
+  }
   return 1;
 }
 
@@ -253,6 +261,22 @@ static LLVMValueRef res_load(dc_kgen *g, const gemm *gm, LLVMValueRef row, LLVMV
   return gk_gather(g, base, LLVMBuildAdd(g->b, hi, lo, ""), mask);
 }
 
+/* Row R's gate: its sample's chunk of mod. */
+static LLVMValueRef gate_row(dc_kgen *g, const gemm *gm, LLVMValueRef row) {
+  LLVMValueRef sample = LLVMBuildSDiv(g->b, row, kg_i64(g, gm->gate_rows), "sample");
+  return kg_gep(g, gm->gate, add(g, mul(g, sample, gm->gate_ld), kg_i64(g, gm->gate_at)));
+}
+
+/* The residual added to o, or with a gate res + gate · o: the product
+ * rounded, then the add (two IEEE operations, as gated_add's kernel). */
+static LLVMValueRef add_residual(dc_kgen *g, const gemm *gm, LLVMValueRef grow, LLVMValueRef row, LLVMValueRef col,
+                                 LLVMValueRef mask, LLVMValueRef o) {
+  LLVMValueRef r = res_load(g, gm, row, col, mask);
+  if (!gm->has_gate) return LLVMBuildFAdd(g->b, o, r, "");
+  LLVMValueRef prod = LLVMBuildFMul(g->b, gk_mload(g, kg_gep(g, grow, col), mask), o, "gated");
+  return LLVMBuildFAdd(g->b, r, prod, "");
+}
+
 /* The tile's last k block: bias, act (or geglu), residual, masked store. */
 static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValueRef row0, LLVMValueRef *acc) {
   int nvo = gm->geglu ? gm->nv / 2 : gm->nv;
@@ -271,6 +295,7 @@ static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValue
   for (int i = 0; i < mr; i++) {
     LLVMValueRef r = add(g, row0, kg_i64(g, i)), y[NV];
     LLVMValueRef orow = add(g, mul(g, b->grp, gm->m), r);
+    LLVMValueRef grow = gm->has_gate ? gate_row(g, gm, orow) : NULL;
     for (int v = 0; v < gm->nv; v++) {
       y[v] = acc[i * gm->nv + v];
       if (!gm->has_bias) continue;
@@ -279,7 +304,7 @@ static void epilogue(dc_kgen *g, const gemm *gm, const blk *b, int mr, LLVMValue
     }
     for (int v = 0; v < nvo; v++) {
       LLVMValueRef o = gm->geglu ? LLVMBuildFMul(g->b, y[v], kg_gelu(g, y[v + nvo]), "geglu") : act(g, gm->act, y[v]);
-      if (gm->has_res) o = LLVMBuildFAdd(g->b, o, res_load(g, gm, orow, col[v], mask[v]), "");
+      if (gm->has_res) o = add_residual(g, gm, grow, orow, col[v], mask[v], o);
       gk_mstore(g, o, kg_gep(g, gm->out, add(g, mul(g, orow, gm->ldc), col[v])), mask[v]);
     }
   }

@@ -58,6 +58,11 @@ struct gemm {
   int bias_per_col;         /* linear: bias[j] (and bias[H + j]); conv: bias[r] */
   int has_bias, has_res;
   gemm_res res;
+  /* linear's gated residual (ops.def): out = res + gate · y, the gate of
+   * output row R at gate + (R / gate_rows)·gate_ld + gate_at (f32) */
+  int has_gate;
+  LLVMValueRef gate;
+  int64_t gate_rows, gate_ld, gate_at;
   /* operands (set by the op's emitter); a and bias may be stored in another
    * dtype (layerwise casting): read through kg_load_f32_from */
   LLVMValueRef a, out, bias, resp;
@@ -97,10 +102,10 @@ void gemm_kernel(dc_kgen *g, const gemm *gm, int mr, LLVMValueRef *arow, LLVMVal
 void gemm_bcast_strides(const dc_type *out, const dc_type *res, int64_t *str);
 /* The epilogue operands conv2d and linear wire alike (ops.def): the output
  * (ldc = gm->ncols, so set ncols first), act, the bias (node input 2) and
- * the residual (the input after it).  Returns 1 with the residual's
- * broadcast strides against the output in res_str when there is one; the
- * caller maps them onto gm->res, which depends on how its rows and columns
- * cover the output. */
+ * the residual (the input after it), and a linear's gate (after that).
+ * Returns 1 with the residual's broadcast strides against the output in
+ * res_str when there is one; the caller maps them onto gm->res, which
+ * depends on how its rows and columns cover the output. */
 int gemm_bind_epilogue(dc_kgen *g, gemm *gm, int64_t *res_str);
 /* Every operand of the node is f32 except the weight and bias, which may be
  * stored in any dtype; else DC_ERR_UNSUPPORTED. */
