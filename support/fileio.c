@@ -41,6 +41,15 @@ dc_status *dc_file_map(const char *path, dc_mapped_file *out) {
   return NULL;
 }
 
+void dc_file_release(const dc_mapped_file *f, uint64_t offset, uint64_t bytes) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  if (!f->data || offset > f->size || bytes > f->size - offset || !page) return;
+  uint64_t start = (offset + page - 1) / page * page, end = (offset + bytes) / page * page;
+  /* the mapping is PROT_READ and MAP_PRIVATE: no page of it was ever written,
+   * so dropping one loses nothing; a later read faults the file back in */
+  if (end > start) (void)madvise((void *)(f->data + start), (size_t)(end - start), MADV_DONTNEED);
+}
+
 void dc_file_unmap(dc_mapped_file *f) {
   if (f->data) munmap((void *)f->data, f->size);
   dc_free(f->path);

@@ -122,6 +122,11 @@ typedef struct {
 } dc_mapped_file;
 dc_status *dc_file_map(const char *path, dc_mapped_file *out);
 void dc_file_unmap(dc_mapped_file *f);
+/* Lets the kernel drop the pages wholly inside [offset, offset + bytes) of
+ * the mapping from this process (they stay in the page cache and fault back
+ * in if read again): reading a large file once, e.g. to hash it, then does
+ * not keep it all in the resident set. */
+void dc_file_release(const dc_mapped_file *f, uint64_t offset, uint64_t bytes);
 /* Reads a whole file, NUL-terminated; *out must be dc_free'd. */
 dc_status *dc_file_read_all(const char *path, char **out, size_t *out_size);
 int dc_file_exists(const char *path);
