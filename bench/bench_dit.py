@@ -12,7 +12,9 @@ the other in one run:
          check that stands in for the full 12-billion-parameter model, whose fp32 PyTorch forward
          does not fit in this machine's memory).
 
-With --profile, diffrun runs the fp32 plan once more with --profile and its per-op table is kept.
+With --profile, diffrun runs each plan once more with --profile and its per-op table is kept.
+The machine may be shared: the load average is recorded before and after each case, and the table
+gives the speed-up of the medians and of the best runs.
 Weights are seeded random (tools/make_model from a copy of bench/configs/flux1_dev_transformer.json
 with fewer layers); nothing is downloaded.  Prints a markdown report and writes it to --out.
 
@@ -148,6 +150,7 @@ def case(args, model, io, name, diffc_flags, fp8):
     secs, compile_argv = compile_plan(args, model, plan, diffc_flags)
     print(f"bench_dit: {name}: compiled in {secs:.1f} s", flush=True)
     dr_out = os.path.join(args.work, f"{name}.diffrun.safetensors")
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     text, run_argv = run_diffrun(args, plan, io, dr_out)
     dr = parse_diffrun(text)
     th_out = os.path.join(args.work, f"{name}.torch.safetensors")
@@ -155,7 +158,7 @@ def case(args, model, io, name, diffc_flags, fp8):
     row = dict(name=name, diffrun=statistics.median(dr["runs"][1:]), torch=statistics.median(th["times"]),
                diffrun_runs=dr["runs"], torch_runs=th["times"], rel_l2=compare(dr_out, th_out),
                diffrun_rss=dr["host_rss"], torch_rss=th["rss"], torch_version=th["torch"], torch_isa=th["isa"],
-               compile_s=secs, cmd=" ".join(compile_argv[:3] + ["..."] + diffc_flags), run=" ".join(run_argv),
+               compile_s=secs, load_before=load_before, cmd=" ".join(compile_argv[:3] + ["..."] + diffc_flags), run=" ".join(run_argv),
                cpu=cpu_line())
     print(f"bench_dit: {name}: diffrun {row['diffrun']:.2f} s, PyTorch {row['torch']:.2f} s, "
           f"x{row['torch'] / row['diffrun']:.2f}, rel L2 {row['rel_l2']:.2e}", flush=True)
@@ -166,22 +169,25 @@ def report(args, rows, profile):
     lines = [f"Produced by `bench/bench_dit.py --threads {args.threads} --repeat {args.repeat} "
              f"--double {args.double} --single {args.single}` on {time.strftime('%Y-%m-%d', time.gmtime())}, "
              f"{platform.machine()}.", "",
-             "| case | diffrun s/forward | PyTorch s/forward | speed-up | rel L2 (diffrun vs diffusers) | "
-             "diffrun peak RSS | PyTorch peak RSS | CPU and load (at the case's end) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| case | diffrun s/forward: median (runs) | PyTorch s/forward: median (runs) | speed-up, medians | "
+             "speed-up, best runs | rel L2 (diffrun vs diffusers) | diffrun peak RSS | PyTorch peak RSS | "
+             "load average before / after the case |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['diffrun']:.2f} ({', '.join(f'{x:.2f}' for x in r['diffrun_runs'][1:])}) "
                      f"| {r['torch']:.2f} ({', '.join(f'{x:.2f}' for x in r['torch_runs'])}) "
-                     f"| {r['torch'] / r['diffrun']:.2f}x | {r['rel_l2']:.2e} | {fmt_bytes(r['diffrun_rss'])} "
-                     f"| {fmt_bytes(r['torch_rss'])} | {r['cpu']} |")
+                     f"| {r['torch'] / r['diffrun']:.2f}x | {min(r['torch_runs']) / min(r['diffrun_runs'][1:]):.2f}x "
+                     f"| {r['rel_l2']:.2e} | {fmt_bytes(r['diffrun_rss'])} | {fmt_bytes(r['torch_rss'])} "
+                     f"| {r['load_before']} / {r['cpu'].split('load average ')[1]} |")
     lines.append("")
     if rows:
+        lines.append(f"CPU: {rows[0]['cpu'].split('; load')[0]}.")
         lines.append(f"PyTorch {rows[0]['torch_version']}, ATen CPU capability {rows[0]['torch_isa']}, "
                      f"{args.threads} threads; diffrun --threads {args.threads}, plan for --cpu native.")
         for r in rows:
             lines.append(f"- {r['name']}: `{r['cmd']}` (compiled in {r['compile_s']:.1f} s); `{r['run']}`")
-    if profile:
-        lines += ["", "diffrun --profile of the fp32 plan:", "", "```", profile.rstrip(), "```"]
+    for name, text in profile:
+        lines += ["", f"diffrun --profile of the {name} plan (one run):", "", "```", text.rstrip(), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -214,15 +220,17 @@ def main():
     model = make_model(args.bin, args.work, args.double, args.single)
     io = os.path.join(args.work, "inputs_256.safetensors")
     make_inputs(io)
-    rows, profile, fp32_plan = [], None, None
+    rows, plans, profile = [], [], []
     for name in args.cases.split(","):
         fp8 = name == "fp8"
         row, plan = case(args, model, io, name, ["--storage-dtype", "fp8_e4m3"] if fp8 else [], fp8)
         rows.append(row)
-        fp32_plan = plan if not fp8 else fp32_plan
-    if args.profile and fp32_plan:
+        plans.append((name, plan))
+    if args.profile:
         saved, args.repeat = args.repeat, 0
-        profile, _ = run_diffrun(args, fp32_plan, io, os.path.join(args.work, "profile.safetensors"), ["--profile"])
+        for name, plan in plans:
+            text, _ = run_diffrun(args, plan, io, os.path.join(args.work, "profile.safetensors"), ["--profile"])
+            profile.append((name, text))
         args.repeat = saved
     text = report(args, rows, profile)
     print(text)
