@@ -7,8 +7,9 @@
 # the figures are the plans' (what diffrun would allocate on a device: resident weights + the
 # arena, copies in flight included).  Prints a markdown table and writes bench/results-dit-memory.md.
 #
-#   bench/dit_memory.sh [--cuda] [--keep]
-#     --cuda   also compile each transformer case with --target cuda (NVRTC; no GPU needed)
+#   bench/dit_memory.sh [--cuda | --cuda-only] [--keep]
+#     --cuda       also compile each transformer case with --target cuda (NVRTC; no GPU needed)
+#     --cuda-only  only the transformer cases for --target cuda (writes bench/results-dit-memory-cuda.md)
 #     --keep   keep the plans' fp8 weight files (12 GB each) instead of deleting them after reading
 #
 # Environment: DIFFC_DIT_DATA (models, plans; default /work/bench-data, outside the repository:
@@ -24,6 +25,7 @@ keep=0
 for a in "$@"; do
   case "$a" in
     --cuda) cuda=1 ;;
+    --cuda-only) cuda=2 ;;
     --keep) keep=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "dit_memory.sh: unknown option $a (see --help)" >&2; exit 2 ;;
@@ -113,6 +115,7 @@ make_pipeline
 
 targets=(cpu)
 [ "$cuda" = 1 ] && targets+=(cuda)
+[ "$cuda" = 2 ] && targets=(cuda)
 for target in "${targets[@]}"; do
   echo "dit_memory.sh: FLUX.1-dev transformer at 1024², target $target"
   case_ transformer "no offload" "$target" ""
@@ -123,6 +126,7 @@ for target in "${targets[@]}"; do
   case_ transformer "group, leaf + prefetch" "$target" "--offload group --group-level leaf --prefetch"
   case_ transformer "fp8 storage + leaf + prefetch" "$target" "--storage-dtype fp8_e4m3 --offload group --group-level leaf --prefetch"
 done
+if [ "$cuda" != 2 ]; then
 echo "dit_memory.sh: FLUX.1-dev pipeline at 1024² (T5 512 tokens), target cpu"
 case_ pipeline "no offload" cpu ""
 case_ pipeline "model offload" cpu "--offload model"
@@ -132,10 +136,11 @@ case_ pipeline "model offload, no hoisting" cpu "--offload model --no-hoist"
 case_ pipeline "sequential" cpu "--offload sequential"
 case_ pipeline "group, block (1 per group) + prefetch" cpu "--offload group --group-level block --blocks-per-group 1 --prefetch"
 case_ pipeline "group, leaf + prefetch" cpu "--offload group --group-level leaf --prefetch"
+fi
 
-out="$repo/bench/results-dit-memory.md"
+out="$repo/bench/results-dit-memory$([ "$cuda" = 2 ] && echo -cuda).md"
 {
-  echo "Produced by \`bench/dit_memory.sh$([ "$cuda" = 1 ] && echo ' --cuda')\` on $(date -u +%Y-%m-%d)"
+  echo "Produced by \`bench/dit_memory.sh$([ "$cuda" = 1 ] && echo ' --cuda')$([ "$cuda" = 2 ] && echo ' --cuda-only')\` on $(date -u +%Y-%m-%d)"
   echo "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)."
   echo "Predicted device peak = the IR dump's \"peak device memory\" (resident weights + the plan's arena)."
   echo "Compile time is wall time of diffc (hashing the 22 GiB checkpoint included); kernels are cached in one"
