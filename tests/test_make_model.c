@@ -84,6 +84,8 @@ static void test_bench_configs(void) {
   } cases[] = {{"../bench/configs/sd15_unet.json", 859520964ull},
                {"../bench/configs/sdxl_base_unet.json", 2567463684ull},
                {"../bench/configs/sd15_vae.json", 83653863ull},
+               /* FLUX.1-dev's VAE: 16 latent channels, no quant convs */
+               {"../bench/configs/flux_vae.json", 83819683ull},
                /* CLIP-L (SD1.5's text encoder) and OpenCLIP bigG with its projection (SDXL's second) */
                {"../bench/configs/sd15_text_encoder.json", 123060480ull},
                {"../bench/configs/sdxl_text_encoder_2.json", 694659840ull},
