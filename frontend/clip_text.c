@@ -41,14 +41,6 @@ typedef struct {
 
 /* ---- config ---------------------------------------------------------- */
 
-static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out) {
-  DC_TRY(dc_json_int(d, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key, (long long)min,
-                    (long long)*out);
-  return NULL;
-}
-
 /* ACT2FN's names for the two activations CLIP text encoders use. */
 static dc_status *cfg_act(const dc_json_doc *d, clip_config *c) {
   DC_TRY(dc_json_str(d, "hidden_act", "quick_gelu", &c->act_name));
@@ -61,7 +53,7 @@ static dc_status *cfg_act(const dc_json_doc *d, clip_config *c) {
 static dc_status *cfg_projection(const dc_json_doc *d, clip_config *c) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->root, "projection_dim");
   if (cJSON_IsNull(v)) return c->proj = -1, NULL;
-  return cfg_int(d, "projection_dim", 512, 1, &c->proj);
+  return dc_json_int_min(d, "projection_dim", 512, 1, &c->proj);
 }
 
 /* Defaults are CLIPTextConfig's.  The dropouts do nothing at inference, the
@@ -70,12 +62,12 @@ static dc_status *cfg_projection(const dc_json_doc *d, clip_config *c) {
 static dc_status *cfg_load(const dc_json_doc *d, clip_config *c) {
   memset(c, 0, sizeof *c);
   c->path = d->path;
-  DC_TRY(cfg_int(d, "vocab_size", 49408, 1, &c->vocab));
-  DC_TRY(cfg_int(d, "hidden_size", 512, 1, &c->hidden));
-  DC_TRY(cfg_int(d, "intermediate_size", 2048, 1, &c->inter));
-  DC_TRY(cfg_int(d, "num_hidden_layers", 12, 0, &c->layers));
-  DC_TRY(cfg_int(d, "num_attention_heads", 8, 1, &c->heads));
-  DC_TRY(cfg_int(d, "max_position_embeddings", 77, 1, &c->max_pos));
+  DC_TRY(dc_json_int_min(d, "vocab_size", 49408, 1, &c->vocab));
+  DC_TRY(dc_json_int_min(d, "hidden_size", 512, 1, &c->hidden));
+  DC_TRY(dc_json_int_min(d, "intermediate_size", 2048, 1, &c->inter));
+  DC_TRY(dc_json_int_min(d, "num_hidden_layers", 12, 0, &c->layers));
+  DC_TRY(dc_json_int_min(d, "num_attention_heads", 8, 1, &c->heads));
+  DC_TRY(dc_json_int_min(d, "max_position_embeddings", 77, 1, &c->max_pos));
   DC_TRY(dc_json_int(d, "eos_token_id", 49407, &c->eos));
   DC_TRY(dc_json_num(d, "layer_norm_eps", 1e-5, &c->eps));
   DC_TRY(cfg_projection(d, c));

@@ -32,14 +32,6 @@ typedef struct {
 
 /* ---- config ---------------------------------------------------------- */
 
-static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out) {
-  DC_TRY(dc_json_int(d, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key, (long long)min,
-                    (long long)*out);
-  return NULL;
-}
-
 /* axes_dims_rope: one even size per id column, summing to the head size
  * (apply_rotary_emb rotates every channel of a head; diffusers fails at
  * the first forward otherwise). */
@@ -64,15 +56,15 @@ static dc_status *cfg_axes(const dc_json_doc *d, flux_config *c) {
 static dc_status *cfg_load(const dc_json_doc *d, flux_config *c) {
   memset(c, 0, sizeof *c);
   c->path = d->path;
-  DC_TRY(cfg_int(d, "patch_size", 1, 1, &c->patch));
-  DC_TRY(cfg_int(d, "in_channels", 64, 1, &c->in_ch));
-  DC_TRY(cfg_int(d, "out_channels", c->in_ch, 1, &c->out_ch)); /* None: in_channels */
-  DC_TRY(cfg_int(d, "num_layers", 19, 0, &c->layers));
-  DC_TRY(cfg_int(d, "num_single_layers", 38, 0, &c->single_layers));
-  DC_TRY(cfg_int(d, "attention_head_dim", 128, 2, &c->head_dim));
-  DC_TRY(cfg_int(d, "num_attention_heads", 24, 1, &c->heads));
-  DC_TRY(cfg_int(d, "joint_attention_dim", 4096, 1, &c->joint_dim));
-  DC_TRY(cfg_int(d, "pooled_projection_dim", 768, 1, &c->pooled_dim));
+  DC_TRY(dc_json_int_min(d, "patch_size", 1, 1, &c->patch));
+  DC_TRY(dc_json_int_min(d, "in_channels", 64, 1, &c->in_ch));
+  DC_TRY(dc_json_int_min(d, "out_channels", c->in_ch, 1, &c->out_ch)); /* None: in_channels */
+  DC_TRY(dc_json_int_min(d, "num_layers", 19, 0, &c->layers));
+  DC_TRY(dc_json_int_min(d, "num_single_layers", 38, 0, &c->single_layers));
+  DC_TRY(dc_json_int_min(d, "attention_head_dim", 128, 2, &c->head_dim));
+  DC_TRY(dc_json_int_min(d, "num_attention_heads", 24, 1, &c->heads));
+  DC_TRY(dc_json_int_min(d, "joint_attention_dim", 4096, 1, &c->joint_dim));
+  DC_TRY(dc_json_int_min(d, "pooled_projection_dim", 768, 1, &c->pooled_dim));
   DC_TRY(dc_json_bool(d, "guidance_embeds", 0, &c->guidance));
   DC_TRY(cfg_axes(d, c));
   if (c->layers + c->single_layers > 4096)

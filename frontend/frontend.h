@@ -84,6 +84,8 @@ const char *dc_json_type_name(const cJSON *v);
 /* Typed getters.  `def` is used when the key is absent or null; a present key
  * of the wrong type is an error: "<path>: \"key\" must be ..., got ...". */
 dc_status *dc_json_int(const dc_json_doc *d, const char *key, int64_t def, int64_t *out);
+/* dc_json_int, and a value below min is an error naming the file and key. */
+dc_status *dc_json_int_min(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out);
 dc_status *dc_json_num(const dc_json_doc *d, const char *key, double def, double *out);
 dc_status *dc_json_bool(const dc_json_doc *d, const char *key, int def, int *out);
 /* *out is NULL when absent/null and def is NULL; the string belongs to d. */

@@ -313,6 +313,14 @@ dc_status *dc_json_int(const dc_json_doc *d, const char *key, int64_t def, int64
   return NULL;
 }
 
+dc_status *dc_json_int_min(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out) {
+  DC_TRY(dc_json_int(d, key, def, out));
+  if (*out < min)
+    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key, (long long)min,
+                    (long long)*out);
+  return NULL;
+}
+
 dc_status *dc_json_num(const dc_json_doc *d, const char *key, double def, double *out) {
   const cJSON *v = json_get(d, key);
   *out = def;

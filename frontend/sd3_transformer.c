@@ -29,14 +29,6 @@ typedef struct {
 
 /* ---- config ---------------------------------------------------------- */
 
-static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out) {
-  DC_TRY(dc_json_int(d, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key, (long long)min,
-                    (long long)*out);
-  return NULL;
-}
-
 static dc_status *unsupported(const dc_json_doc *d, const char *key, const char *supported) {
   char buf[96];
   return dc_error(DC_ERR_UNSUPPORTED, "%s: \"%s\" is %s, which diffc does not support (supported: %s)", d->path, key,
@@ -71,7 +63,7 @@ static dc_status *cfg_qk_norm(const dc_json_doc *d, sd3_config *c) {
 static dc_status *cfg_widths(const dc_json_doc *d, sd3_config *c) {
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(d->root, "pos_embed_max_size");
   if (cJSON_IsNull(m)) return unsupported(d, "pos_embed_max_size", "an integer");
-  DC_TRY(cfg_int(d, "pos_embed_max_size", 96, 1, &c->max_size));
+  DC_TRY(dc_json_int_min(d, "pos_embed_max_size", 96, 1, &c->max_size));
   if (c->caption_dim != c->heads * c->head_dim)
     return dc_error(DC_ERR_FORMAT, "%s: \"caption_projection_dim\" is %lld but the blocks are %lld wide "
                     "(\"num_attention_heads\" %lld x \"attention_head_dim\" %lld); the context must be projected to "
@@ -84,19 +76,19 @@ static dc_status *cfg_widths(const dc_json_doc *d, sd3_config *c) {
 static dc_status *cfg_load(const dc_json_doc *d, sd3_config *c) {
   memset(c, 0, sizeof *c);
   c->path = d->path;
-  DC_TRY(cfg_int(d, "sample_size", 128, 1, &c->sample));
-  DC_TRY(cfg_int(d, "patch_size", 2, 1, &c->patch));
-  DC_TRY(cfg_int(d, "in_channels", 16, 1, &c->in_ch));
-  DC_TRY(cfg_int(d, "num_layers", 18, 1, &c->layers));
+  DC_TRY(dc_json_int_min(d, "sample_size", 128, 1, &c->sample));
+  DC_TRY(dc_json_int_min(d, "patch_size", 2, 1, &c->patch));
+  DC_TRY(dc_json_int_min(d, "in_channels", 16, 1, &c->in_ch));
+  DC_TRY(dc_json_int_min(d, "num_layers", 18, 1, &c->layers));
   if (c->layers > SD3_MAX_LAYERS)
     return dc_error(DC_ERR_UNSUPPORTED, "%s: \"num_layers\" %lld is more than diffc builds (%d)", d->path,
                     (long long)c->layers, SD3_MAX_LAYERS);
-  DC_TRY(cfg_int(d, "attention_head_dim", 64, 1, &c->head_dim));
-  DC_TRY(cfg_int(d, "num_attention_heads", 18, 1, &c->heads));
-  DC_TRY(cfg_int(d, "joint_attention_dim", 4096, 1, &c->joint_dim));
-  DC_TRY(cfg_int(d, "caption_projection_dim", 1152, 1, &c->caption_dim));
-  DC_TRY(cfg_int(d, "pooled_projection_dim", 2048, 1, &c->pooled_dim));
-  DC_TRY(cfg_int(d, "out_channels", c->in_ch, 1, &c->out_ch)); /* None: in_channels */
+  DC_TRY(dc_json_int_min(d, "attention_head_dim", 64, 1, &c->head_dim));
+  DC_TRY(dc_json_int_min(d, "num_attention_heads", 18, 1, &c->heads));
+  DC_TRY(dc_json_int_min(d, "joint_attention_dim", 4096, 1, &c->joint_dim));
+  DC_TRY(dc_json_int_min(d, "caption_projection_dim", 1152, 1, &c->caption_dim));
+  DC_TRY(dc_json_int_min(d, "pooled_projection_dim", 2048, 1, &c->pooled_dim));
+  DC_TRY(dc_json_int_min(d, "out_channels", c->in_ch, 1, &c->out_ch)); /* None: in_channels */
   DC_TRY(cfg_widths(d, c));
   DC_TRY(cfg_dual(d, c));
   return cfg_qk_norm(d, c);

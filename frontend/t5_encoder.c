@@ -34,14 +34,6 @@ typedef struct {
 
 /* ---- config ---------------------------------------------------------- */
 
-static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min, int64_t *out) {
-  DC_TRY(dc_json_int(d, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key, (long long)min,
-                    (long long)*out);
-  return NULL;
-}
-
 /* T5Config.__post_init__: feed_forward_proj "ACT" or "gated-ACT" gives
  * dense_act_fn ACT (gelu_new for "gated-gelu") and is_gated_act; a config
  * that writes dense_act_fn or is_gated_act itself (transformers 4.2x and 5
@@ -70,8 +62,8 @@ static dc_status *cfg_feed_forward(const dc_json_doc *d, t5_config *c) {
  * table too small for that, or a max_distance not above it, gives no
  * defined bucket in torch. */
 static dc_status *cfg_buckets(const dc_json_doc *d, t5_config *c) {
-  DC_TRY(cfg_int(d, "relative_attention_num_buckets", 32, 1, &c->blk.buckets));
-  DC_TRY(cfg_int(d, "relative_attention_max_distance", 128, 1, &c->blk.max_distance));
+  DC_TRY(dc_json_int_min(d, "relative_attention_num_buckets", 32, 1, &c->blk.buckets));
+  DC_TRY(dc_json_int_min(d, "relative_attention_max_distance", 128, 1, &c->blk.max_distance));
   int64_t max_exact = c->blk.buckets / 4;
   if (max_exact < 1)
     return dc_error(DC_ERR_UNSUPPORTED, "%s: \"relative_attention_num_buckets\" is %lld; a bidirectional T5 needs "
@@ -93,12 +85,12 @@ static dc_status *cfg_load(const dc_json_doc *d, t5_config *c) {
   memset(c, 0, sizeof *c);
   c->path = d->path;
   int is_decoder;
-  DC_TRY(cfg_int(d, "vocab_size", 32128, 1, &c->vocab));
-  DC_TRY(cfg_int(d, "d_model", 512, 1, &c->blk.d_model));
-  DC_TRY(cfg_int(d, "d_kv", 64, 1, &c->blk.d_kv));
-  DC_TRY(cfg_int(d, "d_ff", 2048, 1, &c->blk.d_ff));
-  DC_TRY(cfg_int(d, "num_layers", 6, 0, &c->layers));
-  DC_TRY(cfg_int(d, "num_heads", 8, 1, &c->blk.heads));
+  DC_TRY(dc_json_int_min(d, "vocab_size", 32128, 1, &c->vocab));
+  DC_TRY(dc_json_int_min(d, "d_model", 512, 1, &c->blk.d_model));
+  DC_TRY(dc_json_int_min(d, "d_kv", 64, 1, &c->blk.d_kv));
+  DC_TRY(dc_json_int_min(d, "d_ff", 2048, 1, &c->blk.d_ff));
+  DC_TRY(dc_json_int_min(d, "num_layers", 6, 0, &c->layers));
+  DC_TRY(dc_json_int_min(d, "num_heads", 8, 1, &c->blk.heads));
   DC_TRY(dc_json_num(d, "layer_norm_epsilon", 1e-6, &c->blk.eps));
   DC_TRY(dc_json_bool(d, "is_decoder", 0, &is_decoder));
   DC_TRY(cfg_buckets(d, c));

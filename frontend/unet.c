@@ -89,11 +89,7 @@ static dc_status *want_str(const unet_cfg *c, const char *key, const char *def, 
 }
 
 static dc_status *want_int(const unet_cfg *c, const char *key, int64_t def, int64_t min, int64_t *out) {
-  DC_TRY(dc_json_int(c->doc, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", c->path, key,
-                    (long long)min, (long long)*out);
-  return NULL;
+  return dc_json_int_min(c->doc, key, def, min, out);
 }
 
 /* A per-block int list ("layers_per_block": 2 or [2, 2, 2]). */

@@ -37,15 +37,6 @@ typedef struct {
 
 /* ---- config ---------------------------------------------------------- */
 
-static dc_status *cfg_int(const dc_json_doc *d, const char *key, int64_t def, int64_t min,
-                          int64_t *out) {
-  DC_TRY(dc_json_int(d, key, def, out));
-  if (*out < min)
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s\" must be an integer >= %lld, got %lld", d->path, key,
-                    (long long)min, (long long)*out);
-  return NULL;
-}
-
 /* A list of block type names, each of which must be `supported`.
  * get_down_block/get_up_block strip a "UNetRes" prefix, and so do we. */
 static dc_status *cfg_block_types(const dc_json_doc *d, const char *key, const char *supported,
@@ -117,11 +108,11 @@ static dc_status *cfg_act_fn(const dc_json_doc *d) {
 static dc_status *cfg_load(const dc_json_doc *d, vae_config *c) {
   memset(c, 0, sizeof *c);
   c->path = d->path;
-  DC_TRY(cfg_int(d, "in_channels", 3, 1, &c->in_ch));
-  DC_TRY(cfg_int(d, "out_channels", 3, 1, &c->out_ch));
-  DC_TRY(cfg_int(d, "latent_channels", 4, 1, &c->latent));
-  DC_TRY(cfg_int(d, "layers_per_block", 1, 0, &c->layers));
-  DC_TRY(cfg_int(d, "norm_num_groups", 32, 1, &c->groups));
+  DC_TRY(dc_json_int_min(d, "in_channels", 3, 1, &c->in_ch));
+  DC_TRY(dc_json_int_min(d, "out_channels", 3, 1, &c->out_ch));
+  DC_TRY(dc_json_int_min(d, "latent_channels", 4, 1, &c->latent));
+  DC_TRY(dc_json_int_min(d, "layers_per_block", 1, 0, &c->layers));
+  DC_TRY(dc_json_int_min(d, "norm_num_groups", 32, 1, &c->groups));
   DC_TRY(cfg_channels(d, c));
   DC_TRY(cfg_block_types(d, "down_block_types", "DownEncoderBlock2D", c->nblocks));
   DC_TRY(cfg_block_types(d, "up_block_types", "UpDecoderBlock2D", c->nblocks));
