@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/emit_cuda.h"
 #include "frontend/registry.h"
@@ -388,6 +389,25 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
 
 /* The module, and (fit != NULL) the device bytes each offload alternative
  * would need (passes/fit.c), from the frontend graph before the passes. */
+/* Layerwise casting writes the converted weights beside the plan, then
+ * --offload-dir copies every offloaded group into its own file and points
+ * the module there: when the plan reads nothing from the weights file any
+ * more, it goes (a 12B model's fp8 weights would otherwise sit on disk
+ * twice, 8 GiB of them never read). */
+static dc_status *drop_unread_cast_weights(const dc_module *m, const char *plan_path, int verbose) {
+  char *wpath = dc_asprintf("%s.weights.safetensors", plan_path);
+  if (!wpath) return dc_nomem("naming the weights file");
+  int read = 0;
+  for (int32_t i = 0; i < m->nfiles; i++) read |= !strcmp(m->files[i].path, wpath);
+  char *abs = read ? NULL : dc_path_absolute(wpath);
+  for (int32_t i = 0; abs && i < m->nfiles; i++) read |= !strcmp(m->files[i].path, abs);
+  if (!read && dc_file_exists(wpath) && unlink(wpath) == 0 && verbose)
+    fprintf(stderr, "diffc: %s: removed, every weight it held is in the offload dir\n", wpath);
+  dc_free(abs);
+  dc_free(wpath);
+  return NULL;
+}
+
 static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_compile_pipeline *pl, dc_module **m,
                                   dc_buf *fit, const char *plan_path) {
   memset(f, 0, sizeof *f);
@@ -421,7 +441,7 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_c
    * device map, the groups of the modules it put on disk */
   DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->memory.offload == DC_OFFLOAD_NONE, o->verbose, &r));
   if (o->verbose) fprintf(stderr, "diffc: --offload-dir %s: %d group file(s) written, %d reused\n", o->offload_dir, r.written, r.reused);
-  return NULL;
+  return plan_path ? drop_unread_cast_weights(*m, plan_path, o->verbose) : NULL;
 }
 
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m) {

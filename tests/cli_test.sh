@@ -224,6 +224,17 @@ else
 fi
 grep -q "f8e4m3" "$tmp/f8.dplan.weights.safetensors" 2>/dev/null || grep -q "F8_E4M3" "$tmp/f8.dplan.weights.safetensors" &&
   ok "the weights file holds F8_E4M3 tensors" || bad "no F8_E4M3 tensors in the weights file"
+# with every weight offloaded to --offload-dir, the plan reads none from PLAN.weights.safetensors: no copy left
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/f8od.dplan" $tiny_shapes --storage-dtype fp8_e4m3 --offload group \
+     --group-level leaf --offload-dir "$tmp/f8od" 2>/dev/null && [ ! -e "$tmp/f8od.dplan.weights.safetensors" ] &&
+   ls "$tmp/f8od"/group_*.safetensors >/dev/null 2>&1 &&
+   "$diffrun" "$tmp/f8od.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/f8od.safetensors" -q &&
+   "$diffrun" "$tmp/f8.dplan" --inputs "$fx/unet_tiny/io_forward.safetensors" --outputs "$tmp/f8r.safetensors" -q &&
+   cmp -s "$tmp/f8od.safetensors" "$tmp/f8r.safetensors"; then
+  ok "--storage-dtype with --offload-dir: the converted weights only in the offload dir, the same outputs"
+else
+  bad "--storage-dtype with --offload-dir left PLAN.weights.safetensors or changed the outputs"
+fi
 
 # channels_last and placement
 for opt in --layout --device-map --max-memory; do "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"; done
