@@ -186,6 +186,12 @@ dc_status *pb_build_component(const dc_folder *f, dc_build_options *bo, dc_modul
   return st ? dc_status_annotate(st, "%s", f->dir) : NULL;
 }
 
+int64_t pb_vae_scale(const dc_pipeline_source *src) {
+  const cJSON *boc = cJSON_GetObjectItemCaseSensitive(src->vae.config.root, "block_out_channels");
+  int n = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
+  return (int64_t)1 << (n > 0 ? n - 1 : 0);
+}
+
 dc_status *pb_read_int(const dc_folder *f, const char *key, int64_t def, int64_t *out) {
   return dc_json_int(&f->config, key, def, out);
 }
@@ -210,11 +216,9 @@ static dc_status *check_unet_multiple(const dc_pipeline_source *src, const dc_pi
  * multiples of 8), with the latent size the VAE's downsampling gives. */
 static dc_status *resolve_size(const dc_pipeline_source *src, const dc_pipeline_build_options *o,
                                dc_pipeline_info *info) {
-  int64_t sample = 0, nboc = 0;
+  int64_t sample = 0;
   DC_TRY(pb_read_int(&src->unet, "sample_size", 64, &sample));
-  const cJSON *boc = cJSON_GetObjectItemCaseSensitive(src->vae.config.root, "block_out_channels");
-  nboc = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
-  info->vae_scale = (int64_t)1 << (nboc > 0 ? nboc - 1 : 0);
+  info->vae_scale = pb_vae_scale(src);
   info->height = o->height ? o->height : sample * info->vae_scale;
   info->width = o->width ? o->width : sample * info->vae_scale;
   for (int i = 0; i < 2; i++) {
@@ -265,26 +269,27 @@ typedef struct {
   int32_t pooled[2];  /* SDXL: text_embeds [N,P] */
 } text_values;
 
-/* One text encoder over both halves' ids: its hidden state (and pooled
- * output when `pooled_name`), each repeated to the batch.  bo[h] are the
- * halves' options: diffusers applies clip_skip to the prompt only (the
- * negative prompt takes the class's usual hidden state), so the halves may
- * read different layers; an equal pair is built once. */
-dc_status *pb_encode_text(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
-                              const int32_t ids[2], const char *pooled_name, int64_t batch, int32_t hidden[2],
-                              int32_t pooled[2]) {
+/* One text encoder over the halves whose ids are given (see the header).
+ * diffusers applies clip_skip to the prompt only (the negative prompt takes
+ * the class's usual hidden state), so the halves may read different layers;
+ * an equal pair is built once. */
+dc_status *pb_encode_halves(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
+                           const int32_t ids[2], const char *const *outs, int nout, int64_t batch,
+                           int32_t out[2][2]) {
   dc_module *c[2] = {NULL, NULL};
   int same = bo[0].clip_hidden_index == bo[1].clip_hidden_index &&
              bo[0].clip_hidden_final_norm == bo[1].clip_hidden_final_norm;
-  dc_status *st = pb_build_component(f, &bo[0], &c[0]);
-  if (!st && !same) st = pb_build_component(f, &bo[1], &c[1]);
-  const char *outs[2] = {"hidden_state", pooled_name};
+  dc_status *st = NULL;
   for (int h = 0; h < 2 && !st; h++) {
+    if (ids[h] < 0 || (h == 1 && same && c[0])) continue;
+    st = pb_build_component(f, &bo[h], &c[h]);
+  }
+  for (int h = 0; h < 2 && !st; h++) {
+    if (ids[h] < 0) continue;
     int32_t got[2] = {-1, -1};
     binding b[] = {{"input_ids", ids[h]}};
-    st = pb_merge(g, same ? c[0] : c[h], prefix, 0, b, 1, outs, pooled_name ? 2 : 1, got);
-    if (!st) st = pb_repeat_batch(g->m, got[0], batch, &hidden[h]);
-    if (!st && pooled_name) st = pb_repeat_batch(g->m, got[1], batch, &pooled[h]);
+    st = pb_merge(g, c[h] ? c[h] : c[0] ? c[0] : c[1], prefix, 0, b, 1, outs, nout, got);
+    for (int k = 0; k < nout && !st; k++) st = pb_repeat_batch(g->m, got[k], batch, &out[h][k]);
   }
   dc_module_destroy(c[0]);
   dc_module_destroy(c[1]);
@@ -324,12 +329,16 @@ static dc_status *build_text(merger *g, const dc_pipeline_source *src, const dc_
   dc_input_shape shape;
   dc_build_options bo[2];
   DC_TRY(pb_half_options(&src->text_encoder, sdxl, o->clip_skip, info->tokens, &shape, bo));
-  DC_TRY(pb_encode_text(g, &src->text_encoder, bo, "text_encoder", ids, NULL, info->batch, tv->hidden, tv->pooled));
+  int32_t out[2][2];
+  DC_TRY(pb_encode_halves(g, &src->text_encoder, bo, "text_encoder", ids, (const char *const[]){"hidden_state"}, 1,
+                          info->batch, out));
+  tv->hidden[0] = out[0][0], tv->hidden[1] = out[1][0];
   if (!sdxl) return NULL;
   int32_t hidden2[2];
   DC_TRY(pb_half_options(&src->text_encoder_2, 1, o->clip_skip, info->tokens, &shape, bo));
-  DC_TRY(pb_encode_text(g, &src->text_encoder_2, bo, "text_encoder_2", ids2, "text_embeds", info->batch, hidden2,
-                     tv->pooled));
+  DC_TRY(pb_encode_halves(g, &src->text_encoder_2, bo, "text_encoder_2", ids2,
+                          (const char *const[]){"hidden_state", "text_embeds"}, 2, info->batch, out));
+  for (int h = 0; h < 2; h++) hidden2[h] = out[h][0], tv->pooled[h] = out[h][1];
   for (int h = 0; h < 2; h++) { /* the two encoders' states side by side (768 + 1280 = 2048 in SDXL) */
     dc_node c = dc_node_make(OP_CONCAT, 2, (int32_t[]){tv->hidden[h], hidden2[h]});
     dc_node_set_int(&c, "axis", 2);

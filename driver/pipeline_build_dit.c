@@ -29,13 +29,6 @@ enum { T5_TOKENS_MAX = 512 };
 
 /* ---- sizes ------------------------------------------------------------------ */
 
-static dc_status *vae_scale(const dc_pipeline_source *src, int64_t *scale) {
-  const cJSON *boc = cJSON_GetObjectItemCaseSensitive(src->vae.config.root, "block_out_channels");
-  int n = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
-  *scale = (int64_t)1 << (n > 0 ? n - 1 : 0);
-  return NULL;
-}
-
 /* --height/--width (or the default), a positive multiple of `mult`, as
  * diffusers' check_inputs demands (Flux rounds other sizes down with a
  * warning; diffc asks for the size it will make). */
@@ -60,8 +53,7 @@ static dc_status *resolve_t5_tokens(const dc_pipeline_source *src, const dc_pipe
 dc_status *pb_resolve_dit(const dc_pipeline_source *src, const dc_pipeline_build_options *o, dc_pipeline_info *info) {
   int flux = src->kind == DC_PIPE_FLUX;
   const dc_folder *tr = &src->transformer;
-  int64_t scale, sample = 128, patch = 2, in_channels = 0;
-  DC_TRY(vae_scale(src, &scale));
+  int64_t scale = pb_vae_scale(src), sample = 128, patch = 2, in_channels = 0;
   info->vae_scale = scale;
   if (flux) { /* FluxPipeline: default_sample_size 128; latents packed 2x2, so sides are multiples of 2 x scale */
     DC_TRY(pb_read_int(tr, "in_channels", 64, &in_channels));
@@ -103,32 +95,6 @@ typedef struct {
   int32_t hidden[2], pooled[2]; /* per half (0 negative, 1 prompt), repeated to the batch; -1 when absent */
 } dit_text;
 
-/* One text encoder merged per half whose ids[h] >= 0 (bo[h] its options;
- * equal options build one module): out[h][k] is output outs[k] of half h
- * repeated to the batch. */
-static dc_status *encode_halves(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
-                                const int32_t ids[2], const char *const *outs, int nout, int64_t batch,
-                                int32_t out[2][2]) {
-  dc_module *c[2] = {NULL, NULL};
-  int same = bo[0].clip_hidden_index == bo[1].clip_hidden_index &&
-             bo[0].clip_hidden_final_norm == bo[1].clip_hidden_final_norm;
-  dc_status *st = NULL;
-  for (int h = 0; h < 2 && !st; h++) {
-    if (ids[h] < 0 || (h == 1 && same && c[0])) continue;
-    st = pb_build_component(f, &bo[h], &c[h]);
-  }
-  for (int h = 0; h < 2 && !st; h++) {
-    if (ids[h] < 0) continue;
-    int32_t got[2] = {-1, -1};
-    binding b[] = {{"input_ids", ids[h]}};
-    st = pb_merge(g, c[h] ? c[h] : c[0] ? c[0] : c[1], prefix, 0, b, 1, outs, nout, got);
-    for (int k = 0; k < nout && !st; k++) st = pb_repeat_batch(g->m, got[k], batch, &out[h][k]);
-  }
-  dc_module_destroy(c[0]);
-  dc_module_destroy(c[1]);
-  return st;
-}
-
 /* The ids inputs of one tokenizer: "<name>" for the prompt and, with CFG,
  * "negative_<name>". */
 static dc_status *ids_inputs(dc_module *m, const char *name, int64_t tokens, int cfg, int32_t ids[2]) {
@@ -148,7 +114,7 @@ static dc_status *t5_text(merger *g, const dc_folder *f, const char *prefix, con
   dc_build_options bo[2];
   for (int h = 0; h < 2; h++) bo[h] = (dc_build_options){.shapes = &shape, .nshapes = 1, .clip_hidden_index = -1};
   DC_TRY(ids_inputs(g->m, ids_name, info->t5_tokens, cfg, ids));
-  DC_TRY(encode_halves(g, f, bo, prefix, ids, (const char *const[]){"last_hidden_state"}, 1, info->batch, out));
+  DC_TRY(pb_encode_halves(g, f, bo, prefix, ids, (const char *const[]){"last_hidden_state"}, 1, info->batch, out));
   hidden[0] = out[0][0], hidden[1] = out[1][0];
   return NULL;
 }
@@ -166,7 +132,7 @@ static dc_status *flux_text(merger *g, const dc_pipeline_source *src, const dc_p
   dc_build_options bo[2];
   for (int h = 0; h < 2; h++) bo[h] = (dc_build_options){.shapes = &shape, .nshapes = 1, .clip_hidden_index = -1};
   DC_TRY(ids_inputs(g->m, "input_ids", info->tokens, 0, ids));
-  DC_TRY(encode_halves(g, &src->text_encoder, bo, "text_encoder", ids, (const char *const[]){"pooler_output"}, 1,
+  DC_TRY(pb_encode_halves(g, &src->text_encoder, bo, "text_encoder", ids, (const char *const[]){"pooler_output"}, 1,
                        info->batch, out));
   t->pooled[0] = -1, t->pooled[1] = out[1][0];
   return t5_text(g, &src->text_encoder_2, "text_encoder_2", "input_ids_2", info, 0, t->hidden);
@@ -191,7 +157,7 @@ static dc_status *sd3_clip(merger *g, const dc_folder *f, const char *prefix, co
   DC_TRY(pb_half_options(f, 1, o->clip_skip, info->tokens, &shape, bo));
   bo[0].clip_identity_projection = bo[1].clip_identity_projection = identity;
   DC_TRY(ids_inputs(g->m, ids_name, info->tokens, 1, ids));
-  return encode_halves(g, f, bo, prefix, ids, (const char *const[]){"hidden_state", "text_embeds"}, 2, info->batch,
+  return pb_encode_halves(g, f, bo, prefix, ids, (const char *const[]){"hidden_state", "text_embeds"}, 2, info->batch,
                        out);
 }
 

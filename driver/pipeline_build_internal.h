@@ -34,6 +34,15 @@ dc_status *pb_repeat_batch(dc_module *m, int32_t x, int64_t n, int32_t *out);
 /* A component's module (errors annotated with its folder). */
 dc_status *pb_build_component(const dc_folder *f, dc_build_options *bo, dc_module **out);
 dc_status *pb_read_int(const dc_folder *f, const char *key, int64_t def, int64_t *out);
+/* The VAE's scale factor, 2^(len(block_out_channels) - 1), as the pipelines
+ * compute vae_scale_factor. */
+int64_t pb_vae_scale(const dc_pipeline_source *src);
+/* One text encoder merged (in the text phase) once per CFG half whose ids[h]
+ * >= 0, bo[h] that half's options (equal options build one module):
+ * out[h][k] is its output outs[k] (nout <= 2), repeated to the batch. */
+dc_status *pb_encode_halves(merger *g, const dc_folder *f, dc_build_options bo[2], const char *prefix,
+                            const int32_t ids[2], const char *const *outs, int nout, int64_t batch,
+                            int32_t out[2][2]);
 /* A CLIP encoder's options for the two CFG halves (clip_skip on the prompt
  * only), its input_ids of `tokens`; sdxl: hidden_states[-(skip+2)] without
  * the final norm (SDXL, SD3), else through it (SD). */
