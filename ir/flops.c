@@ -42,3 +42,40 @@ uint64_t dc_module_flops(const dc_module *m) {
   for (int32_t i = 0; i < m->nnodes; i++) total += node_flops(m, &m->nodes[i]);
   return total;
 }
+
+const char *dc_cost_class_name(dc_cost_class c) {
+  static const char *const names[DC_COST_CLASSES] = {"conv3x3", "conv", "linear", "attention", "memory", "copy", "none"};
+  return (unsigned)c < DC_COST_CLASSES ? names[c] : "?";
+}
+
+dc_cost_class dc_node_cost_class(const dc_module *m, int32_t id) {
+  const dc_node *n = &m->nodes[id];
+  switch (n->op) {
+    case OP_INPUT:
+    case OP_WEIGHT: return DC_COST_NONE;
+    case OP_UPLOAD:
+    case OP_TRANSFER: return DC_COST_COPY;
+    case OP_CONV2D: {
+      const dc_type *w = &m->nodes[n->inputs[1]].type; /* [O, C, kh, kw] or NHWC [O, kh, kw, C] */
+      int nhwc = n->layout == LAYOUT_NHWC;
+      int64_t kh = w->dims[nhwc ? 1 : 2], kw = w->dims[nhwc ? 2 : 3];
+      return kh == 3 && kw == 3 ? DC_COST_CONV3X3 : DC_COST_CONV;
+    }
+    case OP_LINEAR: return DC_COST_LINEAR;
+    case OP_ATTENTION:
+    case OP_ATTENTION_BIAS:
+    case OP_CAUSAL_ATTENTION: return DC_COST_ATTENTION;
+    default: return DC_COST_MEMORY;
+  }
+}
+
+uint64_t dc_node_traffic_bytes(const dc_module *m, int32_t id) {
+  const dc_node *n = &m->nodes[id];
+  uint64_t bytes = dc_type_bytes(&n->type);
+  for (int k = 0; k < n->ninputs; k++) {
+    int seen = 0;
+    for (int j = 0; j < k && !seen; j++) seen = n->inputs[j] == n->inputs[k];
+    if (!seen) bytes += dc_type_bytes(&m->nodes[n->inputs[k]].type);
+  }
+  return bytes;
+}

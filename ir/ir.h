@@ -384,10 +384,61 @@ int32_t dc_inplace_parent(const dc_module *m, const dc_liveness *l, int32_t id);
 dc_status *dc_memplan_check(const dc_module *m, const dc_liveness *l);
 #define DC_ARENA_ALIGN 64
 
+/* ---- memory by kind (ir/memory_view.c) ---------------------------------
+ * One classification of device bytes that the memory report, the timeline
+ * and budget fitting share, so their numbers agree with each other and with
+ * liveness (live_bytes[s] is the sum over kinds but DC_MEM_WEIGHTS):
+ *   weights      resident weights (liveness.dev_weights): the whole run;
+ *   in_flight    uploaded weights (OP_UPLOAD values: offload and held
+ *                model uploads) from their upload to their last reader;
+ *   held         values made in a non-loop phase and read inside a loop
+ *                phase, held to the loop's end (text embeddings, hoisted
+ *                work);
+ *   activations  every other arena value (inputs, outputs, constants,
+ *                transfers, intermediate results). */
+typedef enum { DC_MEM_WEIGHTS, DC_MEM_IN_FLIGHT, DC_MEM_HELD, DC_MEM_ACTIVATIONS, DC_MEM_KINDS } dc_mem_kind;
+const char *dc_mem_kind_name(dc_mem_kind k); /* "weights", "in_flight", "held", "activations" */
+/* The kind of an activation node's value (dc_node_is_activation). */
+dc_mem_kind dc_mem_value_kind(const dc_module *m, int32_t id);
+
+/* Device bytes per step by kind: at(s, d, k) = bytes of kind k occupying
+ * device d while step s runs (DC_MEM_WEIGHTS: the resident weights, the
+ * same at every step).  nsteps = m->nnodes.  arena_top[d*nsteps+s]: the
+ * arena's high-water mark once step s has allocated (planned modules; else
+ * the running maximum of the live bytes). */
+typedef struct {
+  int32_t nsteps;
+  int ndevices;
+  uint64_t *bytes;     /* [(d * nsteps + s) * DC_MEM_KINDS + k] */
+  uint64_t *arena_top; /* [d * nsteps + s] */
+} dc_mem_series;
+dc_status *dc_mem_series_compute(const dc_module *m, const dc_liveness *l, dc_mem_series *out);
+void dc_mem_series_deinit(dc_mem_series *s);
+static inline uint64_t dc_mem_series_at(const dc_mem_series *s, int32_t step, int dev, dc_mem_kind k) {
+  return s->bytes[((size_t)dev * (size_t)s->nsteps + (size_t)step) * DC_MEM_KINDS + k];
+}
+
 /* ---- arithmetic (ir/flops.c) ------------------------------------------ */
 /* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */
 uint64_t dc_module_flops(const dc_module *m);
 uint64_t dc_node_flops(const dc_module *m, int32_t id); /* one node's */
+
+/* Kernel classes of the cost model (budget fitting) and of calibration
+ * (diffrun --calibrate), one definition for both: each class has its own
+ * achieved rate; conv3x3 apart from other convs because Winograd and
+ * implicit-GEMM kernels reach other rates on them.  DC_COST_MEMORY is every
+ * other kernel, timed by the bytes it moves; DC_COST_COPY uploads and
+ * transfers (the copy stream); DC_COST_NONE leaves that run no code
+ * (input, weight). */
+typedef enum {
+  DC_COST_CONV3X3, DC_COST_CONV, DC_COST_LINEAR, DC_COST_ATTENTION, DC_COST_MEMORY, DC_COST_COPY, DC_COST_NONE,
+  DC_COST_CLASSES
+} dc_cost_class;
+const char *dc_cost_class_name(dc_cost_class c); /* "conv3x3", "conv", "linear", "attention", "memory", "copy", "none" */
+dc_cost_class dc_node_cost_class(const dc_module *m, int32_t id);
+/* Bytes a step reads and writes: its output plus every input (weights in
+ * their stored dtype), counted once each. */
+uint64_t dc_node_traffic_bytes(const dc_module *m, int32_t id);
 
 /* ---- text dump (ir/print.c) ------------------------------------------- */
 dc_status *dc_print(const dc_module *m, dc_buf *out);
