@@ -11,41 +11,13 @@
 #define ENTRY_FORMAT 1u
 #define HEADER_SIZE 40u
 
-char *dc_kcache_default_dir(void) {
-  const char *d = getenv("DIFFC_CACHE_DIR");
-  if (d && *d) return dc_strdup(d);
-  d = getenv("XDG_CACHE_HOME");
-  if (d && *d) return dc_path_join(d, "diffc");
-  d = getenv("HOME");
-  if (d && *d) return dc_asprintf("%s/.cache/diffc", d);
-  return NULL;
-}
+char *dc_kcache_default_dir(void) { return dc_cache_root_dir(); }
 
 static void set_warning(dc_kcache *c, char *msg) {
   pthread_mutex_lock(&c->lock);
   if (!c->warning) c->warning = msg, msg = NULL;
   pthread_mutex_unlock(&c->lock);
   dc_free(msg);
-}
-
-/* mkdir -p; 0 or an errno. */
-static int make_dirs(const char *dir) {
-  char *p = dc_strdup(dir);
-  if (!p) return ENOMEM;
-  int err = 0;
-  for (char *s = p + 1; !err; s++) {
-    if (*s != '/' && *s) continue;
-    char saved = *s;
-    *s = 0;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-      err = errno;
-    else if (!dc_dir_exists(p))
-      err = ENOTDIR;
-    *s = saved;
-    if (!saved) break;
-  }
-  dc_free(p);
-  return err;
 }
 
 void dc_kernel_image_deinit(dc_kernel_image *k) {
@@ -65,7 +37,7 @@ dc_status *dc_kcache_open(const char *dir, int disabled, const char *kind, dc_kc
     out->warning = dc_strdup("no kernel cache: none of DIFFC_CACHE_DIR, XDG_CACHE_HOME, HOME is set");
     return NULL;
   }
-  int err = make_dirs(d);
+  int err = dc_make_dirs(d);
   if (err) {
     out->warning = dc_asprintf("kernel cache %s cannot be created (%s); compiling without it", d, strerror(err));
     dc_free(d);

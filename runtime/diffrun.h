@@ -159,6 +159,10 @@ typedef struct {
 } drt_step_time;
 /* Fills up to max entries, slowest first; returns how many. */
 int drt_profile(const drt_plan *p, drt_step_time *out, int max);
+/* Step `step`'s time (schedule index, as drt_step_time.step), summed over
+ * the runs since profiling was turned on; 0 when profiling is off, for a
+ * step out of range, and for inputs and weights (no code runs for them). */
+double drt_step_seconds(const drt_plan *p, int step);
 
 /* Copies numel floats for input `name`; numel must match the plan, and the
  * input must be f32 (an integer input is refused, naming its dtype). */
@@ -193,6 +197,51 @@ int drt_phase_find(const drt_plan *p, const char *name); /* -1 when absent */
 dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats);
 /* Valid after a successful drt_run until the next run or destroy. */
 const float *drt_output(const drt_plan *p, const char *name, size_t *numel);
+
+/* ---- calibration (diffrun --calibrate; runtime/calibrate.c) ----
+ * Measures this machine with a loaded plan and writes the calibration
+ * profile diffc's cost model reads (docs/ARCHITECTURE.md, "The cost
+ * model"): each kernel class's achieved rate from timed runs of the plan
+ * (random inputs, one warm-up, then `runs` runs with per-step timing: a
+ * pipeline plan's phases each once per run), the fixed cost per kernel
+ * step, and the copy bandwidths measured directly (host to device, disk
+ * reads as on-demand uploads do them, device to device). */
+typedef struct {
+  const char *output;      /* the profile's path; NULL: calibration-<target>.json in diffc's cache root
+                            * ($DIFFC_CACHE_DIR, $XDG_CACHE_HOME/diffc or ~/.cache/diffc), created */
+  int runs;                /* timed runs after the warm-up (0: 3) */
+  uint64_t copy_bytes;     /* bytes per copy measurement and of the disk file (0: 256 MiB); tests pass less */
+  const char *scratch_dir; /* folder of the disk measurement's temporary file (NULL: the cache root, else
+                            * $TMPDIR, else /tmp) */
+} drt_calibrate_options;
+
+/* One kernel class's figures, per run. */
+typedef struct {
+  const char *name; /* "conv3x3", "conv", "linear", "attention", "memory" (ir.h, dc_cost_class) */
+  int steps;
+  double seconds;   /* the class's steps' summed time */
+  double work;      /* flops (the FLOP classes) or bytes moved (memory) */
+  double rate;      /* GFLOP/s, or GB/s for memory: work / (seconds - steps * overhead) */
+} drt_class_rate;
+
+typedef struct {
+  char path[4096];   /* where the profile was written */
+  char device[256];  /* "Intel(R) Xeon(R) ... (avx512f avx2 fma)", or the GPU's name */
+  const char *target, *backend;
+  int threads, runs;
+  double run_seconds; /* one timed run's mean time (cuda: the kernels' device time) */
+  double overhead_us; /* fixed cost per kernel step */
+  int nclasses;       /* the classes the plan has, in dc_cost_class order */
+  drt_class_rate classes[5];
+  double h2d_gbps, disk_gbps, d2d_gbps;
+  int h2d_measured, disk_measured, d2d_measured; /* 0: a built-in default (the note says why) */
+  char copy_note[256]; /* why a bandwidth was not measured; "" when all were */
+} drt_calibration;
+
+/* Runs the measurements and writes the profile atomically (temporary name,
+ * then rename); out says what was measured and where it went.  The plan's
+ * outputs and inputs are overwritten; profiling is left off. */
+dc_status *drt_calibrate(drt_plan *p, const drt_calibrate_options *opt, drt_calibration *out);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "diffrun.h"
 #include "host_weights.h"
+#include "session.h"
 #include "plan/plan_format.h"
 
 _Static_assert(DC_MAX_DEVICES == 8, "drt_stats' per-device arrays hold 8 devices");
@@ -561,6 +562,16 @@ static int slower_first(const void *a, const void *b) {
   double x = ((const drt_step_time *)a)->seconds, y = ((const drt_step_time *)b)->seconds;
   return x < y ? 1 : x > y ? -1 : ((const drt_step_time *)a)->step - ((const drt_step_time *)b)->step;
 }
+
+double drt_step_seconds(const drt_plan *p, int step) {
+  const dc_module *m = p->plan.module;
+  if (!p->step_seconds || step < 0 || step >= m->nnodes) return 0;
+  return p->step_seconds[step];
+}
+
+const dc_module *drt_plan_module(const drt_plan *p) { return p->plan.module; }
+const char *drt_plan_path(const drt_plan *p) { return p->path; }
+int drt_plan_device(const drt_plan *p) { return p->opt.device; }
 
 int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
   const dc_module *m = p->plan.module;

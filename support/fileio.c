@@ -111,6 +111,35 @@ char *dc_path_absolute(const char *path) {
   return !path[0] || !strcmp(path, ".") ? dc_strdup(cwd) : dc_path_join(cwd, path);
 }
 
+char *dc_cache_root_dir(void) {
+  const char *d = getenv("DIFFC_CACHE_DIR");
+  if (d && *d) return dc_strdup(d);
+  d = getenv("XDG_CACHE_HOME");
+  if (d && *d) return dc_path_join(d, "diffc");
+  d = getenv("HOME");
+  if (d && *d) return dc_asprintf("%s/.cache/diffc", d);
+  return NULL;
+}
+
+int dc_make_dirs(const char *dir) {
+  char *p = dc_strdup(dir);
+  if (!p) return ENOMEM;
+  int err = 0;
+  for (char *s = p + 1; !err; s++) {
+    if (*s != '/' && *s) continue;
+    char saved = *s;
+    *s = 0;
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+      err = errno;
+    else if (!dc_dir_exists(p))
+      err = ENOTDIR;
+    *s = saved;
+    if (!saved) break;
+  }
+  dc_free(p);
+  return err;
+}
+
 dc_status *dc_atomic_open(const char *path, dc_atomic_file *out) {
   memset(out, 0, sizeof *out);
   out->path = dc_strdup(path);

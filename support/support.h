@@ -138,6 +138,14 @@ char *dc_path_join(const char *dir, const char *name); /* dc_malloc'd */
 char *dc_path_absolute(const char *path);
 /* The folder a path is in ("." for a bare name). dc_malloc'd. */
 char *dc_path_parent(const char *path);
+/* diffc's cache root, where the kernel cache (codegen/kernel_cache.h) and
+ * the calibration profiles (diffrun --calibrate) live: $DIFFC_CACHE_DIR,
+ * else $XDG_CACHE_HOME/diffc, else $HOME/.cache/diffc.  dc_malloc'd; NULL
+ * when none of the three is set (or memory ran out). */
+char *dc_cache_root_dir(void);
+/* mkdir -p (mode 0755): 0, or the errno of the first level that could not
+ * be made (ENOTDIR when a level exists but is not a folder). */
+int dc_make_dirs(const char *dir);
 
 /* Writes go to "<path>.tmp.<pid>" and are renamed into place on commit, so a
  * crash or error never leaves a half-written file under the final name. */

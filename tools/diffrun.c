@@ -86,6 +86,13 @@ static const char usage[] =
     "                      public keys in FILE (one per line: 64 hex digits, then an optional\n"
     "                      comment; '#' lines are skipped; diffc keygen writes one) and the\n"
     "                      signature verifies; checked before any of the plan is parsed\n"
+    "  --calibrate[=FILE]  measure this machine with the plan and write the calibration profile that\n"
+    "                      diffc --memory-budget reads: each kernel class's rate from timed runs on\n"
+    "                      random inputs (one warm-up, then 3 runs, or --repeat N), the fixed cost\n"
+    "                      per step, and copy bandwidths measured directly (host->device, disk\n"
+    "                      reads, device->device; 256 MiB each).  FILE defaults to\n"
+    "                      calibration-TARGET.json in $DIFFC_CACHE_DIR, $XDG_CACHE_HOME/diffc or\n"
+    "                      ~/.cache/diffc, where diffc looks for it\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
     "                      needed)\n"
@@ -114,6 +121,8 @@ typedef struct {
   int has_original_size, has_crop, has_target_size;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights;
+  int calibrate;              /* --calibrate[=FILE] */
+  const char *calibrate_file; /* its FILE, or NULL for the default location */
   const char *trusted_keys;
   uint64_t device_memory;
   unsigned long long seed;
@@ -225,6 +234,11 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
+    else if (!strcmp(a, "--calibrate") || !strncmp(a, "--calibrate=", 12)) {
+      if (a[11] == '=' && !a[12]) return dc_error(DC_ERR_ARGUMENT, "--calibrate=: name the profile's FILE, or drop '='");
+      o->calibrate = 1;
+      o->calibrate_file = a[11] == '=' ? a + 12 : NULL;
+    }
     else if (!strcmp(a, "--trusted-keys")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trusted-keys needs a FILE of public keys (see diffrun --help)");
       if (o->trusted_keys)
@@ -273,6 +287,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
   if (o->outputs) DC_TRY(check_output_name(o->outputs));
   if (o->png) DC_TRY(check_png_name(o->png));
+  if (o->calibrate && (o->inputs || o->random_inputs || o->outputs || o->profile || o->info || o->print_ir ||
+                       o->generation))
+    return dc_error(DC_ERR_ARGUMENT, "--calibrate runs the plan on random inputs by itself: it takes none of --inputs, "
+                    "--random-inputs, --outputs, --profile, --info, --print-ir or the generation options");
   if (o->generation && (o->inputs || o->random_inputs))
     return dc_error(DC_ERR_ARGUMENT, "--inputs/--random-inputs run one model's plan; the generation options (--prompt, "
                     "--steps, ...) run a pipeline plan: give one kind");
@@ -620,6 +638,37 @@ static dc_status *run_pipeline(const options *o, drt_plan *p) {
   return st;
 }
 
+/* ---- --calibrate ---------------------------------------------------------------------- */
+static void print_calibration(const drt_calibration *c) {
+  printf("calibrated on %s, backend %s", c->device, c->backend);
+  if (strcmp(c->backend, "cuda") != 0) printf(", %d thread(s)", c->threads);
+  printf(": %d timed run(s) of %.4f s after a warm-up\n", c->runs, c->run_seconds);
+  printf("  %-10s %6s %11s  %s\n", "class", "steps", "s per run", "rate");
+  for (int i = 0; i < c->nclasses; i++) {
+    const drt_class_rate *r = &c->classes[i];
+    printf("  %-10s %6d %11.6f  %.2f %s\n", r->name, r->steps, r->seconds, r->rate,
+           strcmp(r->name, "memory") ? "GFLOP/s" : "GB/s");
+  }
+  printf("  overhead per kernel step: %.2f us\n", c->overhead_us);
+  printf("copy bandwidth: host->device %.2f GB/s%s, disk reads %.2f GB/s%s, device->device %.2f GB/s%s\n",
+         c->h2d_gbps, c->h2d_measured ? "" : " (default)", c->disk_gbps, c->disk_measured ? "" : " (default)",
+         c->d2d_gbps, c->d2d_measured ? "" : " (default)");
+  if (c->copy_note[0]) printf("  not measured: %s\n", c->copy_note);
+  printf("wrote %s\n", c->path);
+}
+
+static dc_status *calibrate(const options *o, drt_plan *p) {
+  drt_calibrate_options co = {.output = o->calibrate_file, .runs = o->repeat > 1 ? o->repeat : 0};
+  drt_calibration c;
+  if (!o->quiet) {
+    printf("calibrating on %s: timing the plan's steps, then copies and disk reads (256 MiB each)\n", o->plan);
+    fflush(stdout);
+  }
+  DC_TRY(drt_calibrate(p, &co, &c));
+  if (!o->quiet) print_calibration(&c);
+  return NULL;
+}
+
 static dc_status *run(const options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
@@ -629,6 +678,7 @@ static dc_status *run(const options *o) {
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
   else if (o->info) print_info(p);
+  else if (o->calibrate) st = calibrate(o, p);
   else if (dc_plan_is_pipeline(p)) {
     if (o->inputs || o->random_inputs || o->repeat > 1 || o->profile)
       st = dc_error(DC_ERR_ARGUMENT, "%s is a pipeline plan: run it with --prompt TEXT -o out.png (--inputs, "
