@@ -40,7 +40,7 @@ expect_fail "clip option on a UNet" "--clip-hidden-state and --clip-final-norm a
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version --clip-hidden-state --clip-final-norm; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"
@@ -207,6 +207,21 @@ expect_fail "plan over --device-memory" "(--device-memory); nothing was run; the
 expect_fail "bad --device-memory" "--device-memory lots: expected a size such as 4GiB" "$outs" -- \
   "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory lots --outputs "$outs"
 "$diffrun" "$tmp/u.dplan" --random-inputs --device-memory 1GB -q && ok "a plan within --device-memory runs" || bad "--device-memory 1GB"
+# --calibrate: the profile in the cache root by default, a table of what was measured; bad uses refused at once.
+if DIFFC_CACHE_DIR="$tmp/cal" "$diffrun" "$tmp/u.dplan" --calibrate --repeat 2 >"$tmp/cal.txt" &&
+   grep -q '"format":[[:space:]]*"diffc-calibration"' "$tmp/cal/calibration-cpu.json" &&
+   grep -q "^wrote $tmp/cal/calibration-cpu.json\$" "$tmp/cal.txt" && grep -q "^  conv3x3 .* GFLOP/s\$" "$tmp/cal.txt" &&
+   grep -q "^  memory .* GB/s\$" "$tmp/cal.txt" && grep -q "^copy bandwidth: host->device .* disk reads" "$tmp/cal.txt" &&
+   ! ls "$tmp/cal" | grep -q -e '\.tmp\.' -e diffc-calibrate; then
+  ok "--calibrate writes calibration-cpu.json in the cache root and prints its table"
+else
+  bad "--calibrate: $(cat "$tmp/cal.txt")"
+fi
+expect_fail "--calibrate into a missing folder" "$tmp/nodir/c.json: cannot create: no folder" "$tmp/nodir" -- \
+  "$diffrun" "$tmp/u.dplan" --calibrate="$tmp/nodir/c.json"
+expect_fail "--calibrate with inputs" "--calibrate runs the plan on random inputs by itself" "$outs" -- \
+  "$diffrun" "$tmp/u.dplan" --calibrate --random-inputs
+expect_fail "--calibrate= without a file" "--calibrate=: name the profile's FILE" "$outs" -- "$diffrun" "$tmp/u.dplan" --calibrate=
 # Layerwise casting: weights stored in fp8 beside the plan, the plan runs, bad values are named.
 for opt in --storage-dtype --skip-cast; do "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"; done
 expect_fail "unknown storage dtype" "--storage-dtype int4: expected fp8_e4m3, fp8_e5m2, bf16, fp16 or fp32" "$out" -- \
