@@ -114,6 +114,7 @@ typedef struct {
   int has_original_size, has_crop, has_target_size;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights;
+  int json; /* --format json */
   const char *trusted_keys;
   uint64_t device_memory;
   unsigned long long seed;
@@ -225,6 +226,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
+    else if (!strcmp(a, "--format")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--format needs text or json (see diffrun --help)");
+      const char *v = argv[++i];
+      if (strcmp(v, "text") && strcmp(v, "json"))
+        return dc_error(DC_ERR_ARGUMENT, "--format %s: expected text or json", v);
+      o->json = !strcmp(v, "json");
+    }
     else if (!strcmp(a, "--trusted-keys")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trusted-keys needs a FILE of public keys (see diffrun --help)");
       if (o->trusted_keys)
@@ -271,6 +279,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   }
   if (!o->plan) return dc_error(DC_ERR_ARGUMENT, "no plan given (see diffrun --help)");
   if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
+  if (o->json && !o->info) return dc_error(DC_ERR_ARGUMENT, "--format json applies to --info: give --info too");
   if (o->outputs) DC_TRY(check_output_name(o->outputs));
   if (o->png) DC_TRY(check_png_name(o->png));
   if (o->generation && (o->inputs || o->random_inputs))
@@ -373,9 +382,20 @@ static dc_status *write_outputs(drt_plan *p, const char *path) {
   return st;
 }
 
-static void print_info(drt_plan *p) {
+/* The memory report after the plan's description (--info); a pipeline's
+ * per-image bytes at its default steps. */
+static dc_status *print_memory_report(drt_plan *p, int json) {
+  char *text;
+  DC_TRY(drt_memory_report(p, json, dc_generate_default_steps(p), &text));
+  fputs(text, stdout);
+  free(text);
+  return NULL;
+}
+
+static dc_status *print_info(drt_plan *p, int json) {
   char b[160];
   const drt_plan_info *in = drt_info(p);
+  if (json) return print_memory_report(p, 1);
   printf("model: %s, entry %s\n", drt_meta(p, "class") ? drt_meta(p, "class") : "?",
          drt_meta(p, "entry") ? drt_meta(p, "entry") : "?");
   printf("target: %s, compute precision %s, %d compiled kernel(s)%s%s\n", in->target, in->compute, in->kernels,
@@ -390,6 +410,8 @@ static void print_info(drt_plan *p) {
     const drt_tensor_info *t = drt_output_info(p, i);
     printf("output %-22s %s%s\n", t->name, t->dtype, dims_str(t->rank, t->dims, b, sizeof b));
   }
+  printf("\n");
+  return print_memory_report(p, 0);
 }
 
 /* --random-inputs fills an integer input with ids in a fixed range: say so,
@@ -628,7 +650,7 @@ static dc_status *run(const options *o) {
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
-  else if (o->info) print_info(p);
+  else if (o->info) st = print_info(p, o->json);
   else if (dc_plan_is_pipeline(p)) {
     if (o->inputs || o->random_inputs || o->repeat > 1 || o->profile)
       st = dc_error(DC_ERR_ARGUMENT, "%s is a pipeline plan: run it with --prompt TEXT -o out.png (--inputs, "
