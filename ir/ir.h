@@ -418,6 +418,100 @@ static inline uint64_t dc_mem_series_at(const dc_mem_series *s, int32_t step, in
   return s->bytes[((size_t)dev * (size_t)s->nsteps + (size_t)step) * DC_MEM_KINDS + k];
 }
 
+/* ---- memory report (ir/memory_report.c) --------------------------------
+ * Where a planned module's memory goes, from liveness and the memory
+ * series above (nothing recomputed): per device the peak (resident weights
+ * + the arena's high-water mark) and the step that reaches it, what is
+ * live then by kind and by top-level module; host and disk bytes of
+ * offloaded weights; bytes copied per run, per phase and per image; per
+ * pipeline component its weights; and the workspace the runtime adds
+ * outside the arena where the plan records it.  Rendered as text (human
+ * units) or JSON (bytes; docs/memory-report.md describes every field).
+ *
+ * What only the caller knows comes in the context: the plan's target and
+ * kernel scratch (plan sections), and the pipeline's default steps. */
+typedef struct {
+  const char *target;          /* "cpu", "cuda"; NULL: not known */
+  int cpu_kernels;             /* cpu: compiled kernels in the plan (0: none, or not known) */
+  uint64_t scratch_per_thread; /* cpu: the largest per-thread scratch of those kernels (KERN) */
+  int steps_per_image;         /* pipeline: the loop's default steps; 0: not known (per step only) */
+  /* host_memory on-demand: the bounce buffer offloaded weights are read
+   * through: bounce_chunks chunks of bounce_bytes (0: not known), capped
+   * by the report at the largest offloaded weight as the runtime caps it */
+  uint64_t bounce_bytes;
+  int bounce_chunks;
+} dc_mem_report_context;
+
+#define DC_MEM_REPORT_TOP 8 /* values named at a peak */
+typedef struct {
+  const char *name; /* "up_blocks.1", "unet.up_blocks.1", "(inputs)", "(no module)" */
+  uint64_t bytes;
+  int32_t values;
+} dc_mem_report_module;
+typedef struct {
+  int32_t node;
+  uint64_t bytes;
+  dc_mem_kind kind;
+} dc_mem_report_value;
+typedef struct {
+  uint64_t peak_bytes;         /* weight_bytes + arena_bytes */
+  uint64_t weight_bytes;       /* liveness.dev_weights */
+  uint64_t arena_bytes;        /* liveness.dev_peak: the arena's high-water mark */
+  uint64_t live_at_peak_bytes; /* live (arena) bytes while peak_step runs */
+  uint64_t live_peak_bytes;    /* the most live bytes at any step: what any packing needs */
+  int32_t peak_step;           /* the first step whose allocation reaches arena_bytes */
+  uint64_t kind_bytes[DC_MEM_KINDS]; /* at peak_step; [DC_MEM_WEIGHTS] = weight_bytes */
+  dc_mem_report_module *modules;     /* live at peak_step, largest first */
+  int32_t nmodules;
+  dc_mem_report_value top[DC_MEM_REPORT_TOP]; /* the largest values live then */
+  int ntop;
+} dc_mem_report_device;
+typedef struct {
+  int32_t first, end;          /* its nodes [first, end) */
+  uint64_t arena_bytes;        /* the highest arena byte a value of the phase occupies (all devices' most) */
+  uint64_t live_peak_bytes;    /* the most live bytes at any of its steps (all devices) */
+  uint64_t uploaded_bytes, transferred_bytes; /* per run of the phase */
+} dc_mem_report_phase;
+typedef struct {
+  const char *name; /* the first element of the weights' names: "unet", "vae", "text_encoder" */
+  uint64_t resident_bytes, offloaded_bytes;
+} dc_mem_report_component;
+typedef struct {
+  const dc_module *m;
+  dc_mem_report_context ctx;
+  dc_arena *arena; /* owns the names and tables */
+  int ndevices;
+  dc_mem_report_device dev[DC_MAX_DEVICES];
+  int peak_device; /* the device with the largest peak_bytes */
+  uint64_t resident_weight_bytes, offloaded_weight_bytes, largest_offloaded_bytes;
+  const char *host_memory;   /* offloaded weights: "pinned", "on-demand"; NULL when none */
+  const char *offload_dir;   /* metadata offload_dir, or NULL */
+  int32_t offload_files;     /* weight files in offload_dir, and their bytes */
+  uint64_t offload_file_bytes;
+  uint64_t uploaded_bytes, transferred_bytes; /* per run of the whole schedule */
+  int32_t uploads, transfers;
+  uint64_t input_bytes, output_bytes;
+  int nphases;
+  dc_mem_report_phase phases[DC_MAX_PHASES];
+  /* per image (pipelines, ctx.steps_per_image > 0): the non-loop phases
+   * once, the loop phases steps_per_image times */
+  uint64_t image_uploaded_bytes, image_transferred_bytes;
+  dc_mem_report_component *components; /* pipelines only (nphases > 0) */
+  int32_t ncomponents;
+} dc_mem_report;
+/* A planned module's report; l and s are its liveness and memory series. */
+dc_status *dc_mem_report_build(const dc_module *m, const dc_liveness *l, const dc_mem_series *s,
+                               const dc_mem_report_context *ctx, dc_mem_report *out);
+void dc_mem_report_deinit(dc_mem_report *r);
+/* The rolled-up module of a scope: its top-level block ("up_blocks.1" of
+ * "up_blocks.1.attentions.0"), after the component in a pipeline module
+ * ("unet.up_blocks.1"); into buf (truncated to cap), returned. */
+const char *dc_mem_report_module_of(const dc_module *m, const char *scope, char *buf, size_t cap);
+dc_status *dc_mem_report_text(const dc_mem_report *r, dc_buf *out);
+dc_status *dc_mem_report_json(const dc_mem_report *r, dc_buf *out);
+/* The whole way: liveness, series, report, rendered (json: 1 for JSON). */
+dc_status *dc_mem_report_render(const dc_module *m, const dc_mem_report_context *ctx, int json, dc_buf *out);
+
 /* ---- arithmetic (ir/flops.c) ------------------------------------------ */
 /* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */
 uint64_t dc_module_flops(const dc_module *m);

@@ -464,8 +464,18 @@ static dc_status *flow_timesteps(gen_ctx *g, int steps) {
   return st;
 }
 
+static int default_steps(const pipe_info *pi) { return is_dit(pi) ? 28 : 50; }
+
+int dc_generate_default_steps(const drt_plan *p) {
+  pipe_info pi;
+  memset(&pi, 0, sizeof pi);
+  dc_status *st = read_info(p, &pi);
+  if (st) return dc_status_free(st), 0;
+  return default_steps(&pi);
+}
+
 static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
-  int steps = g->o->steps ? g->o->steps : is_dit(&g->pi) ? 28 : 50;
+  int steps = g->o->steps ? g->o->steps : default_steps(&g->pi);
   if (is_dit(&g->pi) != dc_scheduler_is_flow(g->sched))
     return dc_error(DC_ERR_ARGUMENT, "scheduler %s %s a flow-matching scheduler, but this pipeline's %s one",
                     dc_scheduler_class(g->sched), dc_scheduler_is_flow(g->sched) ? "is" : "is not",

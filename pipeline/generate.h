@@ -63,6 +63,10 @@ dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]);
 
 /* Whether the plan is a pipeline (has a PIPE section). */
 int dc_plan_is_pipeline(const drt_plan *p);
+/* The denoising steps a generation runs without --steps (diffusers'
+ * num_inference_steps default: 50; Flux and SD3 28); 0 for a plan that is
+ * no pipeline or whose pipeline section does not read. */
+int dc_generate_default_steps(const drt_plan *p);
 /* Runs the pipeline once: r is filled (free it with dc_generate_result_free). */
 dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_result *r);
 void dc_generate_result_free(dc_generate_result *r);

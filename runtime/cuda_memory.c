@@ -9,12 +9,13 @@
  * or, on-demand, in their files behind two pinned bounce chunks. */
 #include "cuda_backend_impl.h"
 #include "fit_advice.h"
+#include "host_weights.h"
 
 #include <string.h>
 
 #define WEIGHT_ALIGN 256u                    /* what cuMemAlloc guarantees; vector loads need 16 */
 #define DEFAULT_STAGING ((uint64_t)64 << 20) /* two chunks of this: big enough for full copy speed */
-#define DEFAULT_BOUNCE ((uint64_t)8 << 20)   /* on-demand: two chunks of this; reads overlap copies */
+#define DEFAULT_BOUNCE DC_CUDA_BOUNCE_BYTES   /* on-demand: two chunks (host_weights.h) */
 
 /* ---- memory plan ------------------------------------------------------------------ */
 /* Places weight w at the aligned top of a block. */

@@ -148,6 +148,16 @@ typedef struct {
 } drt_plan_info;
 const drt_plan_info *drt_info(const drt_plan *p);
 
+/* Where the plan's memory goes (diffc --memory-report, diffc inspect,
+ * diffrun --info): per device the peak and what is live at it, by kind
+ * and by module; offloaded weights and where they wait; bytes copied per
+ * run, per phase and per image; the workspace outside the arena.  json:
+ * 0 for text in human units, 1 for JSON in bytes (docs/memory-report.md).
+ * steps_per_image: a pipeline's default denoising steps (0: per step
+ * only).  Works on a plan loaded with inspect.  *out is NUL-terminated;
+ * free() it. */
+dc_status *drt_memory_report(const drt_plan *p, int json, int steps_per_image, char **out);
+
 /* Per-step timing: when on, every run adds each step's time to a per-step
  * total that drt_profile reads: wall time on the CPU (a clock read per
  * step), device time on CUDA (an event after each launch). */

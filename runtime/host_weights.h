@@ -17,6 +17,7 @@
 #include "ir/ir.h"
 
 #define DC_CPU_BOUNCE_BYTES ((uint64_t)4 << 20) /* the CPU's bounce buffer: 4 MiB */
+#define DC_CUDA_BOUNCE_BYTES ((uint64_t)8 << 20) /* CUDA: two pinned chunks of this; reads overlap copies */
 
 /* The plan's mode: *on_demand = 0 for "pinned" and for plans that offload
  * nothing or predate the meta; an unknown value is an error naming it. */

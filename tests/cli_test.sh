@@ -36,11 +36,40 @@ fi
 expect_fail "clip option on a UNet" "--clip-hidden-state and --clip-final-norm apply to a CLIPTextModel, CLIPTextModelWithProjection" \
   "$tmp/c.dplan" -- "$diffc" "$fx/unet_tiny/model" -o "$tmp/c.dplan" --clip-hidden-state 1
 
+# ---- the memory report: diffc --memory-report, diffc inspect, diffrun --info ----
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/g.dplan" --offload group --group-level block --prefetch \
+     --memory-report="$tmp/g.report" 2>/dev/null && grep -q "^device 0 peak: " "$tmp/g.report" &&
+   grep -q "^host: offloaded weights .*host_memory pinned" "$tmp/g.report"; then
+  ok "diffc --memory-report=FILE writes the report"
+else
+  bad "diffc --memory-report=FILE"
+fi
+# the report's peak is the dump's: weights + arena, as both print it
+peak=$(sed -n 's/^# peak device memory: \([^=]*\) = .*/\1/p' "$tmp/u.ir")
+"$diffc" inspect "$tmp/u.dplan" | grep -q "^device 0 peak: $peak = weights" && ok "diffc inspect: the dump's peak ($peak)" ||
+  bad "diffc inspect's peak differs from the dump's $peak"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/j.dplan" --memory-report --format json 2>/dev/null | python3 -m json.tool >/dev/null &&
+  ok "diffc --memory-report --format json parses" || bad "diffc --memory-report --format json"
+"$diffc" inspect "$tmp/g.dplan" --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); d=r["devices"][0]
+assert d["peak_bytes"] == d["weight_bytes"] + d["arena_bytes"] and r["host"]["host_memory"] == "pinned"
+assert sum(d["by_kind"][k] for k in ("in_flight", "held", "activations")) == d["live_at_peak_bytes"]' &&
+  ok "diffc inspect --format json: the documented fields add up" || bad "diffc inspect --format json"
+"$diffrun" "$tmp/g.dplan" --info | grep -q "^copies per run of the schedule: .* uploaded" && ok "diffrun --info shows the report" ||
+  bad "diffrun --info lacks the memory report"
+"$diffrun" "$tmp/g.dplan" --info --format json | python3 -m json.tool >/dev/null && ok "diffrun --info --format json parses" ||
+  bad "diffrun --info --format json"
+expect_fail "diffc inspect missing plan" "missing.plan" -- "$diffc" inspect "$tmp/missing.plan"
+expect_fail "diffc inspect --format xml" "--format xml: expected text or json" -- "$diffc" inspect "$tmp/g.dplan" --format xml
+expect_fail "diffc --format without the report" "give --memory-report too" "$tmp/f.dplan" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$tmp/f.dplan" --format json
+expect_fail "diffrun --format without --info" "applies to --info" -- "$diffrun" "$tmp/g.dplan" --random-inputs --format json
+expect_fail "diffrun --format xml" "--format xml: expected text or json" -- "$diffrun" "$tmp/g.dplan" --info --format xml
+
 # ---- help tells the truth: every option the parser knows is documented ----
-for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version --clip-hidden-state --clip-final-norm; do
+for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --format --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"

@@ -47,6 +47,14 @@ for opts in "--offload group --group-level block --prefetch --layout nhwc" "--of
     grep -q "uploaded [1-9]" "$tmp/m.out" && ok "pipeline with $opts: $(grep arena "$tmp/m.out")" ||
     bad "pipeline with $opts: $(cat "$tmp/m.out")"
 done
+# the memory report of a pipeline plan (the last one: the text encoder uploaded from the cpu):
+# per phase, per component, per image at the default 50 steps
+"$diffrun" "$tmp/m.dplan" --info | grep -q "^  per image (50 steps, the pipeline's default): " &&
+  "$diffrun" "$tmp/m.dplan" --info | grep -q "^    text_encoder .* 0 B " &&
+  "$diffrun" "$tmp/m.dplan" --info --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); ph=r["phases"]
+assert r["per_image"]["steps"] == 50 and len(r["components"]) == 3 and len(ph) == 5
+assert r["per_image"]["uploaded_bytes"] == sum(p["uploaded_bytes"] * (50 if p["loop"] else 1) for p in ph) > 0' &&
+  ok "diffrun --info on a pipeline plan: phases, components, per image" || bad "diffrun --info's pipeline report"
 
 # ---- a single-file checkpoint gives the folder's image ----
 for f in sd1 sdxl; do

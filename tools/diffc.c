@@ -9,7 +9,9 @@
 #include "driver/compile.h"
 #include "frontend/registry.h"
 #include "passes/passes.h"
+#include "pipeline/generate.h"
 #include "plan/plan_sign.h"
+#include "runtime/diffrun.h"
 
 
 #define MAX_SHAPES 16
@@ -20,6 +22,7 @@ static const char usage[] =
     "       diffc CHECKPOINT.safetensors -o PLAN [--config DIR] [pipeline options]\n"
     "       diffc TRANSFORMER.safetensors -o PLAN [--config DIR] [--input NAME=DIMS ...] [options]\n"
     "       diffc keygen SECRETFILE PUBFILE\n"
+    "       diffc inspect PLAN [--format text|json]\n"
     "\n"
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
     "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
@@ -140,6 +143,12 @@ static const char usage[] =
     "                           hidden_states[K] (0: the embeddings, K: after encoder layer K)\n"
     "  --clip-final-norm        put hidden_state through final_layer_norm (SD's clip_skip does)\n"
     "\n"
+    "  --memory-report[=FILE]   after writing the plan, write its memory report to FILE (bare, or\n"
+    "                           FILE '-': stdout): the peak per device and what is live at it, by\n"
+    "                           kind and by module; offloaded weights and where they wait; bytes\n"
+    "                           copied per run, phase and image; workspace outside the arena\n"
+    "  --format text|json       the memory report as text (the default, human units) or JSON\n"
+    "                           (sizes in bytes; the fields are in docs/memory-report.md)\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
     "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer,\n"
@@ -169,7 +178,11 @@ static const char usage_tail[] =
     "(mode 0600; keep it private) and the public key, one line of 64 hex digits and a comment,\n"
     "which is what diffrun --trusted-keys reads (any number of such lines). It never\n"
     "overwrites a file. A plan is machine code: run plans from others only if signed by a key\n"
-    "you trust.\n";
+    "you trust.\n"
+    "\n"
+    "diffc inspect PLAN prints the memory report of a plan already written (as --memory-report\n"
+    "does after compiling); --format json prints it as JSON. It reads the plan and checks its\n"
+    "weight files' sizes and headers, but runs nothing and needs no GPU.\n";
 
 static void print_usage(void) {
   dc_buf b;
@@ -184,6 +197,9 @@ static void print_usage(void) {
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu, *conv_algo;
   const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir;
+  const char *memory_report; /* --memory-report[=FILE]: "-" for stdout */
+  int report_json;           /* --format json */
+  const char *format;        /* --format as given */
   dc_input_shape shapes[MAX_SHAPES];
   int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
@@ -315,6 +331,57 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
   }
 }
 
+/* --format text|json into *json; NULL or an error naming the value. */
+static dc_status *format_arg(const char *v, int *json) {
+  if (strcmp(v, "text") && strcmp(v, "json")) return dc_error(DC_ERR_ARGUMENT, "--format %s: expected text or json", v);
+  return *json = !strcmp(v, "json"), NULL;
+}
+
+/* --memory-report (stdout), --memory-report=FILE, --format; *used = 0 for
+ * another option.  The file is an "=" argument so that a bare flag before
+ * the model folder does not take the folder for its file. */
+static dc_status *report_arg(int argc, char **argv, int *i, options *o, int *used) {
+  const char *a = argv[*i];
+  *used = 1;
+  if (!strcmp(a, "--memory-report") || !strncmp(a, "--memory-report=", 16)) {
+    const char *file = a[15] == '=' ? a + 16 : "-";
+    if (!*file) return dc_error(DC_ERR_ARGUMENT, "--memory-report=: name a FILE, or '-' for stdout");
+    if (o->memory_report) return dc_error(DC_ERR_ARGUMENT, "--memory-report given twice: give it once");
+    return o->memory_report = file, NULL;
+  }
+  if (strcmp(a, "--format")) return *used = 0, NULL;
+  if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--format needs text or json (see diffc --help)");
+  if (o->format) return dc_error(DC_ERR_ARGUMENT, "--format given twice: give it once");
+  o->format = argv[++*i];
+  return format_arg(o->format, &o->report_json);
+}
+
+/* The memory report of a written plan, read back as diffrun reads it
+ * (inspect: no kernels linked, no GPU), to FILE (temporary name, then
+ * rename) or stdout ("-"). */
+static dc_status *write_memory_report(const char *plan, int json, const char *file) {
+  drt_plan *p;
+  drt_options ro = {.inspect = 1};
+  DC_TRY(drt_load(plan, &ro, &p));
+  char *text;
+  dc_status *st = drt_memory_report(p, json, dc_generate_default_steps(p), &text);
+  drt_destroy(p);
+  if (st) return st;
+  if (!strcmp(file, "-")) {
+    fputs(text, stdout);
+  } else {
+    dc_atomic_file f;
+    st = dc_atomic_open(file, &f);
+    if (!st) {
+      dc_atomic_write(&f, text, strlen(text));
+      st = dc_atomic_commit(&f);
+    }
+    if (st) st = dc_status_annotate(st, "--memory-report=%s", file);
+  }
+  free(text);
+  return st;
+}
+
 /* A plan that cannot be written should fail before minutes of compiling,
  * naming the path the user gave (the writer's temporary name is ours). */
 static dc_status *check_output_folder(const char *plan) {
@@ -393,6 +460,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     int used;
     DC_TRY(memory_arg(argc, argv, &i, o, &used));
     if (used) continue;
+    DC_TRY(report_arg(argc, argv, &i, o, &used));
+    if (used) continue;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) slot = &o->output;
     else if (!strcmp(a, "--component")) slot = &o->component;
     else if (!strcmp(a, "--variant")) slot = &o->variant;
@@ -426,6 +495,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       return dc_error(DC_ERR_ARGUMENT, "%s given twice (%s and %s): give it once", a, *slot, argv[i + 1]);
     *slot = argv[++i];
   }
+  if (o->format && !o->memory_report)
+    return dc_error(DC_ERR_ARGUMENT, "--format %s applies to the memory report: give --memory-report too", o->format);
   if (!o->model) return dc_error(DC_ERR_ARGUMENT, "no model folder given (see diffc --help)");
   if (!o->output) return dc_error(DC_ERR_ARGUMENT, "no output plan given: use -o PLAN");
   DC_TRY(check_output_folder(o->output));
@@ -457,8 +528,33 @@ static int keygen(int argc, char **argv) {
   return 0;
 }
 
+/* diffc inspect PLAN [--format text|json] */
+static int inspect(int argc, char **argv) {
+  const char *plan = NULL;
+  int json = 0;
+  dc_status *st = NULL;
+  for (int i = 2; i < argc && !st; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return print_usage(), 0;
+    if (!strcmp(argv[i], "--format"))
+      st = i + 1 < argc ? format_arg(argv[++i], &json)
+                        : dc_error(DC_ERR_ARGUMENT, "--format needs text or json (see diffc --help)");
+    else if (argv[i][0] == '-') st = dc_error(DC_ERR_ARGUMENT, "diffc inspect: unknown option %s (see diffc --help)", argv[i]);
+    else if (plan) st = dc_error(DC_ERR_ARGUMENT, "diffc inspect: one plan at a time (%s and %s)", plan, argv[i]);
+    else plan = argv[i];
+  }
+  if (!st && !plan) st = dc_error(DC_ERR_ARGUMENT, "usage: diffc inspect PLAN [--format text|json] (see diffc --help)");
+  if (!st) st = write_memory_report(plan, json, "-");
+  if (st) {
+    fprintf(stderr, "diffc: error: %s\n", dc_status_message(st));
+    dc_status_free(st);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "keygen")) return keygen(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "inspect")) return inspect(argc, argv);
   options o;
   int exit_now = 0;
   uint8_t sk[DC_SIGN_SECRET_BYTES];
@@ -514,6 +610,7 @@ int main(int argc, char **argv) {
               dc_format_bytes(rep.weight_bytes + rep.offloaded_weight_bytes, b1, sizeof b1), split,
               dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2), cuda, rep.seconds * 1e3);
     }
+    if (!st && o.memory_report) st = write_memory_report(o.output, o.report_json, o.memory_report);
     if (!st && o.sign) {
       char id[17];
       dc_key_id(sk + DC_SIGN_SECRET_BYTES - DC_SIGN_PUBLIC_BYTES, id);

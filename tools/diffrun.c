@@ -94,8 +94,12 @@ static const char usage[] =
     "                      calibration-TARGET.json in $DIFFC_CACHE_DIR, $XDG_CACHE_HOME/diffc or\n"
     "                      ~/.cache/diffc, where diffc looks for it\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
-    "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
+    "  --info              print the plan's target, kernels, inputs and outputs, then its memory\n"
+    "                      report (the peak per device and what is live at it, offloaded weights,\n"
+    "                      bytes copied per run, phase and image, workspace), and exit (no GPU\n"
     "                      needed)\n"
+    "  --format text|json  with --info: text (the default), or the memory report alone as JSON,\n"
+    "                      sizes in bytes (fields: docs/memory-report.md)\n"
     "  -q, --quiet         print only errors and warnings\n"
     "  -h, --help          this help\n"
     "\n"
@@ -123,6 +127,7 @@ typedef struct {
   int no_verify_weights;
   int calibrate;              /* --calibrate[=FILE] */
   const char *calibrate_file; /* its FILE, or NULL for the default location */
+  int json; /* --format json */
   const char *trusted_keys;
   uint64_t device_memory;
   unsigned long long seed;
@@ -238,6 +243,12 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       if (a[11] == '=' && !a[12]) return dc_error(DC_ERR_ARGUMENT, "--calibrate=: name the profile's FILE, or drop '='");
       o->calibrate = 1;
       o->calibrate_file = a[11] == '=' ? a + 12 : NULL;
+    } else if (!strcmp(a, "--format")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--format needs text or json (see diffrun --help)");
+      const char *v = argv[++i];
+      if (strcmp(v, "text") && strcmp(v, "json"))
+        return dc_error(DC_ERR_ARGUMENT, "--format %s: expected text or json", v);
+      o->json = !strcmp(v, "json");
     }
     else if (!strcmp(a, "--trusted-keys")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trusted-keys needs a FILE of public keys (see diffrun --help)");
@@ -285,6 +296,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   }
   if (!o->plan) return dc_error(DC_ERR_ARGUMENT, "no plan given (see diffrun --help)");
   if (o->inputs && o->random_inputs) return dc_error(DC_ERR_ARGUMENT, "--inputs and --random-inputs exclude each other");
+  if (o->json && !o->info) return dc_error(DC_ERR_ARGUMENT, "--format json applies to --info: give --info too");
   if (o->outputs) DC_TRY(check_output_name(o->outputs));
   if (o->png) DC_TRY(check_png_name(o->png));
   if (o->calibrate && (o->inputs || o->random_inputs || o->outputs || o->profile || o->info || o->print_ir ||
@@ -391,9 +403,20 @@ static dc_status *write_outputs(drt_plan *p, const char *path) {
   return st;
 }
 
-static void print_info(drt_plan *p) {
+/* The memory report after the plan's description (--info); a pipeline's
+ * per-image bytes at its default steps. */
+static dc_status *print_memory_report(drt_plan *p, int json) {
+  char *text;
+  DC_TRY(drt_memory_report(p, json, dc_generate_default_steps(p), &text));
+  fputs(text, stdout);
+  free(text);
+  return NULL;
+}
+
+static dc_status *print_info(drt_plan *p, int json) {
   char b[160];
   const drt_plan_info *in = drt_info(p);
+  if (json) return print_memory_report(p, 1);
   printf("model: %s, entry %s\n", drt_meta(p, "class") ? drt_meta(p, "class") : "?",
          drt_meta(p, "entry") ? drt_meta(p, "entry") : "?");
   printf("target: %s, compute precision %s, %d compiled kernel(s)%s%s\n", in->target, in->compute, in->kernels,
@@ -408,6 +431,8 @@ static void print_info(drt_plan *p) {
     const drt_tensor_info *t = drt_output_info(p, i);
     printf("output %-22s %s%s\n", t->name, t->dtype, dims_str(t->rank, t->dims, b, sizeof b));
   }
+  printf("\n");
+  return print_memory_report(p, 0);
 }
 
 /* --random-inputs fills an integer input with ids in a fixed range: say so,
@@ -677,7 +702,7 @@ static dc_status *run(const options *o) {
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
-  else if (o->info) print_info(p);
+  else if (o->info) st = print_info(p, o->json);
   else if (o->calibrate) st = calibrate(o, p);
   else if (dc_plan_is_pipeline(p)) {
     if (o->inputs || o->random_inputs || o->repeat > 1 || o->profile)
