@@ -2,7 +2,8 @@
  * (codegen/kernel_group.h, the compute precision in the signature), write
  * each distinct kernel's source (serially: it takes microseconds), then
  * compile kernel x arch jobs on a thread pool, each through the disk cache
- * (codegen/kernel_cache.h), with a progress line for long compiles. */
+ * (codegen/kernel_cache.h), counting them to the caller's progress
+ * callback (support/progress.h). */
 #include "emit_cuda.h"
 
 #include <stdatomic.h>
@@ -27,15 +28,6 @@ typedef struct {
   dc_status *st;
 } job;
 
-/* The progress line: shown after ~1 s (at once with -v), in place on a
- * terminal (10 updates a second), else a line every 10 s so logs stay
- * short. */
-typedef struct {
-  pthread_mutex_t lock;
-  int done, cached, total, shown, tty, verbose, off;
-  double t0, last;
-} progress;
-
 typedef struct {
   const dc_nvrtc *nv;
   const dc_cuda_emit_options *o;
@@ -44,7 +36,7 @@ typedef struct {
   job *jobs;
   int njobs;
   atomic_int failed;
-  progress pr;
+  dc_progress_counter done; /* compiles finished, from whichever pool thread */
 } compile_ctx;
 
 /* ---- notes --------------------------------------------------------------- */
@@ -125,22 +117,6 @@ static dc_status *generate(const dc_module *m, const dc_kernel_groups *g, const 
 
 /* ---- compiling ------------------------------------------------------------ */
 
-static void progress_step(progress *p, int cached) {
-  pthread_mutex_lock(&p->lock);
-  p->done++;
-  p->cached += cached;
-  double now = dc_now_seconds();
-  int final = p->done == p->total;
-  if (!p->off && (p->verbose || now - p->t0 > 1.0) && (final || now - p->last >= (p->tty ? 0.1 : 10.0))) {
-    fprintf(stderr, "%sdiffc: CUDA kernels %d/%d (%d from cache)%s", p->tty ? "\r" : "", p->done, p->total, p->cached,
-            p->tty ? "\033[K" : "\n");
-    p->shown = 1;
-    p->last = now;
-  }
-  if (final && p->shown && p->tty) fputc('\n', stderr);
-  pthread_mutex_unlock(&p->lock);
-}
-
 static void run_job(compile_ctx *c, job *j) {
   const dc_cuda_kernel *k = &c->kernels[j->kernel];
   const dc_cuda_arch *a = &c->o->archs[j->arch];
@@ -161,7 +137,7 @@ static void worker(void *arg, int64_t i, int64_t njobs, int thread) {
   if (atomic_load(&c->failed) && !c->o->keep_going) return; /* the first failure ends the compile */
   run_job(c, &c->jobs[i]);
   if (c->jobs[i].st) atomic_store(&c->failed, 1);
-  progress_step(&c->pr, c->jobs[i].cached);
+  dc_progress_count_add(&c->done, 1, c->jobs[i].cached);
 }
 
 /* One job per generated kernel and arch, kernel-major. */
@@ -184,15 +160,10 @@ static dc_status *compile_all(compile_ctx *c, int *threads) {
   if (want > c->njobs) want = c->njobs;
   DC_TRY(dc_pool_create(want < 1 ? 1 : want, &pool));
   *threads = dc_pool_size(pool);
-  pthread_mutex_init(&c->pr.lock, NULL);
-  c->pr.total = c->njobs;
-  c->pr.tty = isatty(2);
-  c->pr.verbose = c->o->verbose;
-  c->pr.off = c->o->no_progress;
-  c->pr.t0 = c->pr.last = dc_now_seconds();
+  dc_progress_count_begin(&c->done, c->o->progress, "kernels", c->njobs, 0);
   dc_pool_run(pool, *threads, c->njobs, worker, c);
   dc_pool_destroy(pool);
-  pthread_mutex_destroy(&c->pr.lock);
+  dc_progress_count_end(&c->done);
   return NULL;
 }
 

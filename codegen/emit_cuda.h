@@ -8,6 +8,7 @@
 #include "codegen/cuda/cuda_codegen.h"
 #include "codegen/cuda/nvrtc.h"
 #include "plan/plan_format.h"
+#include "support/progress.h"
 
 typedef struct {
   dc_cuda_compute compute;
@@ -15,8 +16,8 @@ typedef struct {
   int narchs;
   const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */
   int no_cache;
-  int verbose;     /* the progress line from the start, and the summary */
-  int no_progress; /* no progress line at all (tests) */
+  int verbose;     /* the summary line and NVRTC's warnings */
+  const dc_progress *progress; /* the "kernels" stage: kernel x arch compiles, cache hits apart; NULL = none */
   int keep_going;  /* after a failure, still generate and compile every other
                     * kernel, so the report lists all failures (tests) */
   int threads;     /* 0 = one per online CPU */

@@ -21,6 +21,7 @@
 
 #include "codegen/kernel_group.h"
 #include "codegen/llvm/kgen.h"
+#include "support/progress.h"
 #include "support/threadpool.h"
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
   uint64_t *key;
   int *cached;
   dc_status **st;
+  dc_progress_counter *done; /* kernels finished, from whichever pool thread */
 } emit_job;
 
 static int has_llvm_kernel(const dc_module *m, int32_t id) { return dc_kgen_emitter_for(m->nodes[id].op) != NULL; }
@@ -79,6 +81,7 @@ static void emit_part(void *ctx, int64_t r, int64_t nreps, int thread) {
   emit_job *j = ctx;
   (void)nreps, (void)thread;
   j->st[r] = emit_one(j, (int)r);
+  dc_progress_count_add(j->done, 1, j->cached[r]);
 }
 
 /* The first error in kernel order (so the message does not depend on the
@@ -125,6 +128,7 @@ static dc_status *describe(const dc_module *m, const dc_cpu_target *t, const int
 
 static void report(const dc_cpu_emit_options *o, const dc_kcache *cache, const dc_plan_kernels *k, int nreps,
                    int ncached, int nref, int threads, double seconds, const dc_cpu_target *t) {
+  if (cache->warning || cache->rejected || o->verbose) dc_progress_pause(o->progress); /* lines of their own */
   if (cache->warning) fprintf(stderr, "diffc: warning: %s\n", cache->warning);
   if (cache->rejected)
     fprintf(stderr, "diffc: %d kernel cache entr%s failed verification and %s recompiled\n", cache->rejected,
@@ -167,10 +171,14 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const
   size_t n = (size_t)nreps + 1;
   static const int winograd_mode[] = {[DC_CONV_AUTO] = 1, [DC_CONV_DIRECT] = 0, [DC_CONV_WINOGRAD] = 2};
   emit_job j = {m, t, g.reps, &cache, winograd_mode[o->conv_algo], dc_calloc(n, sizeof *j.out), dc_calloc(n, sizeof *j.obj),
-                dc_calloc(n, sizeof *j.key), dc_calloc(n, sizeof *j.cached), dc_calloc(n, sizeof *j.st)};
+                dc_calloc(n, sizeof *j.key), dc_calloc(n, sizeof *j.cached), dc_calloc(n, sizeof *j.st), NULL};
   if (!st && (!j.out || !j.obj || !j.key || !j.cached || !j.st)) st = dc_nomem("emitting kernels");
   if (!st && nreps > 0) {
+    dc_progress_counter done;
+    dc_progress_count_begin(&done, o->progress, "kernels", nreps, 0);
+    j.done = &done;
     st = emit_all(&j, nreps, &threads);
+    dc_progress_count_end(&done);
     if (!st) st = describe(m, t, g.group_of, &j, nreps, k);
   }
   for (int r = 0; r < nreps && j.cached; r++) ncached += j.cached[r];

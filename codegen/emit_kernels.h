@@ -7,6 +7,7 @@
 #include "codegen/kernel_cache.h"
 #include "codegen/llvm/llvm_codegen.h"
 #include "plan/plan_format.h"
+#include "support/progress.h"
 
 typedef enum { DC_CONV_AUTO, DC_CONV_DIRECT, DC_CONV_WINOGRAD } dc_conv_algo;
 
@@ -15,6 +16,7 @@ typedef struct {
   const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */
   int no_cache;          /* compile every kernel, read and write no cache */
   dc_conv_algo conv_algo; /* 3x3 conv2d: Winograd where it pays (the default), never, or wherever correct */
+  const dc_progress *progress; /* the "kernels" stage: distinct kernels, cache hits apart; NULL = none */
 } dc_cpu_emit_options;
 
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,

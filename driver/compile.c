@@ -8,6 +8,7 @@
 #include "weight_store.h"
 
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,6 +20,19 @@
 #include "pipeline/tokenizer.h"
 #include "plan/plan_format.h"
 
+
+/* The caller's progress callback as a sink (support/progress.h). */
+static dc_progress progress_of(const dc_compile_options *o) { return (dc_progress){o->progress, o->progress_ctx}; }
+
+/* A line of ours on stderr: the caller's progress line is cleared first. */
+static void say(const dc_compile_options *o, const char *fmt, ...) {
+  dc_progress pr = progress_of(o);
+  dc_progress_pause(&pr);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+}
 
 static dc_status *dump_to_stderr(void *user, const char *pass, const dc_module *m) {
   dc_buf b;
@@ -170,6 +184,8 @@ static dc_status *debug_on(const char *list, const char *name, int *on) {
 static dc_status *run_passes(const dc_compile_options *o, const dc_memory_options *mem, dc_module *m) {
   int trace;
   DC_TRY(debug_on(o->debug, "memplan", &trace));
+  dc_progress pr = progress_of(o);
+  if (trace || o->dump_after || o->verbose) dc_progress_pause(&pr); /* the passes print lines of their own */
   dc_pipeline_options po = {.dump_after = o->dump_after, .dump = dump_to_stderr, .verbose = o->verbose,
                             .memory = mem};
   if (trace) dc_memplan_trace(stderr);
@@ -242,11 +258,11 @@ static dc_status *resolve_host_memory(const dc_compile_options *o, dc_memory_opt
 /* An option the frontend could not apply at this size (diffusers skips it
  * too, so the graph is right) is said on stderr, always: the user asked for
  * it and would otherwise believe it is on.  The dump header has the line. */
-static void note_no_effect(const dc_module *m, const char *key, const char *option) {
+static void note_no_effect(const dc_compile_options *o, const dc_module *m, const char *key, const char *option) {
   static const char no_effect[] = "requested, no effect: ";
   const char *v = dc_module_get_meta(m, key);
   if (v && strncmp(v, no_effect, sizeof no_effect - 1) == 0)
-    fprintf(stderr, "diffc: note: %s has no effect: %s\n", option, v + sizeof no_effect - 1);
+    say(o, "diffc: note: %s has no effect: %s\n", option, v + sizeof no_effect - 1);
 }
 
 /* VAE slicing and tiling, and a text encoder's hidden state, mean
@@ -335,14 +351,14 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
       return dc_error(DC_ERR_ARGUMENT, "%s is a single-file checkpoint: --component and --variant apply to folders",
                       o->model);
     DC_TRY(dc_single_file_open(o->model, o->config_dir, &pl->src));
-    if (o->verbose) fprintf(stderr, "diffc: %s: a %s checkpoint\n", o->model, pl->src.family);
+    if (o->verbose) say(o, "diffc: %s: a %s checkpoint\n", o->model, pl->src.family);
   } else {
     if (o->config_dir) return dc_error(DC_ERR_ARGUMENT, "--config %s applies to a single-file checkpoint", o->config_dir);
     DC_TRY(dc_pipeline_source_open_folder(o->model, o->variant, &pl->src));
   }
   pl->open = 1;
   if (pl->src.has_safety_checker)
-    fprintf(stderr, "diffc: note: %s has a safety_checker; diffc does not run it\n", o->model);
+    say(o, "diffc: note: %s has a safety_checker; diffc does not run it\n", o->model);
   int tokens = 0;
   DC_TRY(check_pipeline_files(&pl->src, &tokens));
   dc_pipeline_build_options bo = {.height = o->height, .width = o->width, .batch = o->batch, .tokens = tokens,
@@ -351,7 +367,7 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
                                   .tile_overlap = o->tile_overlap};
   bo.max_sequence_length = o->max_sequence_length;
   DC_TRY(dc_pipeline_build(&pl->src, &bo, m, &pl->info));
-  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d nodes\n", o->model, pl->src.class_name, (*m)->nnodes);
+  if (o->verbose) say(o, "diffc: %s: %s, %d nodes\n", o->model, pl->src.class_name, (*m)->nnodes);
   return NULL;
 }
 
@@ -371,7 +387,7 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
     dc_folder_options fo = {o->component, o->variant};
     DC_TRY(dc_folder_open(o->model, &fo, f));
   }
-  if (o->verbose) fprintf(stderr, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
+  if (o->verbose) say(o, "diffc: %s: %s, %d tensors in %d file(s)\n", f->dir, f->class_name, f->nentries, f->nshards);
   dc_build_options bo = {.entry = o->entry,
                          .shapes = o->shapes,
                          .nshapes = o->nshapes,
@@ -383,7 +399,7 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
                          .clip_hidden_final_norm = o->clip_final_norm};
   DC_TRY(check_class_options(o, f));
   DC_TRY(dc_frontend_build(f, &bo, m));
-  if (o->verbose) fprintf(stderr, "diffc: frontend built %d nodes\n", (*m)->nnodes);
+  if (o->verbose) say(o, "diffc: frontend built %d nodes\n", (*m)->nnodes);
   return NULL;
 }
 
@@ -394,15 +410,15 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
  * the module there: when the plan reads nothing from the weights file any
  * more, it goes (a 12B model's fp8 weights would otherwise sit on disk
  * twice, 8 GiB of them never read). */
-static dc_status *drop_unread_cast_weights(const dc_module *m, const char *plan_path, int verbose) {
+static dc_status *drop_unread_cast_weights(const dc_compile_options *o, const dc_module *m, const char *plan_path) {
   char *wpath = dc_asprintf("%s.weights.safetensors", plan_path);
   if (!wpath) return dc_nomem("naming the weights file");
   int read = 0;
   for (int32_t i = 0; i < m->nfiles; i++) read |= !strcmp(m->files[i].path, wpath);
   char *abs = read ? NULL : dc_path_absolute(wpath);
   for (int32_t i = 0; abs && i < m->nfiles; i++) read |= !strcmp(m->files[i].path, abs);
-  if (!read && dc_file_exists(wpath) && unlink(wpath) == 0 && verbose)
-    fprintf(stderr, "diffc: %s: removed, every weight it held is in the offload dir\n", wpath);
+  if (!read && dc_file_exists(wpath) && unlink(wpath) == 0 && o->verbose)
+    say(o, "diffc: %s: removed, every weight it held is in the offload dir\n", wpath);
   dc_free(abs);
   dc_free(wpath);
   return NULL;
@@ -418,16 +434,19 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_c
   mem.no_hoist = o->no_hoist;
   if ((o->tile_size || o->tile_overlap) && !o->vae_tiling)
     return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap need --vae-tiling");
+  dc_progress pr = progress_of(o);
+  dc_progress_stage(&pr, "building graph");
   if (dc_compile_is_pipeline(o)) DC_TRY(build_pipeline(o, pl, m));
   else DC_TRY(build_model(o, f, m));
-  note_no_effect(*m, "vae_tiling", "--vae-tiling");
-  note_no_effect(*m, "vae_slicing", "--vae-slicing");
+  note_no_effect(o, *m, "vae_tiling", "--vae-tiling");
+  note_no_effect(o, *m, "vae_slicing", "--vae-slicing");
+  dc_progress_stage(&pr, "passes");
   if (fit) DC_TRY(dc_fit_table(*m, &o->memory, fit));
   DC_TRY(run_passes(o, &mem, *m));
   if (plan_path) { /* layerwise casting: the converted weights beside the plan */
     char *wpath = dc_asprintf("%s.weights.safetensors", plan_path);
     if (!wpath) return dc_nomem("naming the weights file");
-    dc_status *st = dc_store_cast_weights(*m, wpath, o->verbose);
+    dc_status *st = dc_store_cast_weights(*m, wpath, o->verbose, &pr);
     dc_free(wpath);
     DC_TRY(st);
   }
@@ -439,9 +458,9 @@ static dc_status *compile_module(const dc_compile_options *o, dc_folder *f, dc_c
   dc_offload_store_report r;
   /* with --offload, every offloaded group goes to the dir; with only a
    * device map, the groups of the modules it put on disk */
-  DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->memory.offload == DC_OFFLOAD_NONE, o->verbose, &r));
-  if (o->verbose) fprintf(stderr, "diffc: --offload-dir %s: %d group file(s) written, %d reused\n", o->offload_dir, r.written, r.reused);
-  return plan_path ? drop_unread_cast_weights(*m, plan_path, o->verbose) : NULL;
+  DC_TRY(dc_store_offload_groups(*m, o->offload_dir, o->memory.offload == DC_OFFLOAD_NONE, o->verbose, &pr, &r));
+  if (o->verbose) say(o, "diffc: --offload-dir %s: %d group file(s) written, %d reused\n", o->offload_dir, r.written, r.reused);
+  return plan_path ? drop_unread_cast_weights(o, *m, plan_path) : NULL;
 }
 
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m) {
@@ -460,8 +479,9 @@ void dc_compile_pipeline_close(dc_compile_pipeline *pl) {
 static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, dc_plan_kernels *k) {
   dc_cpu_target t;
   DC_TRY(dc_cpu_target_named(o->cpu, &t));
+  dc_progress pr = progress_of(o);
   dc_cpu_emit_options eo = {.verbose = o->verbose, .cache_dir = o->kernel_cache, .no_cache = o->no_kernel_cache,
-                            .conv_algo = (dc_conv_algo)conv_algo(o)};
+                            .conv_algo = (dc_conv_algo)conv_algo(o), .progress = &pr};
   dc_status *st = dc_emit_cpu_kernels(m, &t, &eo, k);
   dc_cpu_target_deinit(&t);
   return st;
@@ -469,14 +489,17 @@ static dc_status *emit_kernels(const dc_compile_options *o, const dc_module *m, 
 
 static dc_status *emit_cuda(const dc_compile_options *o, const target_ctx *t, const dc_module *m, dc_plan_cuda *c,
                             dc_compile_report *rep) {
+  dc_progress pr = progress_of(o);
   dc_cuda_emit_options eo = {.compute = t->compute,
                              .archs = t->archs,
                              .narchs = t->narchs,
                              .cache_dir = o->kernel_cache,
                              .no_cache = o->no_kernel_cache,
-                             .verbose = o->verbose};
+                             .verbose = o->verbose,
+                             .progress = &pr};
   dc_cuda_emit_report r;
   dc_status *st = dc_emit_cuda_kernels(m, t->nv, &eo, c, &r);
+  dc_progress_pause(&pr); /* the report's lines follow */
   dc_cuda_emit_report_print(&r, t->nv, &eo, stderr);
   if (rep) {
     rep->cuda_kernels = r.nkernels;
@@ -564,6 +587,8 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
                     .ir_text = (char *)text.data, .module = m, .sign_secret = o->sign_secret};
     if (pl->open) st = pipeline_section(o, pl, &plan);
     if (!st) st = emit_target(o, t, m, &plan, rep);
+    dc_progress pr = progress_of(o);
+    if (!st) dc_progress_stage(&pr, "writing plan");
     if (!st) st = dc_plan_write(plan_path, &plan);
     dc_plan_kernels_deinit(&plan.kernels);
     dc_plan_cuda_deinit(&plan.cuda);

@@ -6,6 +6,7 @@
 #include "driver/pipeline_build.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "support/progress.h"
 
 #define DIFFC_VERSION "0.1.0"
 
@@ -51,6 +52,13 @@ typedef struct {
    * puts it through final_layer_norm.  clip_hidden_state says K was given
    * (0 is an index: the embeddings). */
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
+  /* Compile progress (support/progress.h), or NULL: the stages as they
+   * start ("building graph", "passes", "kernels" with its count and cache
+   * hits, "writing weights" with bytes, "writing plan"), and a pause event
+   * before the compiler prints a line of its own.  Called from the kernel
+   * pool's threads too, one call at a time. */
+  dc_progress_fn progress;
+  void *progress_ctx;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */

@@ -191,8 +191,23 @@ static dc_status *describe_dir(dc_module *m, const char *dir) {
   return st;
 }
 
+/* The bytes dc_store_offload_groups will write or check: each weight once
+ * (a group run again uploads weights its first run holds). */
+static uint64_t offload_bytes(const dc_module *m, int64_t ngroups, int disk_only, int32_t *ws) {
+  uint8_t *seen = dc_calloc((size_t)m->nweights + 1, 1);
+  uint64_t total = 0;
+  for (int64_t g = 0; seen && g < ngroups; g++) {
+    int n = group_weights(m, g, m->nfiles, ws);
+    if (disk_only && !has_disk_weight(m, ws, n)) continue;
+    for (int i = 0; i < n; i++)
+      if (!seen[ws[i]]) seen[ws[i]] = 1, total += m->weights[ws[i]].bytes;
+  }
+  dc_free(seen);
+  return total;
+}
+
 dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only, int verbose,
-                                   dc_offload_store_report *rep) {
+                                   const dc_progress *progress, dc_offload_store_report *rep) {
   if (rep) memset(rep, 0, sizeof *rep);
   int64_t ngroups = group_count(m);
   int any_disk = 0;
@@ -210,6 +225,8 @@ dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only,
   sources s = {dc_calloc((size_t)m->nfiles + 1, sizeof *s.maps), m->nfiles};
   int32_t *ws = dc_calloc((size_t)m->nweights + 1, sizeof *ws);
   dc_status *st = s.maps && ws ? NULL : dc_nomem("writing offload groups");
+  dc_progress_counter done;
+  dc_progress_count_begin(&done, progress, "writing weights", st ? 0 : (int64_t)offload_bytes(m, ngroups, disk_only, ws), 1);
   for (int64_t g = 0; g < ngroups && !st; g++) {
     int n = group_weights(m, g, s.nfiles, ws);
     if (n == 0) continue; /* a later run of a group already written */
@@ -226,15 +243,22 @@ dc_status *dc_store_offload_groups(dc_module *m, const char *dir, int disk_only,
     } else {
       st = write_group(m, &s, path, ws, n);
       if (!st && rep) rep->written++;
-      if (!st && verbose) fprintf(stderr, "diffc: wrote %s (%d tensors)\n", path, n);
+      if (!st && verbose) {
+        dc_progress_pause(progress); /* a line of its own, not after the progress line */
+        fprintf(stderr, "diffc: wrote %s (%d tensors)\n", path, n);
+      }
     }
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += m->weights[ws[i]].bytes;
     if (!st) st = repoint(m, path, ws, n);
+    if (!st) dc_progress_count_add(&done, (int64_t)bytes, 0);
     dc_free(path);
   }
   for (int32_t f = 0; s.maps && f < s.nfiles; f++)
     if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
   dc_free(s.maps);
   dc_free(ws);
+  dc_progress_count_end(&done);
   if (!st) st = drop_unused_files(m);
   if (!st) st = describe_dir(m, dir);
   return dc_status_annotate(st, "--offload-dir %s", dir);
@@ -300,7 +324,7 @@ static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) 
   return NULL;
 }
 
-dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
+dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose, const dc_progress *progress) {
   int n = 0;
   uint64_t total = 0;
   for (int32_t i = 0; i < m->nweights; i++)
@@ -313,6 +337,8 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
   dc_status *st = s.maps && outs && ws && data ? NULL : dc_nomem("converting weights");
   uint64_t at = 0;
   int k = 0;
+  dc_progress_counter done;
+  dc_progress_count_begin(&done, progress, "writing weights", (int64_t)total, 1);
   for (int32_t i = 0; i < m->nweights && !st; i++) {
     dc_weight *w = &m->weights[i];
     if (!dc_weight_pending(w)) continue;
@@ -325,7 +351,9 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
     outs[k] = (dc_st_out){w->name, w->type, data + at};
     ws[k++] = i;
     at += w->bytes;
+    if (!st) dc_progress_count_add(&done, (int64_t)w->bytes, 0);
   }
+  dc_progress_count_end(&done);
   if (!st) st = dc_st_write(path, outs, n);
   for (int32_t f = 0; s.maps && f < s.nfiles; f++)
     if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
@@ -336,6 +364,7 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose) {
   if (!st) st = drop_unused_files(m);
   if (!st && verbose) {
     char b[32];
+    dc_progress_pause(progress);
     fprintf(stderr, "diffc: wrote %s: %d weights converted (storage dtype, NHWC repack), %s\n", path, n, dc_format_bytes(total, b, sizeof b));
   }
   dc_free(s.maps);

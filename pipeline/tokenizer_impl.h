@@ -62,6 +62,10 @@ int32_t dc_tok_vocab_find(const dc_tok_vocab *v, const char *s, size_t n);
 const dc_tok_entry *dc_tok_vocab_by_id(const dc_tok_vocab *v, int32_t id);
 /* The merge of (a, b), or NULL. */
 const dc_tok_merge *dc_tok_merge_find(const dc_clip_tokenizer *t, int32_t a, int32_t b);
+/* s[0..n) for an error message (also T5's, tokenizer_unigram_load.c), in
+ * buf: quoted, control bytes as \xNN, quotes and backslashes escaped, cut
+ * after 60 bytes with "...".  Returns buf. */
+const char *dc_tok_quoted(const char *s, size_t n, char *buf, size_t cap);
 
 /* ---- text (tokenizer.c) ---- */
 /* transformers' CLIP normalizer on s[0..n) (valid UTF-8): NFC, runs of

@@ -18,9 +18,8 @@ const char *const dc_clip_tokenizer_file_names[] = {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-/* s[0..n) for a message: quoted, control bytes and quotes escaped, cut after
- * 60 bytes. */
-static const char *quoted(const char *s, size_t n, char *buf, size_t cap) {
+/* See tokenizer_impl.h. */
+const char *dc_tok_quoted(const char *s, size_t n, char *buf, size_t cap) {
   size_t o = 0;
   buf[o++] = '"';
   for (size_t i = 0; i < n && o + 8 < cap; i++) {
@@ -38,7 +37,7 @@ static const char *quoted(const char *s, size_t n, char *buf, size_t cap) {
   return buf;
 }
 #define QBUF 320
-#define Q(s, n, b) quoted((s), (n), (b), sizeof(b))
+#define Q(s, n, b) dc_tok_quoted((s), (n), (b), sizeof(b))
 
 /* What a message says was found: numbers by value, anything else by kind. */
 static const char *found(const cJSON *v, char *buf, size_t cap) {

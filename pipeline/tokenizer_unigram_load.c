@@ -9,7 +9,7 @@
  *     extra_ids, additional special tokens — all cut out of prompts.
  * The model's unk id is 2 whatever the files say (transformers fixes it), so
  * a file that says otherwise is refused rather than half obeyed. */
-#include "tokenizer_impl.h" /* dc_tok_utf8_invalid_at */
+#include "tokenizer_impl.h" /* dc_tok_utf8_invalid_at, dc_tok_quoted */
 #include "tokenizer_t5_impl.h"
 
 #include <math.h>
@@ -28,23 +28,6 @@ static char *file_path(const dc_text_files *files, const char *name) {
   return dc_path_join(files->origin ? files->origin : "tokenizer", name);
 }
 
-/* s[0..n) quoted for a message, cut after 60 bytes, control bytes escaped. */
-static const char *quoted(const char *s, size_t n, char *buf, size_t cap) {
-  size_t o = 0;
-  buf[o++] = '"';
-  for (size_t i = 0; i < n && o + 8 < cap; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (i == 60) {
-      o += (size_t)snprintf(buf + o, cap - o, "...");
-      break;
-    }
-    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-    else buf[o++] = (char)c;
-  }
-  buf[o++] = '"';
-  buf[o] = 0;
-  return buf;
-}
 #define QB 320
 
 /* ---- pieces ------------------------------------------------------------------ */
@@ -98,14 +81,14 @@ dc_status *dc_t5_add_piece(dc_t5_tokenizer *t, const char *s, size_t n, double s
   char q[QB];
   if (!n) return dc_error(DC_ERR_FORMAT, "%s: empty piece", where);
   long bad = dc_tok_utf8_invalid_at(s, n);
-  if (bad >= 0) return dc_error(DC_ERR_FORMAT, "%s: piece %s is not valid UTF-8 (byte %ld)", where, quoted(s, n, q, QB), bad);
-  if (!isfinite(score)) return dc_error(DC_ERR_FORMAT, "%s: piece %s has score %g, expected a finite number", where, quoted(s, n, q, QB), score);
+  if (bad >= 0) return dc_error(DC_ERR_FORMAT, "%s: piece %s is not valid UTF-8 (byte %ld)", where, dc_tok_quoted(s, n, q, QB), bad);
+  if (!isfinite(score)) return dc_error(DC_ERR_FORMAT, "%s: piece %s has score %g, expected a finite number", where, dc_tok_quoted(s, n, q, QB), score);
   if (t->npieces >= INT32_MAX / 2 || n > UINT32_MAX / 2 || t->pool_len > UINT32_MAX / 2)
     return dc_error(DC_ERR_FORMAT, "%s: vocabulary too large", where);
   if ((uint32_t)(t->npieces + 1) * 2 > t->mask && !grow_table(t)) return dc_nomem("reading the tokenizer's pieces");
   uint32_t *slot = piece_slot(t, s, n);
   if (*slot)
-    return dc_error(DC_ERR_FORMAT, "%s: piece %s appears twice (ids %u and %d)", where, quoted(s, n, q, QB), *slot - 1,
+    return dc_error(DC_ERR_FORMAT, "%s: piece %s appears twice (ids %u and %d)", where, dc_tok_quoted(s, n, q, QB), *slot - 1,
                     t->npieces);
   if (!grow_storage(t, n)) return dc_nomem("reading the tokenizer's pieces");
   memcpy(t->pool + t->pool_len, s, n);
@@ -168,7 +151,7 @@ static dc_status *b64_decode(const char *s, const char *where, uint8_t **out, si
       else if ((v[j] = b64_value(c)) < 0 || pad) {
         dc_free(o);
         return dc_error(DC_ERR_FORMAT, "%s: bad base64: character %s at offset %zu", where,
-                        quoted(s + i + j, 1, (char[16]){0}, 16), i + j);
+                        dc_tok_quoted(s + i + j, 1, (char[16]){0}, 16), i + j);
       }
     }
     uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
@@ -331,7 +314,7 @@ static dc_status *check_added(const dc_t5_tokenizer *t, const cJSON *a, double i
   int32_t have = dc_t5_find_piece(t, c->valuestring, strlen(c->valuestring));
   if (have < 0 || (double)have != id)
     return dc_error(DC_ERR_FORMAT, "%s %s has id %g but the vocabulary %s", where,
-                    quoted(c->valuestring, strlen(c->valuestring), q, QB), id,
+                    dc_tok_quoted(c->valuestring, strlen(c->valuestring), q, QB), id,
                     have < 0 ? "lacks it" : "gives another id");
   static const char *const flags[] = {"lstrip", "rstrip", "single_word", "normalized"};
   for (int f = 0; f < 4; f++)
@@ -416,9 +399,9 @@ static dc_status *special_id(const dc_t5_tokenizer *t, const config_files *c, co
   DC_TRY(special_text(c, key, def, &s, &from));
   *id = dc_t5_find_piece(t, s, strlen(s));
   if (*id >= 0) return push_name(names, s);
-  if (from) return dc_error(DC_ERR_FORMAT, "%s: %s %s is not in the vocabulary", from, key, quoted(s, strlen(s), q, QB));
+  if (from) return dc_error(DC_ERR_FORMAT, "%s: %s %s is not in the vocabulary", from, key, dc_tok_quoted(s, strlen(s), q, QB));
   return dc_error(DC_ERR_FORMAT, "%s: %s is not set, and T5's default %s is not in the vocabulary", c->cfg_path, key,
-                  quoted(s, strlen(s), q, QB));
+                  dc_tok_quoted(s, strlen(s), q, QB));
 }
 
 static dc_status *extra_ids(const config_files *c, int *out) {
@@ -470,7 +453,7 @@ static dc_status *build_added(dc_t5_tokenizer *t, const config_files *c, int nex
     int32_t id = dc_t5_find_piece(t, s, strlen(s));
     if (id < 0)
       return dc_error(DC_ERR_FORMAT, "%s: special token %s is not in the vocabulary", c->cfg_path,
-                      quoted(s, strlen(s), q, QB));
+                      dc_tok_quoted(s, strlen(s), q, QB));
     int dup = 0;
     for (int j = 0; j < t->nadded; j++) dup |= t->added[j].id == id;
     if (dup) continue;

@@ -65,8 +65,32 @@ expect_fail "diffc --format without the report" "give --memory-report too" "$tmp
 expect_fail "diffrun --format without --info" "applies to --info" -- "$diffrun" "$tmp/g.dplan" --random-inputs --format json
 expect_fail "diffrun --format xml" "--format xml: expected text or json" -- "$diffrun" "$tmp/g.dplan" --info --format xml
 
+# ---- the progress line: on a terminal only ----
+# stderr to a file: the one "wrote" line, no carriage returns or escapes
+if "$diffc" "$fx/vae_tiny/model" --entry decode --input z=1x4x8x8 -o "$tmp/pg.dplan" 2>"$tmp/pg.txt" &&
+   [ "$(wc -l <"$tmp/pg.txt")" -eq 1 ] && grep -q "^diffc: wrote " "$tmp/pg.txt" && ! grep -q $'[\r\033]' "$tmp/pg.txt"; then
+  ok "stderr not a terminal: no progress output"
+else
+  bad "progress output on a non-terminal stderr: $(od -c "$tmp/pg.txt" | head -5)"
+fi
+if command -v script >/dev/null; then # util-linux: runs diffc on a pseudo-terminal
+  pg="$diffc $fx/vae_tiny/model --entry decode --input z=1x4x8x8 -o $tmp/pg.dplan"
+  script -qec "$pg" /dev/null >"$tmp/pg_tty.txt" 2>&1
+  if grep -q $'\r\033\[Kbuilding graph' "$tmp/pg_tty.txt" && grep -q $'\r\033\[Kkernels [0-9]*/[0-9]* ([0-9]* cached)' "$tmp/pg_tty.txt" &&
+     grep -q $'\r\033\[Kwriting plan\r\033\[Kdiffc: wrote ' "$tmp/pg_tty.txt"; then
+    ok "on a terminal: the stages in place, kernels counted, the line cleared before the last line"
+  else
+    bad "progress line on a terminal: $(od -c "$tmp/pg_tty.txt" | head -8)"
+  fi
+  script -qec "$pg --no-progress" /dev/null >"$tmp/pg_off.txt" 2>&1
+  ! grep -q $'\033' "$tmp/pg_off.txt" && grep -q "diffc: wrote " "$tmp/pg_off.txt" && ok "--no-progress on a terminal" ||
+    bad "--no-progress still drew: $(od -c "$tmp/pg_off.txt" | head -5)"
+else
+  echo "  skip: no script(1) (util-linux) here, the progress line on a terminal not checked"
+fi
+
 # ---- help tells the truth: every option the parser knows is documented ----
-for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format inspect; do
+for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --format --quiet --help; do

@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
   small_ctx big = {NULL, {0}, tu_path("big.dplan"), NULL};
   CHECK_OK(dc_compile_module(&c.co, &f, &big.m));
   char *wpath = dc_asprintf("%s.weights.safetensors", big.path); /* the nhwc repack, as dc_compile does first */
-  CHECK_OK(big.m ? dc_store_cast_weights(big.m, wpath, 0) : NULL);
+  CHECK_OK(big.m ? dc_store_cast_weights(big.m, wpath, 0, NULL) : NULL);
   CHECK_OK(kh_target(&big.t));
   before = dc_alloc_count();
   CHECK_OK(big.m ? emit_and_write(&big) : NULL);

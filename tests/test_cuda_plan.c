@@ -454,8 +454,7 @@ static dc_status *emit(const dc_module *m, const dc_nvrtc *nv, const dc_cuda_arc
                             .archs = a,
                             .narchs = na,
                             .cache_dir = dir,
-                            .no_cache = no_cache,
-                            .no_progress = 1};
+                            .no_cache = no_cache};
   return dc_emit_cuda_kernels(m, nv, &o, c, r);
 }
 

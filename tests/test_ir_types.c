@@ -282,7 +282,7 @@ static void test_plan(void) {
   run_backend(path, "reference");
   run_backend(path, "llvm");
   /* the cuda backend does not place constants yet: refused at compile time, naming the node */
-  dc_cuda_emit_options co = {.no_cache = 1, .no_progress = 1};
+  dc_cuda_emit_options co = {.no_cache = 1};
   dc_plan_cuda cuda;
   CHECK_ERR(dc_emit_cuda_kernels(m, NULL, &co, &cuda, NULL),
             "--target cuda: node %2 (constant in time_proj.scale) cannot run there yet");

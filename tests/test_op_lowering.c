@@ -73,7 +73,7 @@ static void check_refusals(void) {
             "--target cpu: node %1 (probe in blocks.0.probe) cannot run there yet: probe is an op for the IR's own "
             "tests");
   dc_cpu_target_deinit(&t);
-  dc_cuda_emit_options co = {.no_cache = 1, .no_progress = 1};
+  dc_cuda_emit_options co = {.no_cache = 1};
   dc_plan_cuda cuda;
   CHECK_ERR(dc_emit_cuda_kernels(m, NULL, &co, &cuda, NULL),
             "--target cuda: node %1 (probe in blocks.0.probe) cannot run there yet");

@@ -162,7 +162,9 @@ static const char usage[] =
     "                           its keys made the signature and the plan is unchanged since\n"
     "                           signing\n"
     "  --list-passes            print the pass pipeline and exit\n"
-    "  -v, --verbose            print progress and timings (and NVRTC's warnings)\n"
+    "  --no-progress            draw no progress line (one is drawn on stderr only when it is a\n"
+    "                           terminal: stages, kernels compiled and cached, weight bytes)\n"
+    "  -v, --verbose            print each stage's details and timings (and NVRTC's warnings)\n"
     "  -h, --help               this help\n"
     "  --version                print the version\n"
     "\n"
@@ -201,7 +203,7 @@ typedef struct {
   int report_json;           /* --format json */
   const char *format;        /* --format as given */
   dc_input_shape shapes[MAX_SHAPES];
-  int nshapes, verbose, no_kernel_cache, vae_slicing, vae_tiling;
+  int nshapes, verbose, no_progress, no_kernel_cache, vae_slicing, vae_tiling;
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
@@ -421,6 +423,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       o->verbose = 1;
       continue;
     }
+    if (!strcmp(a, "--no-progress")) {
+      o->no_progress = 1;
+      continue;
+    }
     if (!strcmp(a, "--no-kernel-cache")) {
       o->no_kernel_cache = 1;
       continue;
@@ -552,6 +558,58 @@ static int inspect(int argc, char **argv) {
   return 0;
 }
 
+/* ---- the progress line ---------------------------------------------------- */
+
+/* One line on a terminal, rewritten in place as diffrun's is: the stage,
+ * the kernels compiled (cache hits apart) with an ETA once a few were
+ * compiled, or the weight bytes written.  At most ~10 redraws a second; a
+ * pause event (the compiler prints a line next) clears it. */
+typedef struct {
+  int on, drawn;
+  const char *stage;
+  int64_t last_done;
+  double stage_start, last_draw;
+} progress_line;
+
+static void progress_clear(progress_line *l) {
+  if (!l->drawn) return;
+  fputs("\r\033[K", stderr);
+  fflush(stderr);
+  l->drawn = 0;
+}
+
+static void progress_draw(progress_line *l, const dc_progress_event *e, double now) {
+  char b1[32], b2[32], eta[48] = "";
+  int64_t compiled = e->done - e->cached;
+  if (!e->total) fprintf(stderr, "\r\033[K%s", e->stage);
+  else if (e->bytes)
+    fprintf(stderr, "\r\033[K%s %s / %s", e->stage, dc_format_bytes((uint64_t)e->done, b1, sizeof b1),
+            dc_format_bytes((uint64_t)e->total, b2, sizeof b2));
+  else {
+    if (compiled >= 3 && e->done < e->total) /* as if the rest all miss the cache */
+      snprintf(eta, sizeof eta, "  ETA %.0f s", (now - l->stage_start) / (double)compiled * (double)(e->total - e->done));
+    fprintf(stderr, "\r\033[K%s %lld/%lld (%lld cached)%s", e->stage, (long long)e->done, (long long)e->total,
+            (long long)e->cached, eta);
+  }
+  fflush(stderr);
+  l->drawn = 1;
+  l->last_draw = now;
+}
+
+static void progress_event(void *ctx, const dc_progress_event *e) {
+  progress_line *l = ctx;
+  if (!l->on) return;
+  if (!e->stage) {
+    progress_clear(l);
+    return;
+  }
+  double now = dc_now_seconds();
+  int fresh = !l->stage || strcmp(l->stage, e->stage) != 0 || e->done < l->last_done;
+  if (fresh) l->stage = e->stage, l->stage_start = now;
+  l->last_done = e->done;
+  if (fresh || e->done == e->total || now - l->last_draw >= 0.1) progress_draw(l, e, now);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "keygen")) return keygen(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "inspect")) return inspect(argc, argv);
@@ -595,8 +653,11 @@ int main(int argc, char **argv) {
                              .clip_hidden_index = o.clip_hidden_index,
                              .clip_final_norm = o.clip_final_norm,
                              .sign_secret = o.sign ? sk : NULL};
+    progress_line line = {.on = !o.no_progress && isatty(2)};
+    co.progress = progress_event, co.progress_ctx = &line;
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
+    progress_clear(&line);
     if (!st) {
       char b1[32], b2[32], cuda[96] = "";
       if (rep.cuda_compiles)
