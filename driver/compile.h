@@ -51,6 +51,9 @@ typedef struct {
    * puts it through final_layer_norm.  clip_hidden_state says K was given
    * (0 is an index: the embeddings). */
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
+  /* --memory-timeline: write the plan's predicted device bytes per step as
+   * an SVG picture here (ir.h, dc_memory_timeline_svg), or NULL */
+  const char *memory_timeline;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */

@@ -160,6 +160,16 @@ typedef struct {
 /* Fills up to max entries, slowest first; returns how many. */
 int drt_profile(const drt_plan *p, drt_step_time *out, int max);
 
+/* The plan's memory timeline (diffrun --memory-timeline): an SVG picture of
+ * the device bytes per step by kind that the plan predicts (ir/ir.h,
+ * dc_memory_timeline_svg), written to path (a temporary name, then
+ * renamed).  `measured`, when not NULL, is a series over the plan's steps
+ * and devices recorded from a run (struct dc_mem_series of ir/ir.h), drawn
+ * over the prediction as a line.  Needs no run: a plan loaded with inspect
+ * draws too. */
+struct dc_mem_series;
+dc_status *drt_memory_timeline(const drt_plan *p, const struct dc_mem_series *measured, const char *path);
+
 /* Copies numel floats for input `name`; numel must match the plan, and the
  * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);

@@ -86,6 +86,10 @@ static const char usage[] =
     "                      public keys in FILE (one per line: 64 hex digits, then an optional\n"
     "                      comment; '#' lines are skipped; diffc keygen writes one) and the\n"
     "                      signature verifies; checked before any of the plan is parsed\n"
+    "  --memory-timeline FILE.svg  after the run, draw the plan's device memory over the schedule as\n"
+    "                      an SVG picture (as diffc --memory-timeline: bytes per step by kind, the\n"
+    "                      arena's high-water mark, the peak, the uploads, phases and modules);\n"
+    "                      with --info or --print-ir, without running\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs and exit (no GPU\n"
     "                      needed)\n"
@@ -114,7 +118,7 @@ typedef struct {
   int has_original_size, has_crop, has_target_size;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights;
-  const char *trusted_keys;
+  const char *trusted_keys, *memory_timeline;
   uint64_t device_memory;
   unsigned long long seed;
 } options;
@@ -231,6 +235,14 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
         return dc_error(DC_ERR_ARGUMENT, "--trusted-keys given twice (%s and %s): put all the keys in one file",
                         o->trusted_keys, argv[i + 1]);
       o->trusted_keys = argv[++i];
+    }
+    else if (!strcmp(a, "--memory-timeline")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--memory-timeline needs a FILE.svg (see diffrun --help)");
+      if (o->memory_timeline)
+        return dc_error(DC_ERR_ARGUMENT, "--memory-timeline given twice (%s and %s): give it once", o->memory_timeline,
+                        argv[i + 1]);
+      o->memory_timeline = argv[++i];
+      DC_TRY(dc_memory_timeline_check_path(o->memory_timeline));
     }
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
@@ -702,6 +714,11 @@ static dc_status *run(const options *o) {
       for (int d = 0; d < s.ndevices; d++) differ |= s.dev_peak_bytes[d] != s.dev_predicted_bytes[d];
       if (differ) st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }
+  }
+  /* the predicted timeline; a run's measured series is the second argument once the runtime records one */
+  if (!st && o->memory_timeline) {
+    st = drt_memory_timeline(p, NULL, o->memory_timeline);
+    if (!st && !o->quiet) printf("wrote the memory timeline %s\n", o->memory_timeline);
   }
   drt_destroy(p);
   return st;
