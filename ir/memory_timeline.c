@@ -307,7 +307,7 @@ static void peak_marker(timeline *t, int d, double top, double h, int32_t peak) 
   uint64_t total = total_at(t->pred, peak, d);
   double x = (x_of_step(t, peak) + x_of_step(t, peak + 1)) / 2, y = y_of(t, top, h, (double)total);
   const char *scope = n->scope && *n->scope ? n->scope : "(no module path)";
-  char *label = dc_asprintf("peak %s at step %d: %s %s", fmt_bytes(total, b1), peak, dc_op_get(n->op)->name, scope);
+  char *label = dc_asprintf("peak %s live at step %d: %s %s", fmt_bytes(total, b1), peak, dc_op_get(n->op)->name, scope);
   if (!label) return;
   int right = x > MARGIN_L + PLOT_W * 0.5;
   dc_buf_printf(b, "<g class=\"peak\" data-step=\"%d\" data-bytes=\"%llu\">", peak, (unsigned long long)total);
@@ -662,7 +662,7 @@ dc_status *dc_memory_timeline_svg(const dc_module *m, const dc_mem_series *predi
       uint64_t w = dc_mem_series_at(predicted, 0, d, DC_MEM_WEIGHTS), arena = arena_at(predicted, t.n - 1, d);
       char dev[24] = "";
       if (nd > 1) snprintf(dev, sizeof dev, "%sdevice %d: ", d ? ";  " : "", d);
-      int w2 = snprintf(line2 + len, sizeof line2 - len, "%speak %s = resident weights %s + arena %s", dev,
+      int w2 = snprintf(line2 + len, sizeof line2 - len, "%sdevice memory %s = resident weights %s + arena %s (its high-water mark)", dev,
                         fmt_bytes(w + arena, b1), fmt_bytes(w, b2), fmt_bytes(arena, b3));
       len = w2 < 0 ? sizeof line2 : len + (size_t)w2;
     }

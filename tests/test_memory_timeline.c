@@ -127,7 +127,7 @@ static void check_content(const dc_module *m, const dc_mem_series *s, const char
   CHECK(strstr(svg, want) != NULL);
   const dc_node *n = &m->nodes[peak];
   CHECK(n->scope != NULL);
-  snprintf(want, sizeof want, "at step %d: %s %s</text>", peak, dc_op_get(n->op)->name, n->scope ? n->scope : "");
+  snprintf(want, sizeof want, "live at step %d: %s %s</text>", peak, dc_op_get(n->op)->name, n->scope ? n->scope : "");
   CHECK(strstr(svg, want) != NULL);
   int kinds_drawn = 0;
   for (int k = 0; k < DC_MEM_KINDS; k++) {
