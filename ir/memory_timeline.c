@@ -357,15 +357,19 @@ static int count_uploads(const dc_module *m, int d) {
 }
 
 /* Under the plot: a tick at each upload's step and a bar to its first
- * reader, in lanes so that overlapping spans stay apart. */
+ * reader, each offload group in a lane of its own (round robin). */
 static double upload_band(timeline *t, int d, double top) {
   const dc_module *m = t->m;
   dc_buf *b = t->out;
   int nup = count_uploads(m, d);
   if (!nup) return top;
-  double lane_end[MAX_LANES];
-  int lanes = 1;
-  for (int l = 0; l < MAX_LANES; l++) lane_end[l] = -1;
+  /* a lane per offload group, round robin: a group's uploads share one,
+   * so its bars show together how far ahead the group is fetched */
+  int64_t groups = 1;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == OP_UPLOAD && m->nodes[i].device == d && dc_node_int(&m->nodes[i], "group") + 1 > groups)
+      groups = dc_node_int(&m->nodes[i], "group") + 1;
+  int lanes = groups < MAX_LANES ? (int)groups : MAX_LANES;
   char b1[32];
   text(b, MARGIN_L - 8, top + 9, "band-label", "end", "uploads");
   dc_buf_printf(b, "<g class=\"uploads\" data-count=\"%d\">\n", nup);
@@ -383,16 +387,7 @@ static double upload_band(timeline *t, int d, double top) {
     if (n->op != OP_UPLOAD || n->device != d) continue;
     int32_t r = reader[i] >= 0 ? reader[i] : i;
     double x0 = x_of_step(t, i + 0.5), x1 = x_of_step(t, r + 0.5);
-    int lane = -1; /* the first lane free at x0, else a new one, else the one freed first */
-    for (int l = 0; l < lanes && lane < 0; l++)
-      if (lane_end[l] < x0) lane = l;
-    if (lane < 0 && lanes < MAX_LANES) lane = lanes++;
-    if (lane < 0) {
-      lane = 0;
-      for (int j = 1; j < MAX_LANES; j++)
-        if (lane_end[j] < lane_end[lane]) lane = j;
-    }
-    lane_end[lane] = x1 > x0 + 1 ? x1 : x0 + 1;
+    int lane = (int)(dc_node_int(n, "group") % lanes);
     double y = top + lane * LANE_H;
     dc_buf_printf(b, "<path class=\"upload\" d=\"M%.1f %.1fv%dM%.1f %.1fH%.1f\">", x0, y, LANE_H - 1, x0, y + (LANE_H - 1) / 2.0,
                   x1 > x0 ? x1 : x0);
