@@ -19,6 +19,7 @@
  * the module alone (no clock, no addresses): the same module gives the same
  * bytes. */
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,18 @@ static void title(dc_buf *b, const char *s) {
   dc_buf_printf(b, "<title>");
   put_escaped(b, s);
   dc_buf_printf(b, "</title>");
+}
+
+/* Labels are formatted on the stack (no allocation that could fail
+ * quietly); module paths are far shorter than this. */
+#define LABEL_MAX 512
+static const char *label_f(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *label_f(char *buf, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, LABEL_MAX, fmt, ap);
+  va_end(ap);
+  return buf;
 }
 
 static const char *fmt_bytes(uint64_t v, char *buf) { return dc_format_bytes(v, buf, 32); }
@@ -243,9 +256,8 @@ static void area(timeline *t, int d, double top, double h, int level, uint64_t m
     prev = y;
   }
   dc_buf_printf(b, "H%.1fZ\">", x_of_step(t, 0));
-  char *tip = dc_asprintf("%s: at most %s", kind_label[k], fmt_bytes(most, b1));
-  title(b, tip ? tip : kind_label[k]);
-  dc_free(tip);
+  char tip[LABEL_MAX];
+  title(b, label_f(tip, "%s: at most %s", kind_label[k], fmt_bytes(most, b1)));
   dc_buf_printf(b, "</path>\n");
 }
 
@@ -307,8 +319,8 @@ static void peak_marker(timeline *t, int d, double top, double h, int32_t peak) 
   uint64_t total = total_at(t->pred, peak, d);
   double x = (x_of_step(t, peak) + x_of_step(t, peak + 1)) / 2, y = y_of(t, top, h, (double)total);
   const char *scope = n->scope && *n->scope ? n->scope : "(no module path)";
-  char *label = dc_asprintf("peak %s live at step %d: %s %s", fmt_bytes(total, b1), peak, dc_op_get(n->op)->name, scope);
-  if (!label) return;
+  char label[LABEL_MAX];
+  label_f(label, "peak %s live at step %d: %s %s", fmt_bytes(total, b1), peak, dc_op_get(n->op)->name, scope);
   int right = x > MARGIN_L + PLOT_W * 0.5;
   dc_buf_printf(b, "<g class=\"peak\" data-step=\"%d\" data-bytes=\"%llu\">", peak, (unsigned long long)total);
   title(b, label);
@@ -316,7 +328,6 @@ static void peak_marker(timeline *t, int d, double top, double h, int32_t peak) 
   dc_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>\n", x, y);
   text(b, right ? x - 8 : x + 8, y - 8, "peak-label", right ? "end" : NULL, label);
   dc_buf_printf(b, "</g>\n");
-  dc_free(label);
 }
 
 /* One legend row: each kind drawn on device d with its bytes at the peak,
@@ -394,10 +405,9 @@ static double upload_band(timeline *t, int d, double top) {
     if (nup <= UPLOAD_TITLES_MAX) {
       const dc_node *src = n->ninputs ? &m->nodes[n->inputs[0]] : NULL;
       const char *what = src && src->op == OP_WEIGHT ? m->weights[src->ref].name : n->scope ? n->scope : "?";
-      char *tip = dc_asprintf("upload %%%d %s (%s) at step %d, first read at step %d: %d step(s) ahead", i, what,
-                              fmt_bytes(dc_type_bytes(&n->type), b1), i, r, r - i);
-      if (tip) title(b, tip);
-      dc_free(tip);
+      char tip[LABEL_MAX];
+      title(b, label_f(tip, "upload %%%d %s (%s) at step %d, first read at step %d: %d step(s) ahead", i, what,
+                       fmt_bytes(dc_type_bytes(&n->type), b1), i, r, r - i));
     }
     dc_buf_printf(b, "</path>\n");
   }
@@ -422,9 +432,8 @@ static void run_band(timeline *t, double top, const char *label, int nruns, cons
     double x0 = x_of_step(t, start[r]), x1 = x_of_step(t, start[r + 1]);
     dc_buf_printf(b, "<g class=\"%s\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" class=\"run%d\"/>", kind, x0,
                   top, x1 - x0, BAND_H - 2, r & 1);
-    char *tip = dc_asprintf("%s: steps %d to %d", names[r], start[r], start[r + 1] - 1);
-    if (tip) title(b, tip);
-    dc_free(tip);
+    char tip[LABEL_MAX];
+    title(b, label_f(tip, "%s: steps %d to %d", names[r], start[r], start[r + 1] - 1));
     /* the name, or in a pipeline without its component when only that fits */
     const char *shown = names[r], *dot = strchr(shown, '.');
     if (text_width(shown, 10) + 4 > x1 - x0 && t->m->nphases && dot && !strcmp(kind, "module")) shown = dot + 1;
@@ -609,6 +618,43 @@ static dc_status *check_series(const dc_module *m, const dc_mem_series *s, const
   return NULL;
 }
 
+/* The title, the options, and what each device holds. */
+static void heading(timeline *t, const char *head) {
+  const dc_mem_series *p = t->pred;
+  char sub[400], line2[400], b1[32], b2[32], b3[32];
+  subtitle_lines(t, sub, sizeof sub);
+  text(t->out, MARGIN_L, 28, "title", NULL, head);
+  text(t->out, MARGIN_L, 47, "subtitle", NULL, sub);
+  size_t len = 0;
+  line2[0] = 0;
+  for (int d = 0; d < p->ndevices && len < sizeof line2; d++) {
+    uint64_t w = dc_mem_series_at(p, 0, d, DC_MEM_WEIGHTS), arena = arena_at(p, t->n - 1, d);
+    char dev[32] = "";
+    if (p->ndevices > 1) snprintf(dev, sizeof dev, "%sdevice %d: ", d ? ";  " : "", d);
+    int w2 = snprintf(line2 + len, sizeof line2 - len, "%sdevice memory %s = resident weights %s + arena %s (its high-water mark)",
+                      dev, fmt_bytes(w + arena, b1), fmt_bytes(w, b2), fmt_bytes(arena, b3));
+    len = w2 < 0 ? sizeof line2 : len + (size_t)w2;
+  }
+  if (t->meas && len < sizeof line2) snprintf(line2 + len, sizeof line2 - len, "  \xc2\xb7  measured: the red line");
+  text(t->out, MARGIN_L, 64, "subtitle", NULL, line2);
+}
+
+/* Everything under the <svg> element; *height: where it ends. */
+static dc_status *draw_body(timeline *t, const char *head, double *height) {
+  heading(t, head);
+  double y = 92;
+  for (int d = 0; d < t->pred->ndevices; d++) y = panel(t, d, y);
+  if (t->m->nphases) {
+    phase_band(t, y);
+    y += BAND_H;
+  }
+  DC_TRY(module_band(t, y));
+  y += BAND_H + 16;
+  text(t->out, MARGIN_L + PLOT_W / 2.0, y, "axis-title", "middle", "schedule step (one step = one node of the plan)");
+  *height = y + 14;
+  return NULL;
+}
+
 dc_status *dc_memory_timeline_svg(const dc_module *m, const dc_mem_series *predicted, const dc_mem_series *measured,
                                   dc_buf *out) {
   if (!m->nnodes) return dc_error(DC_ERR_ARGUMENT, "memory timeline: the module has no steps to draw");
@@ -639,60 +685,32 @@ dc_status *dc_memory_timeline_svg(const dc_module *m, const dc_mem_series *predi
     }
   choose_scale(&t, ymax);
 
-  int nd = predicted->ndevices;
   const char *cls = dc_module_get_meta(m, "class");
-  char *head = dc_asprintf("Device memory over the schedule \xe2\x80\x94 %s", cls ? cls : "module");
+  char head[LABEL_MAX];
+  label_f(head, "Device memory over the schedule \xe2\x80\x94 %s", cls ? cls : "module");
   dc_buf body; /* drawn first: its height sets the header's */
   dc_buf_init(&body);
   t.out = &body;
-  dc_status *st = head ? NULL : dc_nomem("drawing the memory timeline");
-  double y = 92;
-  if (!st) {
-    char sub[400], line2[400], b1[32], b2[32], b3[32];
-    subtitle_lines(&t, sub, sizeof sub);
-    text(&body, MARGIN_L, 28, "title", NULL, head);
-    text(&body, MARGIN_L, 47, "subtitle", NULL, sub);
-    size_t len = 0;
-    for (int d = 0; d < nd && len < sizeof line2; d++) {
-      uint64_t w = dc_mem_series_at(predicted, 0, d, DC_MEM_WEIGHTS), arena = arena_at(predicted, t.n - 1, d);
-      char dev[24] = "";
-      if (nd > 1) snprintf(dev, sizeof dev, "%sdevice %d: ", d ? ";  " : "", d);
-      int w2 = snprintf(line2 + len, sizeof line2 - len, "%sdevice memory %s = resident weights %s + arena %s (its high-water mark)", dev,
-                        fmt_bytes(w + arena, b1), fmt_bytes(w, b2), fmt_bytes(arena, b3));
-      len = w2 < 0 ? sizeof line2 : len + (size_t)w2;
-    }
-    if (measured && len < sizeof line2)
-      snprintf(line2 + len, sizeof line2 - len, "  \xc2\xb7  measured: the red line");
-    text(&body, MARGIN_L, 64, "subtitle", NULL, line2);
-    for (int d = 0; d < nd; d++) y = panel(&t, d, y);
-    if (m->nphases) {
-      phase_band(&t, y);
-      y += BAND_H;
-    }
-    st = module_band(&t, y);
-    y += BAND_H + 16;
-    text(&body, MARGIN_L + PLOT_W / 2.0, y, "axis-title", "middle", "schedule step (one step = one node of the plan)");
-    y += 14;
-  }
+  double height;
+  dc_status *st = draw_body(&t, head, &height);
+  if (!st) st = dc_buf_status(&body, "drawing the memory timeline");
   if (!st) {
     dc_buf_printf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     dc_buf_printf(out,
                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" viewBox=\"0 0 %d %.0f\" "
                   "data-steps=\"%d\" data-devices=\"%d\">\n",
-                  WIDTH, y, WIDTH, y, t.n, nd);
+                  WIDTH, height, WIDTH, height, t.n, predicted->ndevices);
     dc_buf_printf(out, "<title>");
     put_escaped(out, head);
     dc_buf_printf(out, "</title>\n%s", style);
     dc_buf_printf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
     dc_buf_append(out, body.data, body.len);
     dc_buf_printf(out, "</svg>\n");
-    st = dc_buf_status(&body, "drawing the memory timeline");
+    st = dc_buf_status(out, "drawing the memory timeline");
   }
   dc_buf_deinit(&body);
-  dc_free(head);
   dc_free(t.first);
   dc_free(t.rep);
-  if (!st) st = dc_buf_status(out, "drawing the memory timeline");
   return st;
 }
 

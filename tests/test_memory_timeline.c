@@ -192,6 +192,28 @@ static void check_module(dc_module *m, const char *name) {
   dc_mem_series_deinit(&s);
 }
 
+/* Every allocation a render makes can fail: each failure is an error (no
+ * picture with a piece quietly missing), and nothing leaks (valgrind). */
+static void check_alloc_failures(const dc_module *m, const dc_mem_series *s) {
+  long before = dc_alloc_count();
+  dc_buf b;
+  dc_buf_init(&b);
+  CHECK_OK(dc_memory_timeline_svg(m, s, NULL, &b));
+  dc_buf_deinit(&b);
+  long used = dc_alloc_count() - before, failed = 0;
+  for (long n = 0; n < used; n++) {
+    dc_buf_init(&b);
+    dc_alloc_fail_after(n);
+    dc_status *st = dc_memory_timeline_svg(m, s, NULL, &b);
+    dc_alloc_fail_after(-1);
+    failed += st != NULL && dc_status_code_of(st) == DC_ERR_NOMEM;
+    dc_status_free(st);
+    dc_buf_deinit(&b);
+  }
+  CHECK(used > 0 && failed == used);
+  printf("allocation failures: %ld of %ld surfaced as errors\n", failed, used);
+}
+
 /* 10k steps, 2500 of them uploads with their tooltips: under 1 MiB, and
  * every upload still has its tick. */
 static void check_large(void) {
@@ -240,10 +262,11 @@ int main(int argc, char **argv) {
   dc_module *group = compile("unet_tiny/model", (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK,
                                                                   .blocks_per_group = 1, .prefetch = 1});
   check_module(group, "unet_tiny.svg");
-  /* labels are escaped: metadata with markup characters stays text */
-  CHECK_OK(dc_module_set_meta(group, "storage", "a<b & \"c\" > 'd'"));
   dc_mem_series s;
   series_of(group, &s);
+  check_alloc_failures(group, &s);
+  /* labels are escaped: metadata with markup characters stays text */
+  CHECK_OK(dc_module_set_meta(group, "storage", "a<b & \"c\" > 'd'"));
   char *svg = render(group, &s, NULL);
   CHECK(svg && strstr(svg, "storage a&lt;b &amp; &quot;c&quot; &gt; &apos;d&apos;") != NULL);
   if (svg) check_xml(svg, "escaped.svg");
