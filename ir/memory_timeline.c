@@ -330,6 +330,40 @@ static void peak_marker(timeline *t, int d, double top, double h, int32_t peak) 
   dc_buf_printf(b, "</g>\n");
 }
 
+/* Invisible columns whose tooltips say what the plot shows there: the
+ * step, its op and module path, and its bytes by kind (the kinds drawn).
+ * A column per bin on one device; with more devices a column spans as
+ * many bins as there are devices, so the file does not grow with them. */
+static void hover_columns(timeline *t, int d, double top, double h, const int *drawn) {
+  dc_buf *b = t->out;
+  int32_t span = t->pred->ndevices;
+  dc_buf_printf(b, "<g class=\"hover\">\n");
+  for (int32_t c = 0; c < t->bins; c += span) {
+    int32_t end = c + span < t->bins ? c + span : t->bins;
+    int32_t s = highest_step(t->pred, d, t->first[c], t->first[end]);
+    const dc_node *n = &t->m->nodes[s];
+    char tip[LABEL_MAX], b1[32];
+    size_t len = 0;
+    if (t->first[end] - t->first[c] > 1)
+      len += (size_t)snprintf(tip, sizeof tip, "steps %d-%d, highest at ", t->first[c], t->first[end] - 1);
+    len += (size_t)snprintf(tip + len, sizeof tip - len, "step %d: %s %s \xe2\x80\x94 %s", s, dc_op_get(n->op)->name,
+                            n->scope && *n->scope ? n->scope : "", fmt_bytes(total_at(t->pred, s, d), b1));
+    static const char *const short_name[DC_MEM_KINDS] = {"weights", "in flight", "held", "activations"};
+    for (int level = 0; level < DC_MEM_KINDS && len < sizeof tip; level++) {
+      dc_mem_kind k = stack_order[level];
+      if (drawn[k])
+        len += (size_t)snprintf(tip + len, sizeof tip - len, "%s%s %s", level ? ", " : " (", short_name[k],
+                                fmt_bytes(dc_mem_series_at(t->pred, s, d, k), b1));
+    }
+    if (len < sizeof tip) snprintf(tip + len, sizeof tip - len, ")");
+    double x0 = x_of_step(t, t->first[c]), x1 = x_of_step(t, t->first[end]);
+    dc_buf_printf(b, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\">", x0, top, x1 - x0, h);
+    title(b, tip);
+    dc_buf_printf(b, "</rect>\n");
+  }
+  dc_buf_printf(b, "</g>\n");
+}
+
 /* One legend row: each kind drawn on device d with its bytes at the peak,
  * then the lines. */
 static void legend(timeline *t, int d, double y, int32_t peak, const int *drawn) {
@@ -537,6 +571,7 @@ static const char style[] =
     ".measured{fill:none;stroke:#b03a2e;stroke-width:1.6}.measured-arena{fill:none;stroke:#b03a2e;stroke-width:1;stroke-dasharray:2 2}\n"
     ".phase{stroke:#777;stroke-width:1;stroke-dasharray:3 3}.peak circle{fill:#222;stroke:#fff;stroke-width:1.5}\n"
     ".peak-guide{stroke:#222;stroke-width:0.8;stroke-dasharray:2 2}.frame{fill:none;stroke:#bbb}\n"
+    ".hover rect{fill:#000;fill-opacity:0}.hover rect:hover{fill-opacity:0.06}\n"
     ".upload{fill:none;stroke:#b8793f;stroke-width:1.2}.run0{fill:#eceff4}.run1{fill:#dde2ea}\n"
     ".phase-run .run0{fill:#e8e4d8}.phase-run .run1{fill:#dcd6c4}\n"
     "</style>\n";
@@ -602,6 +637,7 @@ static double panel(timeline *t, int d, double top) {
   }
   phase_lines(t, top, h);
   dc_buf_printf(b, "<rect class=\"frame\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"/>\n", MARGIN_L, top, PLOT_W, h);
+  hover_columns(t, d, top, h, drawn);
   peak_marker(t, d, top, h, peak);
   dc_buf_printf(b, "</g>\n");
   return upload_band(t, d, top + h + 22) + 14;

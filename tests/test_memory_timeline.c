@@ -143,6 +143,14 @@ static void check_content(const dc_module *m, const dc_mem_series *s, const char
     }
   }
   CHECK(kinds_drawn == count(svg, "<path class=\"area\""));
+  /* a tooltip column per pixel column (per step when they are fewer), naming the step's module */
+  const char *hover = strstr(svg, "<g class=\"hover\">");
+  const char *hover_end = hover ? strstr(hover, "</g>") : NULL;
+  int columns = 0;
+  for (const char *p = hover; p && p < hover_end; p = strstr(p + 1, "<rect ")) columns += p != hover;
+  CHECK(columns == (m->nnodes < 1088 ? m->nnodes : 1088)); /* the plot is 1088 px wide */
+  snprintf(want, sizeof want, "step %d: %s %s \xe2\x80\x94 ", peak, dc_op_get(n->op)->name, n->scope ? n->scope : "");
+  CHECK(hover && strstr(hover, want) != NULL);
   int uploads = 0;
   for (int32_t i = 0; i < m->nnodes; i++) uploads += m->nodes[i].op == OP_UPLOAD;
   CHECK(uploads > 0);
