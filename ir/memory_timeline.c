@@ -458,7 +458,7 @@ static double upload_band(timeline *t, int d, double top) {
 /* A band of labelled runs along the x axis: runs[i] covers steps
  * [start[i], start[i+1]) and is called names[i]. */
 static void run_band(timeline *t, double top, const char *label, int nruns, const int32_t *start, char *const *names,
-                     const char *kind) {
+                     const char *const *notes, const char *kind) {
   dc_buf *b = t->out;
   text(b, MARGIN_L - 8, top + 14, "band-label", "end", label);
   double free_x = 0;
@@ -467,7 +467,7 @@ static void run_band(timeline *t, double top, const char *label, int nruns, cons
     dc_buf_printf(b, "<g class=\"%s\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" class=\"run%d\"/>", kind, x0,
                   top, x1 - x0, BAND_H - 2, r & 1);
     char tip[LABEL_MAX];
-    title(b, label_f(tip, "%s: steps %d to %d", names[r], start[r], start[r + 1] - 1));
+    title(b, label_f(tip, "%s: steps %d to %d%s", names[r], start[r], start[r + 1] - 1, notes ? notes[r] : ""));
     /* the name, or in a pipeline without its component when only that fits */
     const char *shown = names[r], *dot = strchr(shown, '.');
     if (text_width(shown, 10) + 4 > x1 - x0 && t->m->nphases && dot && !strcmp(kind, "module")) shown = dot + 1;
@@ -534,7 +534,7 @@ static dc_status *module_band(timeline *t, double top) {
   if (!st && nruns) {
     start[0] = 0; /* steps before the first run (inputs) belong to it */
     start[nruns] = m->nnodes;
-    run_band(t, top, "modules", nruns, start, names, "module");
+    run_band(t, top, "modules", nruns, start, names, NULL, "module");
   }
   for (int r = 0; names && r < nruns; r++) dc_free(names[r]);
   dc_free(names);
@@ -546,15 +546,17 @@ static void phase_band(timeline *t, double top) {
   const dc_module *m = t->m;
   int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES], start[DC_MAX_PHASES + 1];
   char *names[DC_MAX_PHASES];
+  const char *notes[DC_MAX_PHASES];
   dc_phase_spans(m, first, end);
   int nruns = 0;
   for (int p = 0; p < m->nphases; p++) {
     if (first[p] == end[p]) continue;
     names[nruns] = (char *)m->phases[p].name;
+    notes[nruns] = m->phases[p].loop ? " (a loop phase: it runs once per loop iteration, one run drawn)" : "";
     start[nruns++] = first[p];
   }
   start[nruns] = m->nnodes;
-  run_band(t, top, "phases", nruns, start, names, "phase-run");
+  run_band(t, top, "phases", nruns, start, names, notes, "phase-run");
 }
 
 /* ---- the whole picture --------------------------------------------------- */
