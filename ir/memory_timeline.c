@@ -161,33 +161,23 @@ static int32_t highest_step(const dc_mem_series *s, int d, int32_t first, int32_
 
 /* ---- module and phase labels -------------------------------------------- */
 
-/* The top-level module of a step: the scope's first two path elements (one
- * more in a pipeline, whose scopes start with the component), and the index
- * after them when they end in a block list ("up_blocks" -> "up_blocks.1");
- * NULL when the step has no scope. */
-static char *top_module(const dc_module *m, int32_t i) {
-  const char *s = m->nodes[i].scope;
-  /* an upload carries its reader's scope but runs ahead of it, on the copy
-   * stream: it would split the run it is issued in */
-  if (!s || !*s || m->nodes[i].op == OP_UPLOAD) return NULL;
-  int want = m->nphases ? 3 : 2, taken = 0;
-  const char *p = s;
-  for (; *p && taken < want; taken++) {
-    const char *dot = strchr(p, '.');
-    if (!dot) {
-      p += strlen(p);
-      taken++;
-      break;
-    }
-    if (taken + 1 < want) p = dot + 1;
-    else p = dot;
+/* The top-level module of a scope: its first two path elements (three in
+ * a pipeline, whose scopes start with the component: "unet.down_blocks.1"),
+ * and the index after them when they end in a list ("mid_block.attentions"
+ * -> "mid_block.attentions.0").  dc_malloc'd; NULL on OOM. */
+static char *top_module(const dc_module *m, const char *scope) {
+  int want = m->nphases ? 3 : 2;
+  const char *end = scope;
+  for (int k = 0; k < want && *end; k++) {
+    end += strcspn(end, "."); /* the end of element k */
+    if (k + 1 < want && *end) end++;
   }
-  /* p points at the '.' ending the last taken element, or the end */
-  if (*p == '.' && p[1] >= '0' && p[1] <= '9' && !(p > s && p[-1] >= '0' && p[-1] <= '9')) {
-    p++;
-    while (*p >= '0' && *p <= '9') p++;
+  int numbered = end > scope && end[-1] >= '0' && end[-1] <= '9';
+  if (*end == '.' && end[1] >= '0' && end[1] <= '9' && !numbered) {
+    end++;
+    while (*end >= '0' && *end <= '9') end++;
   }
-  return dc_strndup(s, (size_t)(p - s));
+  return dc_strndup(scope, (size_t)(end - scope));
 }
 
 /* ---- pieces of the picture ---------------------------------------------- */
@@ -388,7 +378,6 @@ static void legend(timeline *t, int d, double y, int32_t peak, const int *drawn)
     dc_buf_printf(b, "<line class=\"measured\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, y - 4, x + 18, y - 4);
     text(b, x + 23, y, "legend-text", NULL, "measured");
   }
-  (void)x;
 }
 
 typedef struct {
@@ -507,7 +496,7 @@ static dc_status *module_band(timeline *t, double top) {
       uploads |= n->op == OP_UPLOAD;
       continue;
     }
-    char *name = top_module(m, i);
+    char *name = top_module(m, n->scope);
     if (!name) {
       st = dc_nomem("drawing the memory timeline");
       break;
