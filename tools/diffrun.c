@@ -718,7 +718,8 @@ static dc_status *run(const options *o) {
   /* the predicted timeline; a run's measured series is the second argument once the runtime records one */
   if (!st && o->memory_timeline) {
     st = drt_memory_timeline(p, NULL, o->memory_timeline);
-    if (!st && !o->quiet) printf("wrote the memory timeline %s\n", o->memory_timeline);
+    if (!st && !o->quiet && !o->print_ir) /* --print-ir's stdout is the IR alone */
+      printf("wrote the memory timeline %s\n", o->memory_timeline);
   }
   drt_destroy(p);
   return st;
