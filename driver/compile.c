@@ -620,6 +620,7 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
     st = dc_buf_status(&fit, "the memory alternatives");
   }
   if (!st) st = emit(o, &t, &f, &pl, m, &fit, plan_path, rep);
+  if (!st && o->memory_timeline) st = dc_memory_timeline_write(m, NULL, o->memory_timeline);
   dc_buf_deinit(&fit);
   if (!st && rep) {
     dc_liveness l;

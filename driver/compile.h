@@ -59,6 +59,9 @@ typedef struct {
    * pool's threads too, one call at a time. */
   dc_progress_fn progress;
   void *progress_ctx;
+  /* --memory-timeline: write the plan's predicted device bytes per step as
+   * an SVG picture here (ir.h, dc_memory_timeline_svg), or NULL */
+  const char *memory_timeline;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */

@@ -17,6 +17,8 @@
  *                   dc_memplan_check (no two live values overlap in the arena)
  *   ir/serialize.c: dc_serialize / dc_deserialize — the plan's binary schedule
  *   ir/flops.c:     dc_module_flops — the arithmetic of a run, for GFLOP/s figures
+ *   ir/memory_view.c, ir/memory_timeline.c: device bytes by kind per step, and
+ *                   their picture (SVG)
  */
 #ifndef DC_IR_H
 #define DC_IR_H
@@ -406,7 +408,7 @@ dc_mem_kind dc_mem_value_kind(const dc_module *m, int32_t id);
  * same at every step).  nsteps = m->nnodes.  arena_top[d*nsteps+s]: the
  * arena's high-water mark once step s has allocated (planned modules; else
  * the running maximum of the live bytes). */
-typedef struct {
+typedef struct dc_mem_series { /* tagged: runtime/diffrun.h names it without ir.h */
   int32_t nsteps;
   int ndevices;
   uint64_t *bytes;     /* [(d * nsteps + s) * DC_MEM_KINDS + k] */
@@ -511,6 +513,25 @@ dc_status *dc_mem_report_text(const dc_mem_report *r, dc_buf *out);
 dc_status *dc_mem_report_json(const dc_mem_report *r, dc_buf *out);
 /* The whole way: liveness, series, report, rendered (json: 1 for JSON). */
 dc_status *dc_mem_report_render(const dc_module *m, const dc_mem_report_context *ctx, int json, dc_buf *out);
+
+/* ---- memory timeline (ir/memory_timeline.c) ---------------------------
+ * Device bytes over the schedule as an SVG picture (diffc and diffrun
+ * --memory-timeline): per device a panel of the predicted series' kinds
+ * stacked (resident weights at the bottom, then held, in flight,
+ * activations), the arena's high-water mark, the peak named by step, op and
+ * module path, a tick per upload with a bar to its first reader, and under
+ * the panels the phases and top-level modules along the x axis (the step).
+ * `measured`, when not NULL, is a series over the same steps and devices
+ * (recorded from a run) drawn as a line over the prediction.  Deterministic:
+ * the same module and series give the same bytes.  Appends to out. */
+dc_status *dc_memory_timeline_svg(const dc_module *m, const dc_mem_series *predicted, const dc_mem_series *measured,
+                                  dc_buf *out);
+/* Computes m's predicted series and writes the SVG to path (temporary name,
+ * then rename). */
+dc_status *dc_memory_timeline_write(const dc_module *m, const dc_mem_series *measured, const char *path);
+/* The CLIs' check of --memory-timeline PATH before any work: a name ending
+ * in .svg, in a folder that exists and can be written. */
+dc_status *dc_memory_timeline_check_path(const char *path);
 
 /* ---- arithmetic (ir/flops.c) ------------------------------------------ */
 /* Flops of one run: 2 per multiply-add of conv2d, linear and attention. */

@@ -174,6 +174,16 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max);
  * step out of range, and for inputs and weights (no code runs for them). */
 double drt_step_seconds(const drt_plan *p, int step);
 
+/* The plan's memory timeline (diffrun --memory-timeline): an SVG picture of
+ * the device bytes per step by kind that the plan predicts (ir/ir.h,
+ * dc_memory_timeline_svg), written to path (a temporary name, then
+ * renamed).  `measured`, when not NULL, is a series over the plan's steps
+ * and devices recorded from a run (struct dc_mem_series of ir/ir.h), drawn
+ * over the prediction as a line.  Needs no run: a plan loaded with inspect
+ * draws too. */
+struct dc_mem_series;
+dc_status *drt_memory_timeline(const drt_plan *p, const struct dc_mem_series *measured, const char *path);
+
 /* Copies numel floats for input `name`; numel must match the plan, and the
  * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);

@@ -151,6 +151,12 @@ static const char usage[] =
     "                           (sizes in bytes; the fields are in docs/memory-report.md)\n"
     "  --dump-ir FILE           write the final IR text (types, bytes, live ranges, peak) to FILE\n"
     "                           ('-' for stdout)\n"
+    "  --memory-timeline FILE.svg\n"
+    "                           draw the plan's device memory over the schedule as an SVG picture:\n"
+    "                           bytes per step stacked by kind (resident weights, held through the\n"
+    "                           loop, uploaded weights in flight, activations), the arena's\n"
+    "                           high-water mark, the peak with its op and module path, each upload\n"
+    "                           with its prefetch distance, the phases and top-level modules\n"
     "  --dump-after PASS        print the IR to stderr after PASS (frontend, shape-infer,\n"
     "                           fuse-norm-act, fuse-epilogue, cast-weights, layout, dce, place,\n"
     "                           offload, hoist, memplan, all)\n"
@@ -198,7 +204,7 @@ static void print_usage(void) {
 
 typedef struct {
   const char *model, *output, *component, *variant, *entry, *target, *dump_ir, *dump_after, *debug, *cpu, *conv_algo;
-  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir;
+  const char *cuda_arch, *compute, *kernel_cache, *offload_dir, *sign, *config_dir, *memory_timeline;
   const char *memory_report; /* --memory-report[=FILE]: "-" for stdout */
   int report_json;           /* --format json */
   const char *format;        /* --format as given */
@@ -475,6 +481,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--target")) slot = &o->target;
     else if (!strcmp(a, "--dump-ir")) slot = &o->dump_ir;
     else if (!strcmp(a, "--dump-after")) slot = &o->dump_after;
+    else if (!strcmp(a, "--memory-timeline")) slot = &o->memory_timeline;
     else if (!strcmp(a, "--debug")) slot = &o->debug;
     else if (!strcmp(a, "--cpu")) slot = &o->cpu;
     else if (!strcmp(a, "--conv-algo")) slot = &o->conv_algo;
@@ -506,6 +513,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   if (!o->model) return dc_error(DC_ERR_ARGUMENT, "no model folder given (see diffc --help)");
   if (!o->output) return dc_error(DC_ERR_ARGUMENT, "no output plan given: use -o PLAN");
   DC_TRY(check_output_folder(o->output));
+  if (o->memory_timeline) DC_TRY(dc_memory_timeline_check_path(o->memory_timeline));
   /* diffusers makes num_blocks_per_group a required argument; 1 is the
    * value every example of its guide uses, and the one a user expects */
   if (o->memory.group_level == DC_GROUP_BLOCK && o->memory.blocks_per_group == 0) o->memory.blocks_per_group = 1;
@@ -652,6 +660,7 @@ int main(int argc, char **argv) {
                              .clip_hidden_state = o.clip_hidden_state,
                              .clip_hidden_index = o.clip_hidden_index,
                              .clip_final_norm = o.clip_final_norm,
+                             .memory_timeline = o.memory_timeline,
                              .sign_secret = o.sign ? sk : NULL};
     progress_line line = {.on = !o.no_progress && isatty(2)};
     co.progress = progress_event, co.progress_ctx = &line;
@@ -670,6 +679,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "diffc: wrote %s: %d steps, weights %s%s, peak activations %s%s (%.0f ms)\n", o.output, rep.steps,
               dc_format_bytes(rep.weight_bytes + rep.offloaded_weight_bytes, b1, sizeof b1), split,
               dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2), cuda, rep.seconds * 1e3);
+      if (o.memory_timeline) fprintf(stderr, "diffc: wrote the memory timeline %s\n", o.memory_timeline);
     }
     if (!st && o.memory_report) st = write_memory_report(o.output, o.report_json, o.memory_report);
     if (!st && o.sign) {

@@ -93,6 +93,10 @@ static const char usage[] =
     "                      reads, device->device; 256 MiB each).  FILE defaults to\n"
     "                      calibration-TARGET.json in $DIFFC_CACHE_DIR, $XDG_CACHE_HOME/diffc or\n"
     "                      ~/.cache/diffc, where diffc looks for it\n"
+    "  --memory-timeline FILE.svg  after the run, draw the plan's device memory over the schedule as\n"
+    "                      an SVG picture (as diffc --memory-timeline: bytes per step by kind, the\n"
+    "                      arena's high-water mark, the peak, the uploads, phases and modules);\n"
+    "                      with --info or --print-ir, without running\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs, then its memory\n"
     "                      report (the peak per device and what is live at it, offloaded weights,\n"
@@ -128,7 +132,7 @@ typedef struct {
   int calibrate;              /* --calibrate[=FILE] */
   const char *calibrate_file; /* its FILE, or NULL for the default location */
   int json; /* --format json */
-  const char *trusted_keys;
+  const char *trusted_keys, *memory_timeline;
   uint64_t device_memory;
   unsigned long long seed;
 } options;
@@ -256,6 +260,14 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
         return dc_error(DC_ERR_ARGUMENT, "--trusted-keys given twice (%s and %s): put all the keys in one file",
                         o->trusted_keys, argv[i + 1]);
       o->trusted_keys = argv[++i];
+    }
+    else if (!strcmp(a, "--memory-timeline")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--memory-timeline needs a FILE.svg (see diffrun --help)");
+      if (o->memory_timeline)
+        return dc_error(DC_ERR_ARGUMENT, "--memory-timeline given twice (%s and %s): give it once", o->memory_timeline,
+                        argv[i + 1]);
+      o->memory_timeline = argv[++i];
+      DC_TRY(dc_memory_timeline_check_path(o->memory_timeline));
     }
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
@@ -777,6 +789,12 @@ static dc_status *run(const options *o) {
       for (int d = 0; d < s.ndevices; d++) differ |= s.dev_peak_bytes[d] != s.dev_predicted_bytes[d];
       if (differ) st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }
+  }
+  /* the predicted timeline; a run's measured series is the second argument once the runtime records one */
+  if (!st && o->memory_timeline) {
+    st = drt_memory_timeline(p, NULL, o->memory_timeline);
+    if (!st && !o->quiet && !o->print_ir) /* --print-ir's stdout is the IR alone */
+      printf("wrote the memory timeline %s\n", o->memory_timeline);
   }
   drt_destroy(p);
   return st;

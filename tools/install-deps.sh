@@ -3,7 +3,8 @@
 # only what is missing.  Run as root (or with sudo available).
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcjson-dev libxxhash-dev libsodium-dev libutf8proc-dev libpng-dev llvm-14-dev)
+packages=(build-essential cmake pkg-config libcjson-dev libxxhash-dev libsodium-dev libutf8proc-dev libpng-dev llvm-14-dev
+          librsvg2-bin) # rsvg-convert: tests render the memory timeline SVG to PNG
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
