@@ -51,6 +51,15 @@ typedef struct {
    * puts it through final_layer_norm.  clip_hidden_state says K was given
    * (0 is an index: the embeddings). */
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
+  /* --memory-budget: search the memory options (passes/budget.c) for the
+   * fastest plan whose device bytes fit this many per device (0: off);
+   * --allow-cast: storage dtypes it may try; --calibration: the cost
+   * model's profile (NULL: calibration-<target>.json in the cache root when
+   * present, else the built-in defaults). */
+  uint64_t memory_budget;
+  dc_dtype allow_cast[4];
+  int nallow_cast;
+  const char *calibration;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */
@@ -91,4 +100,17 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
  * kernels themselves). */
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m);
 
+/* The graph as the frontend builds it (a pipeline's or one model's), before
+ * any pass: the budget search builds one per VAE option.  The caller closes
+ * f and pl and destroys m, also after an error. */
+dc_status *dc_compile_build_frontend(const dc_compile_options *o, dc_folder *f, dc_compile_pipeline *pl,
+                                     dc_module **m);
+/* driver/budget_choose.c: --memory-budget.  Refuses the options the search
+ * chooses, searches (passes/budget.c), prints the choice and the runners-up
+ * on stderr, writes the summary JSON (the plan's OPTS "budget") and sets
+ * *eff to o with the chosen memory and VAE options. */
+dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json);
+/* After the real compile: every device of m within its budget (the search
+ * ran the same passes, so this failing is a bug, said as one). */
+dc_status *dc_compile_budget_check(const dc_compile_options *o, const dc_module *m);
 #endif
