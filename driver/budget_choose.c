@@ -106,8 +106,9 @@ static dc_status *build_variants(const dc_compile_options *o, variants *vs) {
   return NULL;
 }
 
-dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json) {
+dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json, dc_budget_result *keep) {
   *eff = *o;
+  if (keep) memset(keep, 0, sizeof *keep);
   DC_TRY(check_not_given(o));
   DC_TRY(dc_memory_options_check(&o->memory));
   dc_cost_profile prof;
@@ -117,7 +118,8 @@ dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *ef
             "this machine\n", prof.source);
   else if (o->verbose) fprintf(stderr, "diffc: cost model: %s\n", prof.source);
   variants vs;
-  DC_TRY(build_variants(o, &vs));
+  dc_status *built = build_variants(o, &vs);
+  if (built) return variants_free(&vs), built;
   dc_budget_request r = {.budget = o->memory_budget, .base = o->memory, .casts = o->allow_cast,
                          .ncasts = o->nallow_cast, .loop_steps = vs.loop_steps, .profile = &prof,
                          .variants = vs.v, .nvariants = vs.n};
@@ -134,7 +136,8 @@ dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *ef
     eff->vae_slicing = variant_opts[vs.index[c->variant]].slicing;
     eff->vae_tiling = variant_opts[vs.index[c->variant]].tiling;
   }
-  dc_budget_result_free(&res);
+  if (keep) *keep = res;
+  else dc_budget_result_free(&res);
   variants_free(&vs);
   return st;
 }

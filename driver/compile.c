@@ -601,7 +601,7 @@ dc_status *dc_compile(const dc_compile_options *user, const char *plan_path, dc_
   memset(&pl, 0, sizeof pl);
   dc_buf budget;
   dc_buf_init(&budget);
-  if (!st && user->memory_budget) st = dc_compile_budget(user, &chosen, &budget);
+  if (!st && user->memory_budget) st = dc_compile_budget(user, &chosen, &budget, NULL);
   else if (!st && (user->nallow_cast || user->calibration))
     st = dc_error(DC_ERR_ARGUMENT, "%s applies to --memory-budget", user->nallow_cast ? "--allow-cast" : "--calibration");
   if (!st) st = compile_module(o, &f, &pl, &m, &fit, plan_path);

@@ -108,8 +108,10 @@ dc_status *dc_compile_build_frontend(const dc_compile_options *o, dc_folder *f, 
 /* driver/budget_choose.c: --memory-budget.  Refuses the options the search
  * chooses, searches (passes/budget.c), prints the choice and the runners-up
  * on stderr, writes the summary JSON (the plan's OPTS "budget") and sets
- * *eff to o with the chosen memory and VAE options. */
-dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json);
+ * *eff to o with the chosen memory and VAE options.  keep (may be NULL)
+ * receives the search's candidates, also when nothing fits (for
+ * dc_budget_result_free). */
+dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json, dc_budget_result *keep);
 /* After the real compile: every device of m within its budget (the search
  * ran the same passes, so this failing is a bug, said as one). */
 dc_status *dc_compile_budget_check(const dc_compile_options *o, const dc_module *m);

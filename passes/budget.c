@@ -234,9 +234,14 @@ dc_status *dc_budget_search(const dc_budget_request *r, dc_budget_result *res) {
   int ns = 1;
   for (int i = 0; i < r->ncasts && ns < 8; i++)
     if (r->casts[i] != r->base.storage) storages[ns++] = r->casts[i];
-  for (int v = 0; v < r->nvariants; v++)
-    for (int s = 0; s < ns; s++) DC_TRY(search_variant(r, v, storages[s], res));
-  if (!res->n) return dc_error(DC_ERR_INTERNAL, "--memory-budget: no memory option applies to this model");
+  dc_status *st = NULL;
+  for (int v = 0; v < r->nvariants && !st; v++)
+    for (int s = 0; s < ns && !st; s++) st = search_variant(r, v, storages[s], res);
+  if (!st && !res->n) st = dc_error(DC_ERR_INTERNAL, "--memory-budget: no memory option applies to this model");
+  if (st) {
+    dc_budget_result_free(res);
+    return st;
+  }
   choose(res);
   res->seconds = dc_now_seconds() - t0;
   return NULL;
