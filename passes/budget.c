@@ -254,12 +254,21 @@ void dc_budget_result_free(dc_budget_result *res) {
 
 static const char *per_what(const dc_budget_request *r) { return r->loop_steps ? "image" : "forward"; }
 
+/* " (50 denoising steps, the pipeline's default)" for a pipeline, else "". */
+static void steps_note(const dc_budget_request *r, char *buf, size_t cap) {
+  if (r->loop_steps) snprintf(buf, cap, " at %d denoising steps, the pipeline's default", r->loop_steps);
+  else buf[0] = 0;
+}
+
 /* Why a runner-up lost to the choice. */
 static void why_lost(const dc_budget_candidate *c, const dc_budget_candidate *ch, char *buf, size_t cap) {
   char b[32];
   if (c->over) snprintf(buf, cap, "over budget by %s", dc_format_bytes(c->over, b, sizeof b));
-  else if (c->seconds > ch->seconds)
-    snprintf(buf, cap, "slower by %.3g %%", ch->seconds > 0 ? (c->seconds / ch->seconds - 1) * 100 : 0.0);
+  else if (c->seconds > ch->seconds) {
+    double pct = ch->seconds > 0 ? (c->seconds / ch->seconds - 1) * 100 : 0.0;
+    if (pct < 0.1) snprintf(buf, cap, "slower by < 0.1 %%");
+    else snprintf(buf, cap, "slower by %.1f %%", pct);
+  }
   else snprintf(buf, cap, "as fast, more memory");
 }
 
@@ -283,8 +292,10 @@ void dc_budget_print(const dc_budget_request *r, const dc_budget_result *res, FI
   const dc_budget_candidate *ch = &res->c[res->chosen];
   time_str(ch->seconds, t, sizeof t);
   fprintf(f, "diffc: --memory-budget %s: chose %s\n", dc_format_bytes(r->budget, b1, sizeof b1), ch->flags);
-  fprintf(f, "diffc:   device peak %s (weights + activations), predicted %s per %s (cost model: %s%s)\n",
-          dc_format_bytes(ch->device_bytes, b2, sizeof b2), t, per_what(r), r->profile->source,
+  char steps[64];
+  steps_note(r, steps, sizeof steps);
+  fprintf(f, "diffc:   device peak %s (weights + activations), predicted %s per %s%s (cost model: %s%s)\n",
+          dc_format_bytes(ch->device_bytes, b2, sizeof b2), t, per_what(r), steps, r->profile->source,
           r->profile->calibrated ? "" : ", uncalibrated");
   for (int k = 0; k < 2; k++) {
     if (res->runner[k] < 0) continue;
