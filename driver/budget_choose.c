@@ -113,10 +113,6 @@ dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *ef
   DC_TRY(dc_memory_options_check(&o->memory));
   dc_cost_profile prof;
   DC_TRY(load_profile(o, &prof));
-  if (!prof.calibrated)
-    fprintf(stderr, "diffc: note: the predicted times are uncalibrated estimates (%s); diffrun --calibrate measures "
-            "this machine\n", prof.source);
-  else if (o->verbose) fprintf(stderr, "diffc: cost model: %s\n", prof.source);
   variants vs;
   dc_status *built = build_variants(o, &vs);
   if (built) return variants_free(&vs), built;
@@ -129,6 +125,9 @@ dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *ef
   if (!st && res.chosen < 0) st = dc_budget_no_fit(&r, &res);
   if (!st) {
     dc_budget_print(&r, &res, stderr);
+    if (!prof.calibrated)
+      fprintf(stderr, "diffc: note: the predicted times are uncalibrated estimates (%s); diffrun --calibrate "
+              "measures this machine\n", prof.source);
     st = dc_budget_json(&r, &res, json);
     const dc_budget_candidate *c = &res.c[res.chosen];
     eff->memory = c->options;
