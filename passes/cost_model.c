@@ -1,6 +1,7 @@
 /* cost_model.c — how long a planned module takes, predicted from the
- * achieved rate of each kernel class (docs/ARCHITECTURE.md, "The cost
- * model"; the formula and the profile format are the calibration's too).
+ * achieved rate of each kernel class (docs/ARCHITECTURE.md, "Budget
+ * fitting and the cost model"; the formula and the profile format are the
+ * calibration's too).
  *
  * Contract: dc_cost_estimate_module reads a verified, planned module and
  * changes nothing.  A kernel step of class c with F flops and B bytes of
