@@ -12,7 +12,8 @@
  *  - a budget one byte below the smallest peak is an error naming that
  *    peak's options;
  *  - options the search chooses are refused beside --memory-budget;
- *  - --allow-cast lets a budget below every fp32 plan's peak fit (unet_tiny). */
+ *  - --allow-cast lets a budget below every fp32 plan's peak fit (unet_tiny),
+ *    and that plan runs within it, near the fp32 plan (the bf16 bound). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,7 +179,29 @@ static void check_allow_cast(const fixture *fx) {
   CHECK_OK(dc_compile_budget(&o, &eff, &json, NULL));
   CHECK(eff.memory.storage == DT_BF16);
   dc_buf_deinit(&json);
-  printf("%s: --allow-cast bf16 fits %llu B, below every fp32 plan\n", fx->name, (unsigned long long)(lo - 1));
+  /* the cast plan runs within the budget, near the fp32 plan: test_cast_weights.c's bf16 bound */
+  char *plan = tu_path("cast.dplan"), *ref = reference_plan(fx, model, 0, 0);
+  CHECK_OK(dc_compile(&o, plan, NULL));
+  drt_plan *p = NULL, *q = NULL;
+  drt_stats s = {0}, t = {0};
+  CHECK_OK(run_plan(plan, o.memory_budget, &p, &s));
+  CHECK_OK(run_plan(ref, 0, &q, &t));
+  double err = -1;
+  if (p && q) {
+    CHECK(s.device_peak_bytes + s.weight_bytes <= o.memory_budget);
+    const drt_tensor_info *info = drt_output_info(q, 0);
+    size_t na = 0, nb = 0;
+    const float *x = drt_output(p, info->name, &na), *y = drt_output(q, info->name, &nb);
+    CHECK(x && y && na == nb);
+    if (x && y && na == nb) err = tu_rel_l2(x, y, na);
+    CHECK(err >= 0 && err <= 2e-2);
+  }
+  drt_destroy(p);
+  drt_destroy(q);
+  printf("%s: --allow-cast bf16 fits %llu B, below every fp32 plan; runs within it, rel L2 %.2e to fp32\n", fx->name,
+         (unsigned long long)(lo - 1), err);
+  free(plan);
+  free(ref);
   dc_free(model);
 }
 
