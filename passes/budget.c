@@ -8,8 +8,10 @@
  * what --allow-cast allows) x offload (none, model, sequential, group block
  * with 1, 2, 4 blocks per group up to the longest block list, group leaf;
  * group offload with prefetch 0, 1, 2) x hoisting on / off (modules with a
- * loop).  The passes before "place" do not depend on the offload options, so
- * they run once per (variant, dtype) and each candidate copies their result.
+ * loop) x placement (none, sequential, balanced) when --max-memory names
+ * several GPUs and --device-map is not given.  The passes before "place" do
+ * not depend on the offload options, so they run once per (variant, dtype)
+ * and each candidate copies their result.
  * Host memory: pinned, unless --max-memory cpu= is given and the offloaded
  * weights exceed it (then on-demand, timed as such).
  *
@@ -86,6 +88,8 @@ static void candidate_flags(const dc_budget_request *r, dc_budget_candidate *c) 
   if (o->host_memory == DC_HOST_ON_DEMAND) dc_buf_printf(&b, " --host-memory on-demand");
   if (o->storage != DT_F32) dc_buf_printf(&b, " --storage-dtype %s", storage_flag(o->storage));
   if (o->no_hoist) dc_buf_printf(&b, " --no-hoist");
+  if (o->device_map != r->base.device_map)
+    dc_buf_printf(&b, " --device-map %s", o->device_map == DC_MAP_SEQUENTIAL ? "sequential" : "balanced");
   const char *v = r->variants[c->variant].flags;
   if (v && *v) dc_buf_printf(&b, " %s", v);
   dc_buf_u8(&b, 0);
@@ -105,6 +109,17 @@ static dc_status *evaluate(const dc_budget_request *r, const dc_module *prefix, 
   DC_TRY(dc_module_clone_borrowing(prefix, &m));
   dc_pipeline_options po = {.memory = &c->options, .first_pass = "place"};
   dc_status *st = dc_pipeline_run(m, &po);
+  /* a placement the search added that the GPUs cannot hold, or that puts
+   * modules on disk (that needs --offload-dir, which the search does not
+   * choose), is no candidate */
+  int searched_map = c->options.device_map != r->base.device_map;
+  int on_disk = 0;
+  for (int32_t w = 0; !st && w < m->nweights; w++) on_disk |= m->weights[w].place == DC_PLACE_DISK;
+  if ((st && searched_map && dc_status_code_of(st) == DC_ERR_ARGUMENT) || (!st && searched_map && on_disk)) {
+    dc_status_free(st);
+    dc_module_destroy(m);
+    return *skip = 1, NULL;
+  }
   if (st && dc_status_code_of(st) == DC_ERR_UNSUPPORTED) { /* e.g. no block lists: not a candidate here */
     dc_status_free(st);
     dc_module_destroy(m);
@@ -166,23 +181,29 @@ static dc_status *search_variant(const dc_budget_request *r, int v, dc_dtype sto
   offload_alt alts[32];
   int nalts = offload_alternatives(prefix, alts);
   int hoists = has_loop(prefix) ? 2 : 1;
+  /* several GPUs in --max-memory and no --device-map: also spread over them */
+  dc_device_map_kind maps[3] = {r->base.device_map};
+  int nmaps = 1;
+  if (r->base.device_map == DC_MAP_NONE && r->base.max_memory.ngpus > 1)
+    maps[nmaps++] = DC_MAP_SEQUENTIAL, maps[nmaps++] = DC_MAP_BALANCED;
   dc_status *st = NULL;
-  for (int a = 0; a < nalts && !st; a++)
-    for (int h = 0; h < hoists && !st; h++) {
-      dc_budget_candidate c;
-      memset(&c, 0, sizeof c);
-      c.variant = v;
-      c.options = o;
-      c.options.offload = alts[a].offload, c.options.group_level = alts[a].level;
-      c.options.blocks_per_group = alts[a].per_group, c.options.prefetch = alts[a].prefetch;
-      c.options.no_hoist = h;
-      int skip;
-      st = evaluate(r, prefix, &c, &skip);
-      if (!st && !skip) {
-        candidate_flags(r, &c);
-        st = push(res, &c);
-      }
+  for (int k = 0; k < nmaps * nalts * hoists && !st; k++) {
+    int pm = k / (nalts * hoists), a = k / hoists % nalts, h = k % hoists;
+    dc_budget_candidate c;
+    memset(&c, 0, sizeof c);
+    c.variant = v;
+    c.options = o;
+    c.options.device_map = maps[pm];
+    c.options.offload = alts[a].offload, c.options.group_level = alts[a].level;
+    c.options.blocks_per_group = alts[a].per_group, c.options.prefetch = alts[a].prefetch;
+    c.options.no_hoist = h;
+    int skip;
+    st = evaluate(r, prefix, &c, &skip);
+    if (!st && !skip) {
+      candidate_flags(r, &c);
+      st = push(res, &c);
     }
+  }
   dc_module_destroy(prefix);
   return st;
 }
@@ -291,7 +312,8 @@ void dc_budget_print(const dc_budget_request *r, const dc_budget_result *res, FI
   char b1[32], b2[32], t[32];
   const dc_budget_candidate *ch = &res->c[res->chosen];
   time_str(ch->seconds, t, sizeof t);
-  fprintf(f, "diffc: --memory-budget %s: chose %s\n", dc_format_bytes(r->budget, b1, sizeof b1), ch->flags);
+  fprintf(f, "diffc: --memory-budget %s%s: chose %s\n", dc_format_bytes(r->budget, b1, sizeof b1),
+          r->base.max_memory.ngpus ? " (the GPUs --max-memory names: its budgets)" : "", ch->flags);
   char steps[64];
   steps_note(r, steps, sizeof steps);
   fprintf(f, "diffc:   device peak %s (weights + activations), predicted %s per %s%s (cost model: %s%s)\n",

@@ -219,6 +219,10 @@ if "$diffc" "$fx/unet_tiny/model" -o "$tmp/b.dplan" $tiny_in --memory-budget 150
 else
   bad "--memory-budget 150KiB: $(cat "$tmp/b.err")"
 fi
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/b4.dplan" $tiny_in --memory-budget 1GiB --max-memory 0=170KiB,1=170KiB 2>"$tmp/b4.err" &&
+  grep -q "^diffc: --memory-budget 1.0 GiB (the GPUs --max-memory names: its budgets): chose " "$tmp/b4.err" &&
+  "$diffrun" "$tmp/b4.dplan" --random-inputs --device-memory 170KiB -q &&
+  ok "--memory-budget with two GPUs' budgets: each within its own" || bad "two GPUs: $(cat "$tmp/b4.err")"
 expect_fail "budget below every plan" "no plan fits; the smallest device peak diffc can reach is" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_in --memory-budget 100KiB
 expect_fail "budget with --offload" "--offload with --memory-budget: the budget search chooses" "$out" -- \
