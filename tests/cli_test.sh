@@ -223,6 +223,10 @@ fi
   grep -q "^diffc: --memory-budget 1.0 GiB (the GPUs --max-memory names: its budgets): chose " "$tmp/b4.err" &&
   "$diffrun" "$tmp/b4.dplan" --random-inputs --device-memory 170KiB -q &&
   ok "--memory-budget with two GPUs' budgets: each within its own" || bad "two GPUs: $(cat "$tmp/b4.err")"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/b5.dplan" $tiny_in --memory-budget 150KiB --max-memory cpu=10KiB 2>"$tmp/b5.err" &&
+  grep -q "^diffc: --memory-budget 150.0 KiB: chose --offload .* --host-memory on-demand$" "$tmp/b5.err" &&
+  "$diffrun" "$tmp/b5.dplan" --random-inputs --device-memory 150KiB | grep -q "^host memory: on-demand" &&
+  ok "--memory-budget with a host budget below the offloaded weights reads them on demand" || bad "cpu=10KiB: $(cat "$tmp/b5.err")"
 expect_fail "budget below every plan" "no plan fits; the smallest device peak diffc can reach is" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_in --memory-budget 100KiB
 expect_fail "budget with --offload" "--offload with --memory-budget: the budget search chooses" "$out" -- \
