@@ -95,7 +95,9 @@ static dc_status *build_variants(const dc_compile_options *o, variants *vs) {
     dc_folder_close(&f);
     dc_compile_pipeline_close(&pl);
     if (st) return dc_module_destroy(m), st;
-    if ((vo.vae_slicing && !took_effect(m, "vae_slicing")) || (vo.vae_tiling && !took_effect(m, "vae_tiling"))) {
+    int tile_asked = o->tile_size || o->tile_overlap; /* a tile size given: only the tiled graphs */
+    if ((vo.vae_slicing && !took_effect(m, "vae_slicing")) || (vo.vae_tiling && !took_effect(m, "vae_tiling")) ||
+        (tile_asked && !vo.vae_tiling)) {
       dc_module_destroy(m);
       continue;
     }
@@ -103,6 +105,10 @@ static dc_status *build_variants(const dc_compile_options *o, variants *vs) {
     vs->v[vs->n] = (dc_budget_variant){variant_opts[k].flags, m};
     vs->n++;
   }
+  if (!vs->n)
+    return dc_error(DC_ERR_ARGUMENT, "--tile-size and --tile-overlap with --memory-budget: %s, so the search has "
+                    "no tiled graph to choose; drop them", vae_options & DC_FACT_VAE_TILING
+                    ? "tiling changes nothing at this input size" : "this model takes no --vae-tiling");
   return NULL;
 }
 
