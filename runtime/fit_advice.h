@@ -13,9 +13,4 @@
  * when the plan records no alternatives). */
 void dc_fit_advice(const char *options_json, uint64_t budget, char *buf, size_t cap);
 
-/* The plan's OPTS "budget" (diffc --memory-budget) as one line: "2.0 GiB:
- * chose --offload ... (device peak X, predicted Y s per forward, cost model
- * Z)"; "" when the plan was compiled without a budget. */
-void dc_budget_summary(const char *options_json, char *buf, size_t cap);
-
 #endif

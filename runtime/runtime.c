@@ -22,7 +22,7 @@
 
 #include "backend.h"
 #include "diffrun.h"
-#include "fit_advice.h"
+#include "budget_summary.h"
 #include "host_weights.h"
 #include "plan/plan_format.h"
 
