@@ -124,7 +124,8 @@ static void memory_flags(const dc_compile_options *o, dc_buf *b) {
   dc_buf_u8(b, 0);
 }
 
-static char *options_json(const dc_compile_options *o, const target_ctx *t, const char *model_dir, const dc_buf *fit) {
+static char *options_json(const dc_compile_options *o, const target_ctx *t, const char *model_dir, const dc_buf *fit,
+                          const dc_buf *budget) {
   dc_buf mem;
   dc_buf_init(&mem);
   memory_flags(o, &mem);
@@ -134,6 +135,7 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
   if (!j) return NULL;
   if (o->offload_dir) cJSON_AddStringToObject(j, "offload_dir", o->offload_dir);
   if (fit && fit->len) cJSON_AddRawToObject(j, "fit", (const char *)fit->data);
+  if (budget && budget->len) cJSON_AddRawToObject(j, "budget", (const char *)budget->data);
   cJSON_AddStringToObject(j, "diffc_version", DIFFC_VERSION);
   char *model = dc_path_absolute(model_dir);
   if (model) cJSON_AddStringToObject(j, "model", model);
@@ -403,6 +405,12 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
   return NULL;
 }
 
+dc_status *dc_compile_build_frontend(const dc_compile_options *o, dc_folder *f, dc_compile_pipeline *pl,
+                                     dc_module **m) {
+  if (dc_compile_is_pipeline(o)) return build_pipeline(o, pl, m);
+  return build_model(o, f, m);
+}
+
 /* The module, and (fit != NULL) the device bytes each offload alternative
  * would need (passes/fit.c), from the frontend graph before the passes. */
 /* Layerwise casting writes the converted weights beside the plan, then
@@ -570,8 +578,8 @@ static dc_status *pipeline_section(const dc_compile_options *o, const dc_compile
 }
 
 static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const dc_folder *f,
-                       const dc_compile_pipeline *pl, dc_module *m, const dc_buf *fit, const char *plan_path,
-                       dc_compile_report *rep) {
+                       const dc_compile_pipeline *pl, dc_module *m, const dc_buf *fit, const dc_buf *budget,
+                       const char *plan_path, dc_compile_report *rep) {
   dc_buf text;
   dc_buf_init(&text);
   dc_status *st = dc_print(m, &text);
@@ -580,7 +588,7 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
     dc_buf_u8(&text, 0);
     st = dc_buf_status(&text, "printing the IR");
   }
-  char *opts = st ? NULL : options_json(o, t, pl->open ? pl->src.origin : f->dir, fit);
+  char *opts = st ? NULL : options_json(o, t, pl->open ? pl->src.origin : f->dir, fit, budget);
   if (!st && !opts) st = dc_nomem("writing the plan options");
   if (!st) {
     dc_plan plan = {.target = t->cuda ? DC_TARGET_CUDA : DC_TARGET_CPU, .options_json = opts,
@@ -600,8 +608,10 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
   return st;
 }
 
-dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep) {
+dc_status *dc_compile(const dc_compile_options *user, const char *plan_path, dc_compile_report *rep) {
   double t0 = dc_now_seconds();
+  dc_compile_options chosen = *user; /* with --memory-budget, the options the search chose */
+  const dc_compile_options *o = &chosen;
   if (rep) memset(rep, 0, sizeof *rep);
   int unused;
   DC_TRY(debug_on(o->debug, "", &unused)); /* bad options fail before any work */
@@ -614,14 +624,25 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
   dc_buf_init(&fit);
   dc_compile_pipeline pl;
   memset(&pl, 0, sizeof pl);
+  dc_buf budget;
+  dc_buf_init(&budget);
+  if (!st && user->memory_budget) st = dc_compile_budget(user, &chosen, &budget, NULL);
+  else if (!st && (user->nallow_cast || user->calibration))
+    st = dc_error(DC_ERR_ARGUMENT, "%s applies to --memory-budget", user->nallow_cast ? "--allow-cast" : "--calibration");
   if (!st) st = compile_module(o, &f, &pl, &m, &fit, plan_path);
+  if (!st && user->memory_budget) st = dc_compile_budget_check(o, m);
   if (!st) {
     dc_buf_u8(&fit, 0);
     st = dc_buf_status(&fit, "the memory alternatives");
   }
-  if (!st) st = emit(o, &t, &f, &pl, m, &fit, plan_path, rep);
+  if (!st && budget.len) {
+    dc_buf_u8(&budget, 0);
+    st = dc_buf_status(&budget, "the budget search's summary");
+  }
+  if (!st) st = emit(o, &t, &f, &pl, m, &fit, &budget, plan_path, rep);
   if (!st && o->memory_timeline) st = dc_memory_timeline_write(m, NULL, o->memory_timeline);
   dc_buf_deinit(&fit);
+  dc_buf_deinit(&budget);
   if (!st && rep) {
     dc_liveness l;
     st = dc_liveness_compute(m, &l);

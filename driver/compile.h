@@ -62,6 +62,15 @@ typedef struct {
   /* --memory-timeline: write the plan's predicted device bytes per step as
    * an SVG picture here (ir.h, dc_memory_timeline_svg), or NULL */
   const char *memory_timeline;
+  /* --memory-budget: search the memory options (passes/budget.c) for the
+   * fastest plan whose device bytes fit this many per device (0: off);
+   * --allow-cast: storage dtypes it may try; --calibration: the cost
+   * model's profile (NULL: calibration-<target>.json in the cache root when
+   * present, else the built-in defaults). */
+  uint64_t memory_budget;
+  dc_dtype allow_cast[4];
+  int nallow_cast;
+  const char *calibration;
 } dc_compile_options;
 
 /* A pipeline being compiled: its source and what the build found. */
@@ -102,4 +111,19 @@ dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_com
  * kernels themselves). */
 dc_status *dc_compile_module(const dc_compile_options *o, dc_folder *f, dc_module **m);
 
+/* The graph as the frontend builds it (a pipeline's or one model's), before
+ * any pass: the budget search builds one per VAE option.  The caller closes
+ * f and pl and destroys m, also after an error. */
+dc_status *dc_compile_build_frontend(const dc_compile_options *o, dc_folder *f, dc_compile_pipeline *pl,
+                                     dc_module **m);
+/* driver/budget_choose.c: --memory-budget.  Refuses the options the search
+ * chooses, searches (passes/budget.c), prints the choice and the runners-up
+ * on stderr, writes the summary JSON (the plan's OPTS "budget") and sets
+ * *eff to o with the chosen memory and VAE options.  keep (may be NULL)
+ * receives the search's candidates, also when nothing fits (for
+ * dc_budget_result_free). */
+dc_status *dc_compile_budget(const dc_compile_options *o, dc_compile_options *eff, dc_buf *json, dc_budget_result *keep);
+/* After the real compile: every device of m within its budget (the search
+ * ran the same passes, so this failing is a bug, said as one). */
+dc_status *dc_compile_budget_check(const dc_compile_options *o, const dc_module *m);
 #endif

@@ -211,6 +211,38 @@ void dc_module_destroy(dc_module *m) {
   dc_free(m);
 }
 
+/* Copies n items of size elem into a fresh array with room for cap; 0 on success. */
+static int copy_array(void **dst, int32_t *cap, const void *src, int32_t n, size_t elem) {
+  *cap = n > 0 ? n : 1;
+  *dst = dc_malloc((size_t)*cap * elem);
+  if (!*dst) return -1;
+  if (n) memcpy(*dst, src, (size_t)n * elem);
+  return 0;
+}
+
+dc_status *dc_module_clone_borrowing(const dc_module *src, dc_module **out) {
+  dc_module *m = dc_module_create();
+  if (!m) return dc_nomem("copying a module");
+  int fail = copy_array((void **)&m->nodes, &m->cap_nodes, src->nodes, src->nnodes, sizeof *src->nodes) ||
+             copy_array((void **)&m->files, &m->cap_files, src->files, src->nfiles, sizeof *src->files) ||
+             copy_array((void **)&m->weights, &m->cap_weights, src->weights, src->nweights, sizeof *src->weights) ||
+             copy_array((void **)&m->inputs, &m->cap_inputs, src->inputs, src->ninputs, sizeof *src->inputs) ||
+             copy_array((void **)&m->outputs, &m->cap_outputs, src->outputs, src->noutputs, sizeof *src->outputs) ||
+             copy_array((void **)&m->meta, &m->cap_meta, src->meta, src->nmeta, sizeof *src->meta);
+  if (fail) {
+    dc_module_destroy(m);
+    return dc_nomem("copying a module");
+  }
+  m->nnodes = src->nnodes, m->nfiles = src->nfiles, m->nweights = src->nweights;
+  m->ninputs = src->ninputs, m->noutputs = src->noutputs, m->nmeta = src->nmeta;
+  m->arena_bytes = src->arena_bytes;
+  m->facts = src->facts;
+  memcpy(m->phases, src->phases, sizeof m->phases);
+  m->nphases = src->nphases;
+  *out = m;
+  return NULL;
+}
+
 /* Grows an array of elem-sized items to hold one more; 0 on success. */
 static int grow(void **arr, int32_t *cap, int32_t count, size_t elem) {
   if (count < *cap) return 0;

@@ -243,6 +243,12 @@ typedef struct dc_phase dc_phase;
 dc_module *dc_module_create(void);
 void dc_module_destroy(dc_module *m);
 
+/* A copy of src whose arrays are its own but whose strings and constants'
+ * bytes are src's (borrowed from its arena): cheap enough to run the passes
+ * on many copies of one graph (passes/fit.c, passes/budget.c).  src must
+ * outlive the copy and stay unchanged while it is used; what the passes add
+ * to the copy (names, metadata) goes into the copy's own arena. */
+dc_status *dc_module_clone_borrowing(const dc_module *src, dc_module **out);
 /* Appends a node (copied) and returns its index, or -1 on OOM. */
 int32_t dc_module_add_node(dc_module *m, const dc_node *n);
 int32_t dc_module_add_file(dc_module *m, const dc_weight_file *f);   /* path copied */

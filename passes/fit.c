@@ -3,8 +3,9 @@
  * would fit").  diffc stores the table in the plan; diffrun reads it when the
  * device (or --device-memory) is too small and names the options that fit.
  *
- * Each alternative is the same frontend graph (cloned through the binary
- * schedule form) run through the whole pipeline with that option set, so
+ * Each alternative is the same frontend graph (copied with
+ * dc_module_clone_borrowing, as the budget search copies it) run through
+ * the whole pipeline with that option set, so
  * the numbers are the peaks those plans would really have — not estimates. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,19 +30,6 @@ static const alternative alternatives[] = {
     {"--offload sequential", {.offload = DC_OFFLOAD_SEQUENTIAL}},
 };
 
-static dc_status *clone(const dc_module *m, dc_module **out) {
-  dc_buf w, s;
-  dc_buf_init(&w);
-  dc_buf_init(&s);
-  dc_status *st = dc_serialize_weights(m, &w);
-  if (!st) st = dc_serialize(m, &s);
-  if (!st) st = dc_deserialize(w.data, w.len, "a copy of the module", s.data, s.len, "a copy of the module", out);
-  if (!st) (*out)->facts = m->facts; /* not in the binary form; the passes read them */
-  dc_buf_deinit(&w);
-  dc_buf_deinit(&s);
-  return st;
-}
-
 /* The device bytes of a planned module: resident weights + the arena. */
 static dc_status *device_peak(const dc_module *m, uint64_t *out) {
   dc_liveness l;
@@ -56,7 +44,7 @@ dc_status *dc_fit_table(const dc_module *frontend, const dc_memory_options *base
   int first = 1;
   for (size_t i = 0; i < sizeof alternatives / sizeof alternatives[0]; i++) {
     dc_module *m = NULL;
-    DC_TRY(clone(frontend, &m));
+    DC_TRY(dc_module_clone_borrowing(frontend, &m));
     /* the offload alternative with the user's storage dtype and layout, on
      * one device; not the user's --host-memory (it would be an error
      * without offload, and where the weights wait in host memory does not

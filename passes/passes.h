@@ -18,9 +18,13 @@
  *   passes/hoist.c:       dc_pass_hoist — loop-invariant work moved before the loop
  *   passes/fit.c:         dc_fit_table — each offload alternative's device bytes
  *   passes/memplan.c:     dc_pass_memplan, dc_memplan, dc_memplan_trace
+ *   passes/cost_model.c:  dc_cost_profile_*, dc_cost_estimate_module — predicted time of a plan
+ *   passes/budget.c:      dc_budget_search — the fastest memory options within a budget
  */
 #ifndef DC_PASSES_H
 #define DC_PASSES_H
+
+#include <stdio.h>
 
 #include "../ir/ir.h"
 
@@ -97,6 +101,10 @@ typedef struct {
   void *user;
   int verbose; /* print each pass's name and node count to stderr */
   const dc_memory_options *memory; /* NULL: none */
+  /* Run only the passes from first_pass to last_pass (inclusive; NULL: the
+   * first / the last): the budget search runs the passes the memory
+   * options do not change once and the rest once per candidate. */
+  const char *first_pass, *last_pass;
 } dc_pipeline_options;
 
 dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt);
@@ -138,5 +146,86 @@ dc_status *dc_pass_memplan(dc_module *m);
 dc_status *dc_pass_hoist(dc_module *m, const dc_memory_options *mem);
 dc_status *dc_memplan(dc_module *m, FILE *trace);
 void dc_memplan_trace(FILE *f);
+
+
+/* ---- the cost model (passes/cost_model.c) -------------------------------
+ * Achieved rates per kernel class (ir.h: dc_cost_class), from a calibration
+ * profile (diffrun --calibrate) or built-in defaults per target. */
+typedef struct {
+  double overhead_s;                /* fixed cost per kernel step */
+  double gflops[DC_COST_CLASSES];   /* the FLOP classes: conv3x3, conv, linear, attention */
+  double memory_gbps;               /* the memory class, and the floor of every kernel */
+  double h2d_gbps, disk_gbps, d2d_gbps; /* uploads (pinned), on-demand reads, device-to-device */
+  int calibrated;                   /* read from a profile (else the defaults) */
+  char source[512];                 /* the profile's path, or "built-in cpu defaults" */
+} dc_cost_profile;
+void dc_cost_profile_default(int cuda, dc_cost_profile *p);
+/* Reads a profile for target ("cpu" or "cuda"); errors name the file and
+ * the key (wrong format, version or target, a missing field, a rate that is
+ * not positive).  On error *p holds the defaults. */
+dc_status *dc_cost_profile_load(const char *path, const char *target, dc_cost_profile *p);
+/* One kernel step of class c (0 for copy and none). */
+double dc_cost_kernel_seconds(const dc_cost_profile *p, dc_cost_class c, uint64_t flops, uint64_t bytes);
+/* Node id of m: a kernel, an upload (on_demand: read from its file) or a transfer. */
+double dc_cost_step_seconds(const dc_cost_profile *p, const dc_module *m, int32_t id, int on_demand);
+typedef struct {
+  double seconds;            /* a forward; a pipeline: an image (non-loop phases + loop phases x loop_steps) */
+  double compute_seconds;    /* kernels, summed */
+  double copy_seconds;       /* uploads and transfers, summed (overlapping compute or not) */
+  double copy_stall_seconds; /* time kernels waited for a copy they read */
+  double class_seconds[DC_COST_CLASSES];
+  int nphases, loop_steps;
+  double phase_seconds[DC_MAX_PHASES]; /* one run of each phase */
+} dc_cost_estimate;
+/* Simulates the two streams per device over a planned module.  host_memory:
+ * DC_HOST_DEFAULT reads the module's "host_memory" metadata, else overrides it. */
+dc_status *dc_cost_estimate_module(const dc_module *m, const dc_cost_profile *p, int loop_steps, int host_memory,
+                                   dc_cost_estimate *out);
+
+/* ---- the budget search (passes/budget.c) --------------------------------
+ * diffc --memory-budget: every memory option combination on copies of the
+ * frontend graph, the fastest whose device bytes fit chosen. */
+typedef struct {
+  const char *flags;        /* the build options of this graph ("--vae-tiling"; "" for none) */
+  const dc_module *frontend; /* the frontend graph built with them */
+} dc_budget_variant;
+typedef struct {
+  uint64_t budget;           /* --memory-budget: bytes per device (--max-memory N= overrides device N) */
+  dc_memory_options base;    /* fixed: layout, device map, max memory, skip patterns, storage when no cast allowed */
+  const dc_dtype *casts;     /* --allow-cast: storage dtypes the search may also try */
+  int ncasts;
+  int loop_steps;            /* a pipeline: loop phases per image (0: one forward) */
+  const dc_cost_profile *profile;
+  const dc_budget_variant *variants;
+  int nvariants;
+} dc_budget_request;
+typedef struct {
+  char flags[256];           /* the diffc options that reproduce it */
+  int variant;               /* index into the request's variants */
+  dc_memory_options options;
+  uint64_t device_bytes;     /* the largest device's weights + arena peak */
+  uint64_t per_device[DC_MAX_DEVICES];
+  int ndevices;
+  uint64_t over;             /* bytes over budget (the worst device); 0: fits */
+  uint64_t host_bytes;       /* offloaded weights */
+  double seconds, copy_stall_seconds; /* predicted, per forward or image */
+} dc_budget_candidate;
+typedef struct {
+  dc_budget_candidate *c;
+  int n, cap;
+  int chosen;                /* the fastest that fits, or -1 */
+  int runner[2];             /* runners-up, or -1 */
+  int smallest;              /* the smallest device peak (the error names it) */
+  double seconds;            /* the search's time */
+} dc_budget_result;
+dc_status *dc_budget_search(const dc_budget_request *r, dc_budget_result *res);
+void dc_budget_result_free(dc_budget_result *res);
+uint64_t dc_budget_of_device(const dc_budget_request *r, int d);
+/* The error when nothing fits: the smallest reachable peak and its options. */
+dc_status *dc_budget_no_fit(const dc_budget_request *r, const dc_budget_result *res);
+/* The choice, its peak and time, the runners-up and why they lost, the count and time. */
+void dc_budget_print(const dc_budget_request *r, const dc_budget_result *res, FILE *f);
+/* The same as JSON (the plan's OPTS "budget"). */
+dc_status *dc_budget_json(const dc_budget_request *r, const dc_budget_result *res, dc_buf *b);
 
 #endif

@@ -79,10 +79,17 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     return dc_error(DC_ERR_ARGUMENT, "--dump-after %s: no such pass (passes: %s, all)", opt->dump_after, names);
   }
   if (opt && opt->memory) DC_TRY(dc_memory_options_check(opt->memory));
-  DC_TRY(dc_phases_sync_meta(m));
-  DC_TRY(dc_verify(m, "frontend"));
-  DC_TRY(maybe_dump(opt, "frontend", m));
+  size_t first = 0, last = sizeof passes / sizeof passes[0] - 1;
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+    if (opt && opt->first_pass && !strcmp(opt->first_pass, passes[i].name)) first = i;
+    if (opt && opt->last_pass && !strcmp(opt->last_pass, passes[i].name)) last = i;
+  }
+  DC_TRY(dc_phases_sync_meta(m));
+  if (first == 0) {
+    DC_TRY(dc_verify(m, "frontend"));
+    DC_TRY(maybe_dump(opt, "frontend", m));
+  }
+  for (size_t i = first; i <= last; i++) {
     double t0 = dc_now_seconds();
     DC_TRY(dc_status_annotate(passes[i].run(m, opt ? opt->memory : NULL), "pass %s", passes[i].name));
     DC_TRY(dc_phases_sync_meta(m)); /* node ids moved: the table's first nodes follow */

@@ -145,6 +145,9 @@ typedef struct {
   /* "none", "Ed25519 key 0123456789abcdef, verified against --trusted-keys
    * FILE", or "Ed25519 key ... (not verified: no --trusted-keys)". */
   const char *signature;
+  /* diffc --memory-budget: "2.0 GiB: chose --offload ... (device peak,
+   * predicted time, cost model)"; "" for a plan compiled without one. */
+  const char *memory_budget;
 } drt_plan_info;
 const drt_plan_info *drt_info(const drt_plan *p);
 

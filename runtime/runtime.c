@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "diffrun.h"
+#include "budget_summary.h"
 #include "host_weights.h"
 #include "session.h"
 #include "plan/plan_format.h"
@@ -45,6 +46,7 @@ struct drt_plan {
   double verify_seconds; /* hashing the weights' bytes at load (0 when skipped) */
   uint64_t verified_bytes;
   char signature[600];   /* drt_plan_info.signature */
+  char memory_budget[600]; /* drt_plan_info.memory_budget */
 };
 
 /* ---- loading ---- */
@@ -249,6 +251,8 @@ static void describe(drt_plan *p) {
   in->verified_bytes = p->verified_bytes;
   in->verify_seconds = p->verify_seconds;
   in->signature = p->signature;
+  dc_budget_summary(p->plan.options_json, p->memory_budget, sizeof p->memory_budget);
+  in->memory_budget = p->memory_budget;
   drt_describe_target(&p->plan, in, p->archs, sizeof p->archs);
 }
 

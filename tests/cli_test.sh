@@ -90,7 +90,7 @@ else
 fi
 
 # ---- help tells the truth: every option the parser knows is documented ----
-for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format inspect; do
+for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format --memory-budget --allow-cast --calibration inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --format --quiet --help; do
@@ -275,6 +275,47 @@ expect_fail "--calibrate into a missing folder" "$tmp/nodir/c.json: cannot creat
 expect_fail "--calibrate with inputs" "--calibrate runs the plan on random inputs by itself" "$outs" -- \
   "$diffrun" "$tmp/u.dplan" --calibrate --random-inputs
 expect_fail "--calibrate= without a file" "--calibrate=: name the profile's FILE" "$outs" -- "$diffrun" "$tmp/u.dplan" --calibrate=
+# --memory-budget: the fastest plan within the budget, the choice and runners-up on stderr, the plan runs within it.
+tiny_in="--input sample=4x4x16x16 --input timestep=4 --input encoder_hidden_states=4x4x8"
+if "$diffc" "$fx/unet_tiny/model" -o "$tmp/b.dplan" $tiny_in --memory-budget 150KiB 2>"$tmp/b.err" &&
+   grep -q "^diffc: --memory-budget 150.0 KiB: chose --offload " "$tmp/b.err" &&
+   grep -q "^diffc:   runner-up --offload .*: \(slower by\|over budget by\)" "$tmp/b.err" &&
+   grep -q "^diffc:   [0-9]* candidates tried in" "$tmp/b.err" &&
+   "$diffrun" "$tmp/b.dplan" --info | grep -q "^memory budget: 150.0 KiB: chose --offload " &&
+   "$diffrun" "$tmp/b.dplan" --random-inputs --device-memory 150KiB -q; then
+  ok "--memory-budget: choice and runners-up printed, in --info, the plan runs within the budget"
+else
+  bad "--memory-budget 150KiB: $(cat "$tmp/b.err")"
+fi
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/b4.dplan" $tiny_in --memory-budget 1GiB --max-memory 0=170KiB,1=170KiB 2>"$tmp/b4.err" &&
+  grep -q "^diffc: --memory-budget 1.0 GiB (the GPUs --max-memory names: its budgets): chose " "$tmp/b4.err" &&
+  "$diffrun" "$tmp/b4.dplan" --random-inputs --device-memory 170KiB -q &&
+  ok "--memory-budget with two GPUs' budgets: each within its own" || bad "two GPUs: $(cat "$tmp/b4.err")"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/b5.dplan" $tiny_in --memory-budget 150KiB --max-memory cpu=10KiB 2>"$tmp/b5.err" &&
+  grep -q "^diffc: --memory-budget 150.0 KiB: chose --offload .* --host-memory on-demand$" "$tmp/b5.err" &&
+  "$diffrun" "$tmp/b5.dplan" --random-inputs --device-memory 150KiB | grep -q "^host memory: on-demand" &&
+  ok "--memory-budget with a host budget below the offloaded weights reads them on demand" || bad "cpu=10KiB: $(cat "$tmp/b5.err")"
+expect_fail "budget below every plan" "no plan fits; the smallest device peak diffc can reach is" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" $tiny_in --memory-budget 100KiB
+expect_fail "budget with --offload" "--offload with --memory-budget: the budget search chooses" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --memory-budget 1GiB --offload sequential
+expect_fail "bad --memory-budget" "--memory-budget lots: expected a size such as 6GiB" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --memory-budget lots
+expect_fail "bad --allow-cast" "--allow-cast int4: expected storage dtypes from fp8_e4m3" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --memory-budget 1GiB --allow-cast int4
+expect_fail "--allow-cast without a budget" "--allow-cast applies to --memory-budget" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --allow-cast bf16
+printf '{"format": "diffc-calibration", "version": 1, "target": "cpu", "overhead_us": 2,\n "copy": {"h2d_gbps": -1, "disk_gbps": 1, "d2d_gbps": 1}}\n' >"$tmp/cal.json"
+expect_fail "bad calibration profile" "cal.json: \"copy.h2d_gbps\" must be a positive number" "$out" -- \
+  "$diffc" "$fx/unet_tiny/model" -o "$out" --memory-budget 1GiB --calibration "$tmp/cal.json"
+sed -i 's/-1/9/' "$tmp/cal.json"
+"$diffc" "$fx/unet_tiny/model" -o "$tmp/b2.dplan" $tiny_in --memory-budget 1GiB --calibration "$tmp/cal.json" 2>"$tmp/b2.err" &&
+  grep -q "cost model: $tmp/cal.json)" "$tmp/b2.err" && ! grep -q "uncalibrated" "$tmp/b2.err" &&
+  ok "--calibration FILE: the budget's times use it, not the defaults" || bad "--calibration: $(cat "$tmp/b2.err")"
+mkdir -p "$tmp/cache" && printf '{"format": "other"}\n' >"$tmp/cache/calibration-cpu.json"
+DIFFC_CACHE_DIR="$tmp/cache" "$diffc" "$fx/unet_tiny/model" -o "$tmp/b3.dplan" $tiny_in --memory-budget 1GiB 2>"$tmp/b3.err" &&
+  grep -q "^diffc: warning: .*calibration-cpu.json: \"format\" must be \"diffc-calibration\".*; using the built-in defaults" "$tmp/b3.err" &&
+  ok "a bad profile in the default place is a warning, and the defaults apply" || bad "default profile: $(cat "$tmp/b3.err")"
 # Layerwise casting: weights stored in fp8 beside the plan, the plan runs, bad values are named.
 for opt in --storage-dtype --skip-cast; do "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"; done
 expect_fail "unknown storage dtype" "--storage-dtype int4: expected fp8_e4m3, fp8_e5m2, bf16, fp16 or fp32" "$out" -- \

@@ -132,6 +132,27 @@ static const char usage[] =
     "                           paths to 0, 1, \"cuda:N\", \"cpu\" or \"disk\". Data crossing devices moves\n"
     "                           by explicit transfer steps; cpu/disk modules run on GPU 0 with their\n"
     "                           weights uploaded before use. The dump prints the map and each device's peak\n"
+    "  --memory-budget SIZE     find the fastest plan whose device bytes (resident weights + the arena\n"
+    "                           peak) fit SIZE per device (--max-memory N=SIZE overrides GPU N): diffc\n"
+    "                           compiles every combination of --offload (with its group levels,\n"
+    "                           blocks per group 1/2/4 and prefetch 0/1/2), --vae-slicing and\n"
+    "                           --vae-tiling (where they change the graph), --no-hoist (pipelines),\n"
+    "                           --host-memory on-demand (only when the offloaded weights exceed\n"
+    "                           --max-memory cpu=), --allow-cast's dtypes and, when --max-memory names\n"
+    "                           several GPUs and no --device-map is given, --device-map sequential and\n"
+    "                           balanced; predicts each one's time\n"
+    "                           with its cost model, and prints the choice (the exact options), its\n"
+    "                           peak and time, two runners-up with why they lost, and how many\n"
+    "                           candidates it tried in what time (also in the plan's options, which\n"
+    "                           diffrun --info shows). The options it chooses cannot be given with it\n"
+    "                           (diffc refuses them; --layout, --device-map, --max-memory and\n"
+    "                           --skip-cast stay as given). When nothing fits, the error names the\n"
+    "                           smallest device peak diffc can reach and its options\n"
+    "  --allow-cast LIST        --memory-budget may also store conv/linear weights in these dtypes\n"
+    "                           (comma-separated: fp8_e4m3, fp8_e5m2, bf16, fp16), as --storage-dtype\n"
+    "  --calibration FILE       the cost model's rates (diffrun --calibrate writes them); default\n"
+    "                           calibration-cpu.json / calibration-cuda.json in the kernel cache's\n"
+    "                           folder when present, else built-in estimates, which diffc says\n"
     "  --max-memory LIST        budgets, e.g. 0=4GiB,1=4GiB,cpu=32GiB (GiB/MiB: powers of 1024; GB/MB:\n"
     "                           of 1000, as accelerate parses them); each device's weights + activations\n"
     "                           must fit, or diffc says by how much they do not\n"
@@ -218,6 +239,10 @@ typedef struct {
   dc_memory_options memory;
   const char *skip[32];
   dc_map_entry *map; /* --device-map FILE.json, read */
+  uint64_t memory_budget;  /* --memory-budget */
+  dc_dtype allow_cast[4];  /* --allow-cast */
+  int nallow_cast;
+  const char *calibration; /* --calibration */
 } options;
 
 static dc_status *parse_dims(const char *arg, dc_input_shape *s) {
@@ -390,6 +415,39 @@ static dc_status *write_memory_report(const char *plan, int json, const char *fi
   return st;
 }
 
+/* --memory-budget SIZE, --allow-cast LIST, --calibration FILE. */
+static dc_status *budget_arg(int argc, char **argv, int *i, options *o) {
+  const char *a = argv[*i];
+  if (*i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+  const char *s = argv[++*i];
+  if (!strcmp(a, "--calibration")) {
+    if (o->calibration) return dc_error(DC_ERR_ARGUMENT, "--calibration given twice: give it once");
+    return o->calibration = s, NULL;
+  }
+  if (!strcmp(a, "--memory-budget")) {
+    if (o->memory_budget) return dc_error(DC_ERR_ARGUMENT, "--memory-budget given twice: give it once");
+    if (dc_parse_bytes(s, &o->memory_budget) != 0 || !o->memory_budget)
+      return dc_error(DC_ERR_ARGUMENT, "--memory-budget %s: expected a size such as 6GiB, 512MiB or 8GB", s);
+    return NULL;
+  }
+  for (const char *p = s; *p;) { /* --allow-cast fp8_e4m3,bf16 */
+    static const struct {
+      const char *name;
+      dc_dtype d;
+    } st[] = {{"fp8_e4m3", DT_F8_E4M3}, {"fp8_e5m2", DT_F8_E5M2}, {"bf16", DT_BF16}, {"fp16", DT_F16}};
+    size_t n = strcspn(p, ",");
+    int k = -1;
+    for (int j = 0; j < 4; j++)
+      if (strlen(st[j].name) == n && !strncmp(p, st[j].name, n)) k = j;
+    if (k < 0 || o->nallow_cast == 4)
+      return dc_error(DC_ERR_ARGUMENT, "--allow-cast %s: expected storage dtypes from fp8_e4m3, fp8_e5m2, bf16, fp16, "
+                      "comma-separated", s);
+    o->allow_cast[o->nallow_cast++] = st[k].d;
+    p += n + (p[n] == ',');
+  }
+  return NULL;
+}
+
 /* A plan that cannot be written should fail before minutes of compiling,
  * naming the path the user gave (the writer's temporary name is ours). */
 static dc_status *check_output_folder(const char *plan) {
@@ -467,6 +525,10 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
       DC_TRY(int_arg(a, argv[++i], 0, 4096, &v));
       o->clip_hidden_state = 1, o->clip_hidden_index = (int)v;
+      continue;
+    }
+    if (!strcmp(a, "--memory-budget") || !strcmp(a, "--allow-cast") || !strcmp(a, "--calibration")) {
+      DC_TRY(budget_arg(argc, argv, &i, o));
       continue;
     }
     int used;
@@ -661,9 +723,13 @@ int main(int argc, char **argv) {
                              .clip_hidden_index = o.clip_hidden_index,
                              .clip_final_norm = o.clip_final_norm,
                              .memory_timeline = o.memory_timeline,
+                             .memory_budget = o.memory_budget,
+                             .nallow_cast = o.nallow_cast,
+                             .calibration = o.calibration,
                              .sign_secret = o.sign ? sk : NULL};
     progress_line line = {.on = !o.no_progress && isatty(2)};
     co.progress = progress_event, co.progress_ctx = &line;
+    memcpy(co.allow_cast, o.allow_cast, sizeof co.allow_cast);
     dc_compile_report rep;
     st = dc_compile(&co, o.output, &rep);
     progress_clear(&line);

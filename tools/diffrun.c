@@ -435,6 +435,7 @@ static dc_status *print_info(drt_plan *p, int json) {
          in->archs[0] ? " for " : "", in->archs);
   printf("arithmetic: %.3f GFLOP per run (conv2d, linear, attention)\n", (double)in->flops * 1e-9);
   printf("signature: %s\n", in->signature);
+  if (in->memory_budget[0]) printf("memory budget: %s\n", in->memory_budget);
   for (int i = 0; i < drt_input_count(p); i++) {
     const drt_tensor_info *t = drt_input_info(p, i);
     printf("input  %-22s %s%s\n", t->name, t->dtype, dims_str(t->rank, t->dims, b, sizeof b));
