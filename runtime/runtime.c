@@ -579,6 +579,8 @@ double drt_step_seconds(const drt_plan *p, int step) {
 const dc_module *drt_plan_module(const drt_plan *p) { return p->plan.module; }
 const char *drt_plan_path(const drt_plan *p) { return p->path; }
 int drt_plan_device(const drt_plan *p) { return p->opt.device; }
+const dc_plan *drt_plan_file(const drt_plan *p) { return &p->plan; }
+uint64_t drt_plan_bounce_bytes(const drt_plan *p) { return p->opt.bounce_bytes; }
 
 int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
   const dc_module *m = p->plan.module;
@@ -599,33 +601,3 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
 }
 
 /* ---- the memory report ---- */
-/* What the plan's sections add to the module's report: the target, the
- * CPU kernels' per-thread scratch (KERN), the on-demand bounce chunks as
- * the backends size them (before the cap at the largest weight). */
-static dc_mem_report_context report_context(const drt_plan *p, int steps_per_image) {
-  const dc_plan_kernels *k = &p->plan.kernels;
-  int cuda = p->plan.target == DC_TARGET_CUDA;
-  dc_mem_report_context c = {.target = cuda ? "cuda" : "cpu", .steps_per_image = steps_per_image};
-  c.cpu_kernels = cuda ? 0 : k->nentries;
-  for (int32_t i = 0; !cuda && i < k->nentries; i++)
-    if (k->entries[i].scratch_bytes > c.scratch_per_thread) c.scratch_per_thread = k->entries[i].scratch_bytes;
-  c.scratch_per_thread = (c.scratch_per_thread + 63) & ~(uint64_t)63; /* the backend's stride */
-  c.bounce_bytes = p->opt.bounce_bytes ? p->opt.bounce_bytes : cuda ? DC_CUDA_BOUNCE_BYTES : DC_CPU_BOUNCE_BYTES;
-  c.bounce_chunks = cuda ? 2 : 1;
-  return c;
-}
-
-dc_status *drt_memory_report(const drt_plan *p, int json, int steps_per_image, char **out) {
-  *out = NULL;
-  dc_mem_report_context ctx = report_context(p, steps_per_image);
-  dc_buf b;
-  dc_buf_init(&b);
-  dc_status *st = dc_mem_report_render(p->plan.module, &ctx, json, &b);
-  if (!st) {
-    dc_buf_append(&b, "", 1);
-    st = dc_buf_status(&b, "rendering the memory report");
-  }
-  if (st) dc_buf_deinit(&b);
-  else *out = (char *)b.data;
-  return st;
-}
