@@ -406,7 +406,7 @@ dc_mem_kind dc_mem_value_kind(const dc_module *m, int32_t id);
  * same at every step).  nsteps = m->nnodes.  arena_top[d*nsteps+s]: the
  * arena's high-water mark once step s has allocated (planned modules; else
  * the running maximum of the live bytes). */
-typedef struct {
+typedef struct dc_mem_series {
   int32_t nsteps;
   int ndevices;
   uint64_t *bytes;     /* [(d * nsteps + s) * DC_MEM_KINDS + k] */
