@@ -74,8 +74,8 @@ typedef struct drt_backend_i {
    * among those steps are copied in, only the outputs among them out, only
    * the uploads among them issued. */
   /* trace: NULL, or the run's event slots (drt_set_tracing), cleared to
-   * DRT_EVENT_NONE: slot s - first for step s, then per device d the slots
-   * drt_trace_inputs_slot and drt_trace_outputs_slot.  The backend fills
+   * DRT_EVENT_NONE: per device d its inputs' slot, then one per step
+   * (drt_trace_step_slot), then per device its outputs' slot.  The backend fills
    * kind, step, device, stream, start and end (dc_now_seconds' clock; a
    * device's times placed on it), bytes for copies and arena_top; each
    * stream writes only its own steps' slots, so no lock is needed, and the
@@ -98,9 +98,10 @@ typedef struct drt_backend_i {
 
 /* The trace slots of a run of steps [first, end) on ndevices devices. */
 static inline int32_t drt_trace_slots(int32_t first, int32_t end, int ndevices) { return end - first + 2 * ndevices; }
-static inline int32_t drt_trace_inputs_slot(int32_t first, int32_t end, int d) { return end - first + d; }
+static inline int32_t drt_trace_inputs_slot(int d) { return d; }
+static inline int32_t drt_trace_step_slot(int32_t first, int ndevices, int32_t s) { return ndevices + s - first; }
 static inline int32_t drt_trace_outputs_slot(int32_t first, int32_t end, int ndevices, int d) {
-  return end - first + ndevices + d;
+  return ndevices + end - first + d;
 }
 
 extern const drt_backend_i drt_backend_reference, drt_backend_llvm, drt_backend_cuda;

@@ -207,7 +207,7 @@ static void record_copies(cpu_backend *c, drt_event_kind kind, const uint64_t *m
   int nd = c->s.live->ndevices;
   for (int d = 0; d < nd; d++) {
     if (!moved[d]) continue;
-    int32_t slot = kind == DRT_EVENT_INPUTS ? drt_trace_inputs_slot(c->first, c->end, d)
+    int32_t slot = kind == DRT_EVENT_INPUTS ? drt_trace_inputs_slot(d)
                                             : drt_trace_outputs_slot(c->first, c->end, nd, d);
     c->trace[slot] = (drt_trace_event){.kind = kind, .step = -1, .device = d, .stream = DRT_STREAM_COPY,
                                        .start = t0, .end = t1, .bytes = moved[d], .arena_top = c->arena_top[d]};
@@ -233,7 +233,8 @@ static dc_status *begin_run(void *be, double *step_seconds, drt_trace_event *tra
   }
   if (trace) record_copies(c, DRT_EVENT_INPUTS, moved, t0, dc_now_seconds());
   if (!has_uploads(m)) return NULL;
-  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, trace, first, end));
+  drt_trace_event *step_slots = trace ? trace + drt_trace_step_slot(first, c->s.live->ndevices, first) : NULL;
+  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, step_slots, first, end));
   c->copying = 1;
   return NULL;
 }
@@ -319,10 +320,10 @@ static dc_status *run_node(cpu_backend *c, int32_t s) {
 static void record_step(cpu_backend *c, int32_t s, double t0, double t1) {
   const dc_node *n = &c->m->nodes[s];
   int transfer = n->op == OP_TRANSFER;
-  c->trace[s - c->first] = (drt_trace_event){.kind = transfer ? DRT_EVENT_TRANSFER : DRT_EVENT_KERNEL, .step = s,
-                                             .device = n->device, .stream = DRT_STREAM_COMPUTE, .start = t0, .end = t1,
-                                             .bytes = transfer ? dc_type_bytes(&n->type) : 0,
-                                             .arena_top = c->arena_top[n->device]};
+  drt_trace_event *e = &c->trace[drt_trace_step_slot(c->first, c->s.live->ndevices, s)];
+  *e = (drt_trace_event){.kind = transfer ? DRT_EVENT_TRANSFER : DRT_EVENT_KERNEL, .step = s, .device = n->device,
+                         .stream = DRT_STREAM_COMPUTE, .start = t0, .end = t1,
+                         .bytes = transfer ? dc_type_bytes(&n->type) : 0, .arena_top = c->arena_top[n->device]};
 }
 
 /* A kernel step on the compute stream, once the uploads it reads are in

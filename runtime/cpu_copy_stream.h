@@ -25,7 +25,7 @@ typedef struct {
   dc_host_weights *host;
   uint8_t *const *arena;       /* per device: its arena (values at arena + offset) */
   double *step_seconds;        /* NULL, or per node: each upload's time is added */
-  drt_trace_event *trace;      /* NULL, or the run's event slots (backend.h): each upload fills its own */
+  drt_trace_event *trace;      /* NULL, or the run's step slots: upload s fills trace[s - first] */
   int32_t first, end;          /* the run's steps */
   pthread_t thread;
   pthread_mutex_t mu;

@@ -295,7 +295,7 @@ static dc_status *read_trace(dc_cuda_backend *b) {
     DC_TRY(host_time(b, d, b->dev[d].begin, &prev[d]));
     t0 = b->dev[d].origin_seconds;
     if (in[d])
-      b->trace[drt_trace_inputs_slot(first, end, d)] =
+      b->trace[drt_trace_inputs_slot(d)] =
           (drt_trace_event){.kind = DRT_EVENT_INPUTS, .step = -1, .device = d, .stream = DRT_STREAM_COPY, .start = t0,
                             .end = prev[d], .bytes = in[d], .arena_top = in_top[d]};
     DC_TRY(host_time(b, d, b->dev[d].outputs_began, &t0));
@@ -308,7 +308,7 @@ static dc_status *read_trace(dc_cuda_backend *b) {
   for (int32_t s = first; s < end; s++) { /* uploads first: their readers start after them */
     const dc_node *n = &m->nodes[s];
     if (n->op != OP_UPLOAD) continue;
-    drt_trace_event *e = &b->trace[s - first];
+    drt_trace_event *e = &b->trace[drt_trace_step_slot(first, b->ndevices, s)];
     *e = (drt_trace_event){.kind = DRT_EVENT_UPLOAD, .step = s, .device = n->device, .stream = DRT_STREAM_COPY,
                            .bytes = dc_type_bytes(&n->type),
                            .arena_top = (uint64_t)n->offset + dc_type_bytes(&n->type)};
@@ -322,9 +322,10 @@ static dc_status *read_trace(dc_cuda_backend *b) {
     double start = prev[d];
     for (int k = 0; k < n->ninputs; k++) {
       int32_t v = n->inputs[k];
-      if (m->nodes[v].op == OP_UPLOAD && v >= first && b->trace[v - first].end > start) start = b->trace[v - first].end;
+      const drt_trace_event *up = &b->trace[drt_trace_step_slot(first, b->ndevices, v)];
+      if (m->nodes[v].op == OP_UPLOAD && v >= first && up->end > start) start = up->end;
     }
-    drt_trace_event *e = &b->trace[s - first];
+    drt_trace_event *e = &b->trace[drt_trace_step_slot(first, b->ndevices, s)];
     int transfer = n->op == OP_TRANSFER;
     *e = (drt_trace_event){.kind = transfer ? DRT_EVENT_TRANSFER : DRT_EVENT_KERNEL, .step = s, .device = d,
                            .stream = DRT_STREAM_COMPUTE, .start = start,

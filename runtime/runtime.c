@@ -513,8 +513,9 @@ static dc_status *trace_reserve(drt_plan *p, int32_t first, int32_t end, drt_tra
   return NULL;
 }
 
-/* A run that succeeded: its PHASE event, then the slots it filled, packed,
- * on the trace's clock, with each kernel's arithmetic and traffic. */
+/* A run that succeeded: its PHASE event, then the slots it filled, packed
+ * (in time order on each track: inputs, steps, outputs), on the trace's
+ * clock, with each kernel's arithmetic and traffic. */
 static void trace_commit(drt_plan *p, int phase, int32_t first, int32_t end, double t0, double t1) {
   const dc_module *m = p->plan.module;
   if (!p->trace_runs) p->trace_origin = t0;
