@@ -248,6 +248,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     }
     else if (!strcmp(a, "--trace")) {
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trace needs a FILE.json to write the run trace to");
+      if (o->trace)
+        return dc_error(DC_ERR_ARGUMENT, "--trace given twice (%s and %s): give it once", o->trace, argv[i + 1]);
       o->trace = argv[++i];
     }
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
