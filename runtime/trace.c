@@ -161,9 +161,11 @@ static void observe_run(observer *o, const drt_trace_event *ev, int32_t i0, int3
       if (s <= last) o->late[row + s] += e->bytes;
     if (s < end && e->arena_top > o->top[row + s]) o->top[row + s] = e->arena_top;
   }
-  for (int d = 0; d < o->nd; d++)
+  for (int d = 0; d < o->nd; d++) { /* the high-water mark: a running maximum */
+    uint64_t *top = o->top + (size_t)d * N;
     for (int32_t s = first + 1; s < end; s++)
-      if (o->top[(size_t)d * N + s - 1] > o->top[(size_t)d * N + s]) o->top[(size_t)d * N + s] = o->top[(size_t)d * N + s - 1];
+      if (top[s - 1] > top[s]) top[s] = top[s - 1];
+  }
 }
 
 /* Folds one run into the series: a step run more than once keeps the most

@@ -141,8 +141,11 @@ static trace_summary check_trace(const dc_module *m, const char *path) {
       const dc_node *n = &m->nodes[s->step];
       ok_one &= !strcmp(s->name, dc_op_get(n->op)->name);
       ok_counts &= !strcmp(s->cat, dc_cost_class_name(dc_node_cost_class(m, s->step)));
-      if (n->op == OP_UPLOAD || n->op == OP_TRANSFER) ok_counts &= s->bytes == dc_type_bytes(&n->type) && s->tid == (n->op == OP_UPLOAD);
-      else ok_counts &= s->flops == dc_node_flops(m, s->step) && s->bytes == dc_node_traffic_bytes(m, s->step) && s->tid == 0;
+      if (n->op == OP_UPLOAD || n->op == OP_TRANSFER) /* copies: the value's bytes; uploads on the copy track */
+        ok_counts &= s->bytes == dc_type_bytes(&n->type) && s->tid == (n->op == OP_UPLOAD);
+      else /* kernels: ir/flops.c's arithmetic and traffic, on the compute track */
+        ok_counts &= s->flops == dc_node_flops(m, s->step) && s->bytes == dc_node_traffic_bytes(m, s->step) &&
+                     s->tid == 0;
       if (n->op != OP_UPLOAD) continue;
       sum.uploads++;
       for (int j = 0; j < t.n; j++) { /* its readers in this run start after the copy ended */
