@@ -73,7 +73,14 @@ typedef struct drt_backend_i {
    * schedule, or one phase of a pipeline (ir.h, "phases"): only the inputs
    * among those steps are copied in, only the outputs among them out, only
    * the uploads among them issued. */
-  dc_status *(*begin_run)(void *be, double *step_seconds, int32_t first, int32_t end);
+  /* trace: NULL, or the run's event slots (drt_set_tracing), cleared to
+   * DRT_EVENT_NONE: per device d its inputs' slot, then one per step
+   * (drt_trace_step_slot), then per device its outputs' slot.  The backend fills
+   * kind, step, device, stream, start and end (dc_now_seconds' clock; a
+   * device's times placed on it), bytes for copies and arena_top; each
+   * stream writes only its own steps' slots, so no lock is needed, and the
+   * session reads them after synchronise. */
+  dc_status *(*begin_run)(void *be, double *step_seconds, drt_trace_event *trace, int32_t first, int32_t end);
   dc_status *(*run_step)(void *be, int32_t step);
   dc_status *(*copy)(void *be, int32_t step);
   dc_status *(*transfer)(void *be, int32_t step);
@@ -88,6 +95,14 @@ typedef struct drt_backend_i {
   const char *(*device)(const void *be);
   void (*destroy)(void *be);
 } drt_backend_i;
+
+/* The trace slots of a run of steps [first, end) on ndevices devices. */
+static inline int32_t drt_trace_slots(int32_t first, int32_t end, int ndevices) { return end - first + 2 * ndevices; }
+static inline int32_t drt_trace_inputs_slot(int d) { return d; }
+static inline int32_t drt_trace_step_slot(int32_t first, int ndevices, int32_t s) { return ndevices + s - first; }
+static inline int32_t drt_trace_outputs_slot(int32_t first, int32_t end, int ndevices, int d) {
+  return ndevices + end - first + d;
+}
 
 extern const drt_backend_i drt_backend_reference, drt_backend_llvm, drt_backend_cuda;
 

@@ -47,6 +47,7 @@ typedef struct {
   int nreference;              /* nodes that run reference kernels */
   char reference_ops[96];      /* their ops, "blend, ..." (drt_stats.reference_ops) */
   double *step_seconds;        /* this run's, or NULL */
+  drt_trace_event *trace;      /* this run's event slots (backend.h), or NULL */
   dc_copy_stream copies;
   int32_t first, end; /* the steps of the run in progress */
   int copying;                 /* the copy stream runs (the plan has uploads) */
@@ -200,20 +201,40 @@ static int has_uploads(const dc_module *m) {
   return 0;
 }
 
+/* Tracing: inputs in or outputs out, one event per device that moved any
+ * (the calling thread does them, serially with the compute stream). */
+static void record_copies(cpu_backend *c, drt_event_kind kind, const uint64_t *moved, double t0, double t1) {
+  int nd = c->s.live->ndevices;
+  for (int d = 0; d < nd; d++) {
+    if (!moved[d]) continue;
+    int32_t slot = kind == DRT_EVENT_INPUTS ? drt_trace_inputs_slot(d)
+                                            : drt_trace_outputs_slot(c->first, c->end, nd, d);
+    c->trace[slot] = (drt_trace_event){.kind = kind, .step = -1, .device = d, .stream = DRT_STREAM_COPY,
+                                       .start = t0, .end = t1, .bytes = moved[d], .arena_top = c->arena_top[d]};
+  }
+}
+
 /* Inputs host -> device, then the copy stream starts when there is
  * anything to upload. */
-static dc_status *begin_run(void *be, double *step_seconds, int32_t first, int32_t end) {
+static dc_status *begin_run(void *be, double *step_seconds, drt_trace_event *trace, int32_t first, int32_t end) {
   cpu_backend *c = be;
   const dc_module *m = c->m;
   memset(c->arena_top, 0, sizeof c->arena_top);
   c->step_seconds = step_seconds;
+  c->trace = trace;
   c->first = first, c->end = end;
+  double t0 = trace ? dc_now_seconds() : 0;
+  uint64_t moved[DC_MAX_DEVICES] = {0};
   for (int i = 0; i < m->ninputs; i++) {
     int32_t v = m->inputs[i].node;
-    if (v >= first && v < end) memcpy(place(c, v), c->host_in[i], dc_type_bytes(&m->nodes[v].type));
+    if (v < first || v >= end) continue;
+    memcpy(place(c, v), c->host_in[i], dc_type_bytes(&m->nodes[v].type));
+    moved[m->nodes[v].device] += dc_type_bytes(&m->nodes[v].type);
   }
+  if (trace) record_copies(c, DRT_EVENT_INPUTS, moved, t0, dc_now_seconds());
   if (!has_uploads(m)) return NULL;
-  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, first, end));
+  drt_trace_event *step_slots = trace ? trace + drt_trace_step_slot(first, c->s.live->ndevices, first) : NULL;
+  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, step_slots, first, end));
   c->copying = 1;
   return NULL;
 }
@@ -295,15 +316,29 @@ static dc_status *run_node(cpu_backend *c, int32_t s) {
   return NULL;
 }
 
+/* Tracing: step s ran on the calling thread, the compute stream, from t0 to t1. */
+static void record_step(cpu_backend *c, int32_t s, double t0, double t1) {
+  const dc_node *n = &c->m->nodes[s];
+  int transfer = n->op == OP_TRANSFER;
+  drt_trace_event *e = &c->trace[drt_trace_step_slot(c->first, c->s.live->ndevices, s)];
+  *e = (drt_trace_event){.kind = transfer ? DRT_EVENT_TRANSFER : DRT_EVENT_KERNEL, .step = s, .device = n->device,
+                         .stream = DRT_STREAM_COMPUTE, .start = t0, .end = t1,
+                         .bytes = transfer ? dc_type_bytes(&n->type) : 0, .arena_top = c->arena_top[n->device]};
+}
+
 /* A kernel step on the compute stream, once the uploads it reads are in
  * place.  A transfer is one too (its reference kernel copies between the
  * two arenas), and so is a constant (its kernel places its bytes). */
 static dc_status *run_step(void *be, int32_t s) {
   cpu_backend *c = be;
   if (c->copying) DC_TRY(dc_copy_stream_wait(&c->copies, &c->m->nodes[s]));
-  double t0 = c->step_seconds ? dc_now_seconds() : 0;
+  double t0 = c->step_seconds || c->trace ? dc_now_seconds() : 0;
   DC_TRY(run_node(c, s));
-  if (c->step_seconds) c->step_seconds[s] += dc_now_seconds() - t0;
+  if (c->step_seconds || c->trace) {
+    double t1 = dc_now_seconds();
+    if (c->step_seconds) c->step_seconds[s] += t1 - t0;
+    if (c->trace) record_step(c, s, t0, t1);
+  }
   if (c->s.check_step) DC_TRY(c->s.check_step(c->s.check_ctx, s, c->value[s]));
   return NULL;
 }
@@ -322,10 +357,15 @@ static dc_status *synchronise(void *be, dc_status *st) {
   if (c->copying) st = dc_copy_stream_stop(&c->copies, st, c->arena_top);
   c->copying = 0;
   if (st) return st;
+  double t0 = c->trace ? dc_now_seconds() : 0;
+  uint64_t moved[DC_MAX_DEVICES] = {0};
   for (int i = 0; i < m->noutputs; i++) {
     int32_t v = m->outputs[i].node;
-    if (v >= c->first && v < c->end) memcpy(c->host_out[i], c->value[v], dc_type_bytes(&m->nodes[v].type));
+    if (v < c->first || v >= c->end) continue;
+    memcpy(c->host_out[i], c->value[v], dc_type_bytes(&m->nodes[v].type));
+    moved[m->nodes[v].device] += dc_type_bytes(&m->nodes[v].type);
   }
+  if (c->trace) record_copies(c, DRT_EVENT_OUTPUTS, moved, t0, dc_now_seconds());
   return NULL;
 }
 

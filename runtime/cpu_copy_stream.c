@@ -13,10 +13,18 @@ static int copy_one(dc_copy_stream *c, int32_t s) {
   int stop = c->stop;
   pthread_mutex_unlock(&c->mu);
   if (stop) return 0;
-  double t0 = c->step_seconds ? dc_now_seconds() : 0;
+  double t0 = c->step_seconds || c->trace ? dc_now_seconds() : 0;
   uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
   dc_status *st = dc_host_weights_upload(c->host, c->m->nodes[n->inputs[0]].ref, place_of(c, n));
-  if (c->step_seconds) c->step_seconds[s] += dc_now_seconds() - t0;
+  if (c->step_seconds || c->trace) {
+    double t1 = dc_now_seconds();
+    if (c->step_seconds) c->step_seconds[s] += t1 - t0;
+    /* this thread's own slot; the session reads it after the join */
+    if (c->trace && !st)
+      c->trace[s - c->first] = (drt_trace_event){.kind = DRT_EVENT_UPLOAD, .step = s, .device = n->device,
+                                                 .stream = DRT_STREAM_COPY, .start = t0, .end = t1,
+                                                 .bytes = dc_type_bytes(&n->type), .arena_top = end};
+  }
   pthread_mutex_lock(&c->mu);
   if (end > c->top[n->device]) c->top[n->device] = end;
   if (st)
@@ -36,9 +44,10 @@ static void *copy_stream_main(void *arg) {
 }
 
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
-                                uint8_t *const *arena, double *step_seconds, int32_t first, int32_t end) {
+                                uint8_t *const *arena, double *step_seconds, drt_trace_event *trace, int32_t first,
+                                int32_t end) {
   *c = (dc_copy_stream){.path = path, .m = m, .host = host, .arena = arena, .step_seconds = step_seconds,
-                        .first = first, .end = end};
+                        .trace = trace, .first = first, .end = end};
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   if (pthread_create(&c->thread, NULL, copy_stream_main, c) == 0) return NULL;

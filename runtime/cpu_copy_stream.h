@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 
+#include "diffrun.h"
 #include "host_weights.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
   dc_host_weights *host;
   uint8_t *const *arena;       /* per device: its arena (values at arena + offset) */
   double *step_seconds;        /* NULL, or per node: each upload's time is added */
+  drt_trace_event *trace;      /* NULL, or the run's step slots: upload s fills trace[s - first] */
   int32_t first, end;          /* the run's steps */
   pthread_t thread;
   pthread_mutex_t mu;
@@ -39,7 +41,8 @@ typedef struct {
  * all, or one phase); it copies nothing until dc_copy_stream_may_start.
  * On failure nothing is left to stop. */
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
-                                uint8_t *const *arena, double *step_seconds, int32_t first, int32_t end);
+                                uint8_t *const *arena, double *step_seconds, drt_trace_event *trace, int32_t first,
+                                int32_t end);
 
 /* The compute stream has reached upload step s: every step before it is
  * done, so the upload may overwrite its place. */

@@ -250,10 +250,13 @@ static void release_device(dc_cuda_backend *b, int d) {
       destroy_event(a, b->copy_may_start, s);
       destroy_event(a, b->copied, s);
       destroy_event(a, b->moved, s);
+      destroy_event(a, b->copy_began, s);
+      destroy_event(a, b->copy_ended, s);
     }
     if (m->nodes[s].op == OP_TRANSFER && source_device(m, s) == d) destroy_event(a, b->source_ready, s);
   }
-  dc_cu_event evs[] = {g->inputs_ready, g->begin, g->end, g->bounce_copied[0], g->bounce_copied[1]};
+  dc_cu_event evs[] = {g->inputs_ready, g->begin,         g->end,          g->bounce_copied[0],
+                       g->bounce_copied[1], g->trace_origin, g->outputs_began, g->outputs_done};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
     if (evs[i]) a->EventDestroy(evs[i]);
   if (g->compute) a->StreamDestroy(g->compute);
@@ -297,6 +300,8 @@ void dc_cuda_backend_destroy(dc_cuda_backend *b) {
   dc_free(b->copied);
   dc_free(b->source_ready);
   dc_free(b->moved);
+  dc_free(b->copy_began);
+  dc_free(b->copy_ended);
   dc_free(b->weight_device);
   dc_free(b->weight_offset);
   dc_free(b->host_offset);

@@ -31,6 +31,7 @@
 #define DC_CUDA_BACKEND_H
 
 #include "cuda_driver.h"
+#include "diffrun.h"
 #include "plan/plan_format.h"
 
 typedef struct dc_cuda_backend dc_cuda_backend;
@@ -140,7 +141,11 @@ dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double 
  * copies the outputs down, waits and reads the times; on failure it waits
  * for every stream and returns st.  dc_cuda_backend_run is exactly these. */
 /* Steps [first, end) (all, or one phase): their inputs in, their outputs out at the end. */
-dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, int32_t first, int32_t end);
+/* trace: NULL, or the run's event slots (runtime/backend.h): kernels,
+ * transfers, uploads, inputs and outputs timed by events (made on the first
+ * traced run) and placed on dc_now_seconds' clock at the run's start. */
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, drt_trace_event *trace, int32_t first,
+                                 int32_t end);
 dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s);
 dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds);
 

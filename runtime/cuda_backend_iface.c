@@ -103,8 +103,8 @@ static dc_status *load_kernels(void *be) { return dc_cuda_backend_load_kernels((
 static void *input(void *be, int i) { return dc_cuda_backend_input(((cuda_iface *)be)->gpu, i); }
 static float *output(void *be, int i) { return dc_cuda_backend_output(((cuda_iface *)be)->gpu, i); }
 
-static dc_status *begin_run(void *be, double *step_seconds, int32_t first, int32_t end) {
-  return dc_cuda_backend_begin(((cuda_iface *)be)->gpu, step_seconds, first, end);
+static dc_status *begin_run(void *be, double *step_seconds, drt_trace_event *trace, int32_t first, int32_t end) {
+  return dc_cuda_backend_begin(((cuda_iface *)be)->gpu, step_seconds, trace, first, end);
 }
 
 /* Launches, uploads and transfers alike: the backend enqueues each on the

@@ -28,6 +28,10 @@ typedef struct {
   int optin_smem;                      /* the largest dynamic shared memory a kernel may opt in to */
   dc_cu_stream compute, copy;
   dc_cu_event inputs_ready, begin, end;
+  /* tracing (made on the first traced run): the copy stream's start, and
+   * around the outputs' copies */
+  dc_cu_event trace_origin, outputs_began, outputs_done;
+  double origin_seconds;               /* the host clock when trace_origin was recorded */
   dc_cu_event bounce_copied[2];        /* on-demand: behind this device's last copy out of each chunk */
   loaded_kernel *kern;                 /* per kernel of the plan */
   dc_cu_deviceptr arena, weights;
@@ -51,6 +55,7 @@ struct dc_cuda_backend {
   dc_cu_event *step_done;        /* per node (launches, transfers), created on the first profiled run */
   dc_cu_event *copy_may_start, *copied; /* per OP_UPLOAD node: compute before it done; its copy done */
   dc_cu_event *source_ready, *moved;    /* per OP_TRANSFER node: its source computed; the copy done */
+  dc_cu_event *copy_began, *copy_ended; /* tracing, per OP_UPLOAD node: timed around its copy */
   int *weight_device;            /* per weight: the device whose block (or uploads) hold it */
   uint64_t *weight_offset;       /* per weight, in its device's block, or NOT_HERE when offloaded */
   uint64_t *host_offset;         /* per weight, in host_weights, or NOT_HERE when resident */
@@ -69,6 +74,7 @@ struct dc_cuda_backend {
   float *check_buf;              /* pinned, the largest f32 step output (check_step only) */
   /* The run in progress (dc_cuda_backend_begin .. _end). */
   double *step_seconds;          /* NULL, or per node: device times are added at the end */
+  drt_trace_event *trace;        /* NULL, or the run's event slots, filled at the end */
   int32_t run_first, run_end;    /* the run's steps */
   int started;                   /* work was enqueued: a failed run waits for every stream */
 };

@@ -22,6 +22,7 @@
  * since they wait for its compute stream, and so is the end of the run.
  * Outputs go down on their device's copy stream once its compute is done,
  * then the host waits for every copy stream. */
+#include "backend.h"
 #include "cuda_backend_impl.h"
 
 #include <string.h>
@@ -48,6 +49,29 @@ static dc_status *create_step_timers(dc_cuda_backend *b) {
       int timed = b->k->kernel_of_node[s] >= 0 || m->nodes[s].op == OP_TRANSFER;
       if (timed && m->nodes[s].device == d && !b->step_done[s])
         DC_TRY(CU(b, EventCreate, &b->step_done[s], DC_CU_EVENT_DEFAULT));
+    }
+  }
+  return NULL;
+}
+
+/* Tracing: timed events around every upload's copy and, per device, at the
+ * copy stream's start and around the outputs' copies (made on the first
+ * traced run, or where a failed one left off). */
+static dc_status *create_trace_events(dc_cuda_backend *b) {
+  const dc_module *m = b->m;
+  if (!b->copy_began) b->copy_began = dc_calloc((size_t)m->nnodes + 1, sizeof *b->copy_began);
+  if (!b->copy_ended) b->copy_ended = dc_calloc((size_t)m->nnodes + 1, sizeof *b->copy_ended);
+  if (!b->copy_began || !b->copy_ended) return dc_nomem("tracing CUDA steps");
+  for (int d = 0; d < b->ndevices; d++) {
+    cuda_device *g = &b->dev[d];
+    DC_TRY(dc_cuda_use_device(b, d));
+    dc_cu_event *own[] = {&g->trace_origin, &g->outputs_began, &g->outputs_done};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+      if (!*own[i]) DC_TRY(CU(b, EventCreate, own[i], DC_CU_EVENT_DEFAULT));
+    for (int32_t s = 0; s < m->nnodes; s++) {
+      if (m->nodes[s].op != OP_UPLOAD || m->nodes[s].device != d) continue;
+      if (!b->copy_began[s]) DC_TRY(CU(b, EventCreate, &b->copy_began[s], DC_CU_EVENT_DEFAULT));
+      if (!b->copy_ended[s]) DC_TRY(CU(b, EventCreate, &b->copy_ended[s], DC_CU_EVENT_DEFAULT));
     }
   }
   return NULL;
@@ -94,9 +118,11 @@ static dc_status *upload_step(dc_cuda_backend *b, int32_t s) {
   int w = b->m->nodes[n->inputs[0]].ref;
   DC_TRY(CU(b, EventRecord, b->copy_may_start[s], g->compute));
   DC_TRY(CU(b, StreamWaitEvent, g->copy, b->copy_may_start[s], 0));
+  if (b->trace) DC_TRY(CU(b, EventRecord, b->copy_began[s], g->copy));
   uint64_t bytes = dc_type_bytes(&n->type);
   if (b->info.on_demand) DC_TRY(upload_through_bounce(b, n->device, w, b->value[s], bytes));
   else DC_TRY(CU(b, MemcpyHtoDAsync, b->value[s], b->host_weights + b->host_offset[w], bytes, g->copy));
+  if (b->trace) DC_TRY(CU(b, EventRecord, b->copy_ended[s], g->copy));
   return CU(b, EventRecord, b->copied[s], g->copy);
 }
 
@@ -149,8 +175,12 @@ static dc_status *run_step(dc_cuda_backend *b, int32_t s, int profiling) {
 static dc_status *inputs_in(dc_cuda_backend *b) {
   const dc_module *m = b->m;
   for (int d = 0; d < b->ndevices; d++) {
-    const cuda_device *g = &b->dev[d];
+    cuda_device *g = &b->dev[d];
     DC_TRY(dc_cuda_use_device(b, d));
+    if (b->trace) { /* the streams are idle: the event completes as it is recorded */
+      g->origin_seconds = dc_now_seconds();
+      DC_TRY(CU(b, EventRecord, g->trace_origin, g->copy));
+    }
     for (int i = 0; i < m->ninputs; i++) {
       int32_t v = m->inputs[i].node;
       if (m->nodes[v].device != d || v < b->run_first || v >= b->run_end) continue;
@@ -175,6 +205,7 @@ static dc_status *outputs_out(dc_cuda_backend *b) {
     DC_TRY(wait_transfers_out(b, d));
     DC_TRY(CU(b, EventRecord, g->end, g->compute));
     DC_TRY(CU(b, StreamWaitEvent, g->copy, g->end, 0));
+    if (b->trace) DC_TRY(CU(b, EventRecord, g->outputs_began, g->copy));
     for (int i = 0; i < m->noutputs; i++) {
       int32_t v = m->outputs[i].node;
       if (m->nodes[v].device != d || v < b->run_first || v >= b->run_end) continue;
@@ -182,6 +213,7 @@ static dc_status *outputs_out(dc_cuda_backend *b) {
                                    dc_type_bytes(&m->nodes[v].type), g->copy),
                                 "%s: copying output \"%s\" to the host", b->path, m->outputs[i].name));
     }
+    if (b->trace) DC_TRY(CU(b, EventRecord, g->outputs_done, g->copy));
   }
   for (int d = 0; d < b->ndevices; d++) {
     DC_TRY(dc_cuda_use_device(b, d));
@@ -223,14 +255,99 @@ static dc_status *read_times(dc_cuda_backend *b, double *step_seconds, double *k
   return NULL;
 }
 
+/* ---- the trace -------------------------------------------------------------------- */
+/* An event's time on the host clock: its device's origin plus the device
+ * time since. */
+static dc_status *host_time(dc_cuda_backend *b, int d, dc_cu_event e, double *t) {
+  DC_TRY(elapsed(b, b->dev[d].trace_origin, e, t));
+  *t += b->dev[d].origin_seconds;
+  return NULL;
+}
+
+/* Bytes moved and the highest arena byte of the values, per device, of
+ * the run's inputs (outputs: 0 when is_input is 0, nothing is placed). */
+static void io_bytes(const dc_cuda_backend *b, int is_input, uint64_t *bytes, uint64_t *top) {
+  const dc_module *m = b->m;
+  int n = is_input ? m->ninputs : m->noutputs;
+  for (int i = 0; i < n; i++) {
+    int32_t v = is_input ? m->inputs[i].node : m->outputs[i].node;
+    if (v < b->run_first || v >= b->run_end) continue;
+    const dc_node *node = &m->nodes[v];
+    bytes[node->device] += dc_type_bytes(&node->type);
+    uint64_t end = (uint64_t)node->offset + dc_type_bytes(&node->type);
+    if (is_input && end > top[node->device]) top[node->device] = end;
+  }
+}
+
+/* The run's events from the device's: a step on a compute stream runs
+ * from the later of the previous step's end there and the end of every
+ * upload it waited for, to its own event; an upload between the events
+ * around its copy. */
+static dc_status *read_trace(dc_cuda_backend *b) {
+  const dc_module *m = b->m;
+  int32_t first = b->run_first, end = b->run_end;
+  uint64_t in[DC_MAX_DEVICES] = {0}, out[DC_MAX_DEVICES] = {0}, in_top[DC_MAX_DEVICES] = {0}, none[DC_MAX_DEVICES];
+  double prev[DC_MAX_DEVICES];
+  io_bytes(b, 1, in, in_top);
+  io_bytes(b, 0, out, none);
+  for (int d = 0; d < b->ndevices; d++) {
+    double t0, t1;
+    DC_TRY(host_time(b, d, b->dev[d].begin, &prev[d]));
+    t0 = b->dev[d].origin_seconds;
+    if (in[d])
+      b->trace[drt_trace_inputs_slot(d)] =
+          (drt_trace_event){.kind = DRT_EVENT_INPUTS, .step = -1, .device = d, .stream = DRT_STREAM_COPY, .start = t0,
+                            .end = prev[d], .bytes = in[d], .arena_top = in_top[d]};
+    DC_TRY(host_time(b, d, b->dev[d].outputs_began, &t0));
+    DC_TRY(host_time(b, d, b->dev[d].outputs_done, &t1));
+    if (out[d])
+      b->trace[drt_trace_outputs_slot(first, end, b->ndevices, d)] =
+          (drt_trace_event){.kind = DRT_EVENT_OUTPUTS, .step = -1, .device = d, .stream = DRT_STREAM_COPY,
+                            .start = t0, .end = t1, .bytes = out[d]};
+  }
+  for (int32_t s = first; s < end; s++) { /* uploads first: their readers start after them */
+    const dc_node *n = &m->nodes[s];
+    if (n->op != OP_UPLOAD) continue;
+    drt_trace_event *e = &b->trace[drt_trace_step_slot(first, b->ndevices, s)];
+    *e = (drt_trace_event){.kind = DRT_EVENT_UPLOAD, .step = s, .device = n->device, .stream = DRT_STREAM_COPY,
+                           .bytes = dc_type_bytes(&n->type),
+                           .arena_top = (uint64_t)n->offset + dc_type_bytes(&n->type)};
+    DC_TRY(host_time(b, n->device, b->copy_began[s], &e->start));
+    DC_TRY(host_time(b, n->device, b->copy_ended[s], &e->end));
+  }
+  for (int32_t s = first; s < end; s++) {
+    const dc_node *n = &m->nodes[s];
+    if (!b->step_done[s]) continue;
+    int d = n->device;
+    double start = prev[d];
+    for (int k = 0; k < n->ninputs; k++) {
+      int32_t v = n->inputs[k];
+      const drt_trace_event *up = &b->trace[drt_trace_step_slot(first, b->ndevices, v)];
+      if (m->nodes[v].op == OP_UPLOAD && v >= first && up->end > start) start = up->end;
+    }
+    drt_trace_event *e = &b->trace[drt_trace_step_slot(first, b->ndevices, s)];
+    int transfer = n->op == OP_TRANSFER;
+    *e = (drt_trace_event){.kind = transfer ? DRT_EVENT_TRANSFER : DRT_EVENT_KERNEL, .step = s, .device = d,
+                           .stream = DRT_STREAM_COMPUTE, .start = start,
+                           .bytes = transfer ? dc_type_bytes(&n->type) : 0,
+                           .arena_top = (uint64_t)n->offset + dc_type_bytes(&n->type)};
+    DC_TRY(host_time(b, d, b->step_done[s], &e->end));
+    prev[d] = e->end;
+  }
+  return NULL;
+}
+
 /* ---- a run, step by step ------------------------------------------------------------ */
-dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, int32_t first, int32_t end) {
+dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, drt_trace_event *trace, int32_t first,
+                                 int32_t end) {
   b->run_first = first, b->run_end = end;
   b->current = -1; /* the caller's thread may not be the one that loaded, or have another context current */
   b->started = 0;
   b->step_seconds = step_seconds;
+  b->trace = trace;
   DC_TRY(dc_cuda_use_device(b, 0));
-  if (step_seconds) DC_TRY(create_step_timers(b));
+  if (step_seconds || trace) DC_TRY(create_step_timers(b));
+  if (trace) DC_TRY(create_trace_events(b));
   for (int d = 0; d < b->ndevices; d++) b->dev[d].npending = 0;
   b->info.transferred_bytes = 0;
   b->started = 1;
@@ -239,7 +356,7 @@ dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, int32
 
 dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s) {
   char what[300];
-  dc_status *st = run_step(b, s, b->step_seconds != NULL);
+  dc_status *st = run_step(b, s, b->step_seconds || b->trace);
   return st ? dc_status_annotate(st, "%s: %s", b->path, dc_cuda_step_name(b->m, s, what, sizeof what)) : NULL;
 }
 
@@ -259,11 +376,12 @@ dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel
     b->current = -1;
     return st;
   }
-  return read_times(b, b->step_seconds, kernel_seconds);
+  DC_TRY(read_times(b, b->step_seconds, kernel_seconds));
+  return b->trace ? read_trace(b) : NULL;
 }
 
 dc_status *dc_cuda_backend_run(dc_cuda_backend *b, double *step_seconds, double *kernel_seconds) {
-  dc_status *st = dc_cuda_backend_begin(b, step_seconds, 0, b->m->nnodes);
+  dc_status *st = dc_cuda_backend_begin(b, step_seconds, NULL, 0, b->m->nnodes);
   for (int32_t s = 0; s < b->m->nnodes && !st; s++) st = dc_cuda_backend_step(b, s);
   return dc_cuda_backend_end(b, st, kernel_seconds);
 }

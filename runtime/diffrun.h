@@ -187,6 +187,52 @@ double drt_step_seconds(const drt_plan *p, int step);
 struct dc_mem_series;
 dc_status *drt_memory_timeline(const drt_plan *p, const struct dc_mem_series *measured, const char *path);
 
+/* Run trace (diffrun --trace): when on, every run records one event per
+ * kernel step and per copy, with one clock for every stream (seconds since
+ * the first traced run began; CUDA: device events placed on the host's
+ * clock at the run's start).  Turning it on clears what was recorded; runs
+ * and phase runs then append, so a pipeline's generation is one trace.
+ * Slots are reserved before a run starts (one per step of the run), so a
+ * kernel's recording is two clock reads and a store; off, a branch per step. */
+dc_status *drt_set_tracing(drt_plan *p, int on);
+typedef enum {
+  DRT_EVENT_NONE,     /* an unused slot (never returned by drt_trace_event_at) */
+  DRT_EVENT_KERNEL,   /* a kernel step (a constant placing its bytes too), compute stream */
+  DRT_EVENT_UPLOAD,   /* an offloaded weight copied host -> device, copy stream */
+  DRT_EVENT_TRANSFER, /* a value copied from another device, the destination's compute stream */
+  DRT_EVENT_INPUTS,   /* the run's inputs host -> device on one device, copy stream */
+  DRT_EVENT_OUTPUTS,  /* the run's outputs device -> host from one device, copy stream */
+  DRT_EVENT_PHASE     /* one run (of a phase, or of the whole plan), enclosing its steps */
+} drt_event_kind;
+enum { DRT_STREAM_COMPUTE, DRT_STREAM_COPY };
+typedef struct {
+  drt_event_kind kind;
+  int32_t step;        /* the node; PHASE: the phase index (-1: the whole plan); INPUTS/OUTPUTS: -1 */
+  int32_t run;         /* which run since tracing began (0, 1, ...): a step's events and its run's PHASE share it */
+  int32_t iteration;   /* PHASE: how many runs of the same phase came before it */
+  int device, stream;  /* stream: DRT_STREAM_COMPUTE or DRT_STREAM_COPY */
+  double start, end;   /* seconds since the first traced run began */
+  uint64_t bytes;      /* copies: bytes moved; kernels: bytes read and written (dc_node_traffic_bytes) */
+  uint64_t flops;      /* kernels: dc_node_flops */
+  uint64_t arena_top;  /* the device arena's high-water mark once the event's bytes were placed, as the
+                        * backend measured it (CUDA: the value's planned end) */
+} drt_trace_event;
+int drt_trace_count(const drt_plan *p);
+const drt_trace_event *drt_trace_event_at(const drt_plan *p, int i); /* NULL out of range */
+/* The recorded events as Chrome trace-event JSON (Perfetto, chrome://tracing):
+ * a process per device, a thread per stream; written to a temporary name
+ * and renamed.  An error when nothing was recorded. */
+dc_status *drt_trace_write(const drt_plan *p, const char *path);
+/* The device memory of the traced runs as they observed it, in ir.h's
+ * "memory by kind" series (same steps, same kinds as dc_mem_series_compute):
+ * each value counted from when its bytes were written until its last
+ * reader finished, sampled when each step finished on its compute stream,
+ * and the arena's high-water mark the backend measured.  A step run more
+ * than once (a loop phase, --repeat) shows the most any of its runs held.
+ * An error when nothing was recorded.  Free with dc_mem_series_deinit. */
+struct dc_mem_series;
+dc_status *drt_memory_measured(const drt_plan *p, struct dc_mem_series *out);
+
 /* Copies numel floats for input `name`; numel must match the plan, and the
  * input must be f32 (an integer input is refused, naming its dtype). */
 dc_status *drt_set_input(drt_plan *p, const char *name, const float *data, size_t numel);

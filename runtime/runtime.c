@@ -26,6 +26,7 @@
 #include "host_weights.h"
 #include "session.h"
 #include "plan/plan_format.h"
+#include "trace.h"
 
 _Static_assert(DC_MAX_DEVICES == 8, "drt_stats' per-device arrays hold 8 devices");
 
@@ -40,6 +41,14 @@ struct drt_plan {
   const drt_backend_i *be;     /* the backend's table, and its state */
   void *backend;
   double *step_seconds;        /* per node, when profiling */
+  /* Tracing (drt_set_tracing): the events of every run since it was turned
+   * on, each run's block led by its PHASE event; trace_origin is the clock
+   * at the first traced run's start (0 before it). */
+  int tracing;
+  drt_trace_event *trace;
+  int32_t ntrace, trace_cap, trace_runs;
+  int32_t phase_runs[DC_MAX_PHASES + 1]; /* per phase (the last: the whole plan): runs traced */
+  double trace_origin;
   int inspect;                 /* loaded for drt_info only: no backend */
   drt_plan_info info;
   char archs[512];
@@ -319,6 +328,7 @@ void drt_destroy(drt_plan *p) {
   for (int i = 0; m && p->files && i < m->nfiles; i++) dc_file_unmap(&p->files[i]);
   dc_host_weights_deinit(&p->host);
   dc_free(p->step_seconds);
+  dc_free(p->trace);
   dc_free(p->files);
   dc_free(p->in_info);
   dc_free(p->out_info);
@@ -494,14 +504,64 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats, int3
   p->be->stats(p->backend, stats);
 }
 
-/* Steps [first, end): their inputs in, the steps, their outputs out. */
-static dc_status *run_span(drt_plan *p, int32_t first, int32_t end) {
+/* ---- tracing ---- */
+/* Room for one more run of steps [first, end): its PHASE event, then its
+ * slots, cleared; grown here, before the run, never while it records. */
+static dc_status *trace_reserve(drt_plan *p, int32_t first, int32_t end, drt_trace_event **slots) {
+  int32_t need = p->ntrace + 1 + drt_trace_slots(first, end, p->live.ndevices);
+  if (need > p->trace_cap) {
+    int32_t chunk = 1 + drt_trace_slots(0, p->plan.module->nnodes, p->live.ndevices);
+    int32_t cap = p->trace_cap + chunk > need ? p->trace_cap + chunk : need;
+    drt_trace_event *grown = dc_realloc(p->trace, (size_t)cap * sizeof *grown);
+    if (!grown) return dc_nomem("recording the run trace");
+    p->trace = grown, p->trace_cap = cap;
+  }
+  *slots = p->trace + p->ntrace + 1;
+  memset(*slots, 0, (size_t)drt_trace_slots(first, end, p->live.ndevices) * sizeof **slots);
+  return NULL;
+}
+
+/* A run that succeeded: its PHASE event, then the slots it filled, packed
+ * (in time order on each track: inputs, steps, outputs), on the trace's
+ * clock, with each kernel's arithmetic and traffic. */
+static void trace_commit(drt_plan *p, int phase, int32_t first, int32_t end, double t0, double t1) {
+  const dc_module *m = p->plan.module;
+  if (!p->trace_runs) p->trace_origin = t0;
+  int which = phase < 0 ? DC_MAX_PHASES : phase;
+  drt_trace_event *slots = p->trace + p->ntrace + 1;
+  int32_t nslots = drt_trace_slots(first, end, p->live.ndevices), w = p->ntrace;
+  p->trace[w++] = (drt_trace_event){.kind = DRT_EVENT_PHASE, .step = phase, .run = p->trace_runs,
+                                    .iteration = p->phase_runs[which]++, .stream = DRT_STREAM_COMPUTE,
+                                    .start = t0 - p->trace_origin, .end = t1 - p->trace_origin};
+  for (int32_t i = 0; i < nslots; i++) {
+    drt_trace_event e = slots[i];
+    if (e.kind == DRT_EVENT_NONE) continue;
+    e.run = p->trace_runs;
+    e.start -= p->trace_origin, e.end -= p->trace_origin;
+    if (e.kind == DRT_EVENT_KERNEL) {
+      e.flops = dc_node_flops(m, e.step);
+      e.bytes = dc_node_traffic_bytes(m, e.step);
+    }
+    p->trace[w++] = e; /* w <= the slot's own index: packing never overwrites an unread slot */
+  }
+  p->ntrace = w;
+  p->trace_runs++;
+}
+
+/* Steps [first, end) (phase `phase`, -1 for the whole plan without
+ * phases): their inputs in, the steps, their outputs out. */
+static dc_status *run_span(drt_plan *p, int phase, int32_t first, int32_t end) {
   if (p->inspect)
     return dc_error(DC_ERR_ARGUMENT, "%s: the plan was loaded for inspection only (drt_options.inspect); load it again "
                     "to run it", p->path);
-  dc_status *st = p->be->begin_run(p->backend, p->step_seconds, first, end);
+  drt_trace_event *slots = NULL;
+  if (p->tracing) DC_TRY(trace_reserve(p, first, end, &slots));
+  double t0 = slots ? dc_now_seconds() : 0;
+  dc_status *st = p->be->begin_run(p->backend, p->step_seconds, slots, first, end);
   if (!st) st = walk_schedule(p, first, end);
-  return p->be->synchronise(p->backend, st);
+  st = p->be->synchronise(p->backend, st);
+  if (slots && !st) trace_commit(p, phase, first, end, t0, dc_now_seconds());
+  return st;
 }
 
 /* Every phase once, in order (the whole schedule when there are none):
@@ -515,7 +575,7 @@ dc_status *drt_run(drt_plan *p, drt_stats *stats) {
   drt_stats most = {0}, one;
   for (int32_t ph = 0; ph < (m->nphases ? m->nphases : 1) && !st; ph++) {
     if (m->nphases && first[ph] == end[ph]) continue;
-    st = run_span(p, first[ph], end[ph]);
+    st = run_span(p, m->nphases ? ph : -1, first[ph], end[ph]);
     if (st || !stats) continue;
     fill_stats(p, 0, &one, first[ph], end[ph]); /* each phase's measured arena: the run's is the most */
     if (one.device_peak_bytes > most.device_peak_bytes) most.device_peak_bytes = one.device_peak_bytes;
@@ -551,7 +611,7 @@ dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats) {
   int32_t first[DC_MAX_PHASES], end[DC_MAX_PHASES];
   dc_phase_spans(m, first, end);
   double t0 = dc_now_seconds();
-  DC_TRY(run_span(p, first[phase], end[phase]));
+  DC_TRY(run_span(p, phase, first[phase], end[phase]));
   if (stats) fill_stats(p, dc_now_seconds() - t0, stats, first[phase], end[phase]);
   return NULL;
 }
@@ -600,4 +660,39 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
   return n;
 }
 
-/* ---- the memory report ---- */
+/* ---- the run trace ---- */
+dc_status *drt_set_tracing(drt_plan *p, int on) {
+  dc_free(p->trace);
+  p->trace = NULL;
+  p->ntrace = p->trace_cap = p->trace_runs = 0;
+  memset(p->phase_runs, 0, sizeof p->phase_runs);
+  p->trace_origin = 0;
+  p->tracing = on;
+  if (!on || p->inspect) return NULL;
+  /* one run of every step, reserved now: a plan without phases never grows it */
+  p->trace_cap = 1 + drt_trace_slots(0, p->plan.module->nnodes, p->live.ndevices);
+  p->trace = dc_calloc((size_t)p->trace_cap, sizeof *p->trace);
+  if (!p->trace) p->tracing = 0, p->trace_cap = 0;
+  return p->trace ? NULL : dc_nomem("recording the run trace");
+}
+
+int drt_trace_count(const drt_plan *p) { return p->ntrace; }
+
+const drt_trace_event *drt_trace_event_at(const drt_plan *p, int i) {
+  return i >= 0 && i < p->ntrace ? &p->trace[i] : NULL;
+}
+
+dc_status *drt_trace_write(const drt_plan *p, const char *path) {
+  if (!p->ntrace)
+    return dc_error(DC_ERR_ARGUMENT, "%s: no run was traced (drt_set_tracing before drt_run); %s not written", p->path,
+                    path);
+  const char *device = p->info.device && *p->info.device ? p->info.device : "cpu model";
+  return dc_trace_write_json(p->plan.module, p->be->name, device, p->trace, p->ntrace, path);
+}
+
+dc_status *drt_memory_measured(const drt_plan *p, struct dc_mem_series *out) {
+  if (!p->ntrace)
+    return dc_error(DC_ERR_ARGUMENT, "%s: no run was traced (drt_set_tracing before drt_run): no measured memory",
+                    p->path);
+  return dc_trace_memory(p->plan.module, &p->live, p->trace, p->ntrace, out);
+}

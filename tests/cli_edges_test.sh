@@ -43,6 +43,8 @@ expect_fail "--offload twice" "--offload given twice" -- \
   "$diffc" "$fx/vae_tiny/model" -o "$tmp/a.dplan" --offload model --offload sequential
 expect_fail "--outputs twice" "--outputs given twice" -- \
   "$diffrun" "$tmp/d.dplan" --random-inputs --outputs "$tmp/1.safetensors" --outputs "$tmp/2.safetensors"
+expect_fail "--trace twice" "--trace given twice ($tmp/1.json and $tmp/2.json)" -- \
+  "$diffrun" "$tmp/d.dplan" --random-inputs --trace "$tmp/1.json" --trace "$tmp/2.json"
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/s.dplan" --skip-cast norm --skip-cast conv_in \
   --storage-dtype bf16 2>/dev/null && ok "--skip-cast stays repeatable" || bad "--skip-cast repeated refused"
 

@@ -19,6 +19,20 @@ grep -q "device arena peak: .* measured" "$tmp/run.txt" && ok "diffrun reports t
 grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "IR dump lacks the peak"
 "$diffrun" "$tmp/u.dplan" --random-inputs --seed 3 --repeat 2 | grep -q "^run 2:" && ok "--random-inputs --repeat 2" || bad "--repeat"
 "$diffrun" "$tmp/u.dplan" --random-inputs --profile | grep -q "^slowest steps:" && ok "--profile" || bad "--profile"
+# --trace: Chrome trace JSON; a path that cannot be written fails before the run, leaving nothing
+if "$diffrun" "$tmp/u.dplan" --random-inputs --trace "$tmp/t.json" -q && python3 -m json.tool "$tmp/t.json" >/dev/null &&
+   grep -q '"ph":"X","name":"conv2d","cat":"conv3x3"' "$tmp/t.json"; then
+  ok "--trace writes valid Chrome trace JSON"
+else
+  bad "--trace"
+fi
+"$diffrun" "$tmp/u.dplan" --random-inputs --trace "$tmp/no/such/t.json" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err.txt")" -eq 1 ] && grep -q "trace: .*no/such/t.json: cannot create: no folder" "$tmp/err.txt" &&
+   ! grep -q "^run 1" "$tmp/out.txt"; then
+  ok "--trace to an unwritable path: one error, non-zero exit, nothing run"
+else
+  bad "--trace to an unwritable path (rc $rc): $(cat "$tmp/err.txt")"
+fi
 "$diffrun" "$tmp/u.dplan" --random-inputs --backend reference | grep -q "backend reference" && ok "--backend reference" || bad "--backend reference"
 "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/d.dplan" --input z=1x4x8x8 2>/dev/null && ok "vae decode compiles" || bad "vae decode"
 "$diffrun" "$tmp/d.dplan" --info | grep -q "output sample .*f32\[1,3,16,16\]" && ok "diffrun --info" || bad "diffrun --info"
@@ -93,7 +107,7 @@ fi
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format --memory-budget --allow-cast --calibration inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --print-ir --info --calibrate --format --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --trace --print-ir --info --calibrate --format --quiet --help; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"

@@ -27,8 +27,13 @@ ls "$tmp"/out.png.* >/dev/null 2>&1 && bad "a temporary file left beside out.png
   bad "-q printed something"
 
 # ---- the same seed, the same image; another seed, another ----
-"$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 -o "$tmp/again.png" -q
+# (traced: the trace changes nothing, and the generation is one trace with a span per phase run)
+"$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 0 -o "$tmp/again.png" -q \
+  --trace "$tmp/gen.json"
 cmp -s "$tmp/out.png" "$tmp/again.png" && ok "a seed gives the same PNG" || bad "the same seed gave another PNG"
+python3 -m json.tool "$tmp/gen.json" >/dev/null && grep -q '"name":"text","cat":"phase"' "$tmp/gen.json" &&
+  [ "$(grep -c '"name":"denoise.cond","cat":"phase"' "$tmp/gen.json")" -ge 3 ] && ok "--trace of a generation" ||
+  bad "--trace of a generation"
 "$diffrun" "$tmp/sd.dplan" --prompt "an astronaut riding a horse on mars" --steps 3 --seed 1 -o "$tmp/other.png" -q
 cmp -s "$tmp/out.png" "$tmp/other.png" && bad "another seed gave the same PNG" || ok "another seed, another image"
 

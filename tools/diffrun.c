@@ -78,6 +78,10 @@ static const char usage[] =
     "                      CUDA each step's output is also copied back, which is slow)\n"
     "  --profile           time every step and print where the time went: per op, and the\n"
     "                      slowest steps with their module paths (CUDA: device time, by events)\n"
+    "  --trace FILE.json   record every kernel, upload and copy of the run(s) on one clock and\n"
+    "                      write them as a Chrome trace (open in ui.perfetto.dev or chrome://tracing):\n"
+    "                      a process per device, a compute and a copy track in each; a pipeline's\n"
+    "                      generation is one trace, each phase run a span around its kernels\n"
     "  --no-verify-weights skip hashing the weights' bytes at load, for a store you trust: by\n"
     "                      default every tensor the plan reads is hashed (XXH3) and compared with\n"
     "                      the compile-time hash, and a changed tensor refuses the plan (its file\n"
@@ -95,8 +99,9 @@ static const char usage[] =
     "                      ~/.cache/diffc, where diffc looks for it\n"
     "  --memory-timeline FILE.svg  after the run, draw the plan's device memory over the schedule as\n"
     "                      an SVG picture (as diffc --memory-timeline: bytes per step by kind, the\n"
-    "                      arena's high-water mark, the peak, the uploads, phases and modules);\n"
-    "                      with --info or --print-ir, without running\n"
+    "                      arena's high-water mark, the peak, the uploads, phases and modules) with\n"
+    "                      the memory the run observed as a red line; with --info or --print-ir,\n"
+    "                      the prediction alone, without running\n"
     "  --print-ir          print the IR stored in the plan and exit\n"
     "  --info              print the plan's target, kernels, inputs and outputs, then its memory\n"
     "                      report (the peak per device and what is live at it, offloaded weights,\n"
@@ -133,6 +138,7 @@ typedef struct {
   const char *calibrate_file; /* its FILE, or NULL for the default location */
   int json; /* --format json */
   const char *trusted_keys, *memory_timeline;
+  const char *trace; /* --trace FILE */
   uint64_t device_memory;
   unsigned long long seed;
 } options;
@@ -224,6 +230,15 @@ static dc_status *check_png_name(const char *path) {
   return dc_error(DC_ERR_ARGUMENT, "-o %s: diffrun writes images as PNG: name the file *.png", path);
 }
 
+/* --trace is written after the run: a path that cannot be written is
+ * refused before the run is spent (a temporary file made and removed). */
+static dc_status *check_writable(const char *path) {
+  dc_atomic_file f;
+  DC_TRY(dc_status_annotate(dc_atomic_open(path, &f), "--trace"));
+  dc_atomic_abort(&f);
+  return NULL;
+}
+
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   memset(o, 0, sizeof *o);
   o->repeat = 1;
@@ -268,6 +283,11 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
                         argv[i + 1]);
       o->memory_timeline = argv[++i];
       DC_TRY(dc_memory_timeline_check_path(o->memory_timeline));
+    } else if (!strcmp(a, "--trace")) {
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "--trace needs a FILE.json to write the run trace to");
+      if (o->trace)
+        return dc_error(DC_ERR_ARGUMENT, "--trace given twice (%s and %s): give it once", o->trace, argv[i + 1]);
+      o->trace = argv[++i];
     }
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
     else if (!strcmp(a, "--inputs") || !strcmp(a, "--outputs") || !strcmp(a, "--backend") ||
@@ -315,6 +335,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
                        o->generation))
     return dc_error(DC_ERR_ARGUMENT, "--calibrate runs the plan on random inputs by itself: it takes none of --inputs, "
                     "--random-inputs, --outputs, --profile, --info, --print-ir or the generation options");
+  if (o->trace) DC_TRY(check_writable(o->trace));
   if (o->generation && (o->inputs || o->random_inputs))
     return dc_error(DC_ERR_ARGUMENT, "--inputs/--random-inputs run one model's plan; the generation options (--prompt, "
                     "--steps, ...) run a pipeline plan: give one kind");
@@ -647,6 +668,13 @@ static void print_generation(const dc_generate_result *r) {
          dc_format_bytes(r->uploaded_bytes, b3, sizeof b3), dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b4, sizeof b4));
 }
 
+static dc_status *write_trace(const drt_plan *p, const char *path, int quiet) {
+  DC_TRY(drt_trace_write(p, path));
+  if (!quiet) printf("trace: %d events written to %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                     drt_trace_count(p), path);
+  return NULL;
+}
+
 static dc_status *run_pipeline(const options *o, drt_plan *p) {
   if (!o->png && !o->outputs)
     return dc_error(DC_ERR_ARGUMENT, "nowhere to put the image: give -o FILE.png and/or --outputs FILE.safetensors");
@@ -664,11 +692,15 @@ static dc_status *run_pipeline(const options *o, drt_plan *p) {
   memcpy(go.crops_coords_top_left, o->crop, sizeof go.crops_coords_top_left);
   memcpy(go.target_size, o->target_size, sizeof go.target_size);
   dc_generate_result r;
-  dc_status *st = dc_generate(p, &go, &r);
+  /* --memory-timeline draws the memory the run observed: recorded like --trace */
+  dc_status *st = o->trace || o->memory_timeline ? drt_set_tracing(p, 1) : NULL;
+  if (!st) st = dc_generate(p, &go, &r);
+  else memset(&r, 0, sizeof r);
   if (ps.tty) fprintf(stderr, "\r\033[K");
   dc_free(latents);
   if (!st && o->png) st = write_images(o, p, &r);
   if (!st && o->outputs) st = write_generation(o->outputs, &r);
+  if (!st && o->trace) st = write_trace(p, o->trace, o->quiet);
   if (!st && !o->quiet) print_generation(&r);
   if (!st && r.device_peak_bytes > r.device_predicted_bytes)
     st = dc_error(DC_ERR_INTERNAL, "measured device peak exceeds the plan's prediction");
@@ -736,6 +768,7 @@ static dc_status *run(const options *o) {
     drt_stats s = {0};
     double total = 0;
     if (!st && o->profile) st = drt_set_profiling(p, 1);
+    if (!st && (o->trace || o->memory_timeline)) st = drt_set_tracing(p, 1);
     for (int r = 0; r < o->repeat && !st; r++) {
       st = drt_run(p, &s);
       total += s.seconds;
@@ -744,6 +777,7 @@ static dc_status *run(const options *o) {
     if (!st && !o->check_finite) warn_nonfinite_outputs(p); /* --check-finite already looked at every step */
     if (!st && o->outputs) st = write_outputs(p, o->outputs);
     if (!st && o->profile) print_profile(p, o->repeat);
+    if (!st && o->trace) st = write_trace(p, o->trace, o->quiet);
     if (!st && !o->quiet) {
       char b1[32], b2[32], b3[32];
       struct rusage ru;
@@ -791,9 +825,13 @@ static dc_status *run(const options *o) {
       if (differ) st = dc_error(DC_ERR_INTERNAL, "measured device peak differs from the plan's prediction");
     }
   }
-  /* the predicted timeline; a run's measured series is the second argument once the runtime records one */
+  /* the predicted timeline, and after a run the memory as the run observed it (drt_memory_measured) */
   if (!st && o->memory_timeline) {
-    st = drt_memory_timeline(p, NULL, o->memory_timeline);
+    dc_mem_series measured = {0};
+    int ran = !o->info && !o->print_ir && !o->calibrate;
+    if (ran) st = drt_memory_measured(p, &measured);
+    if (!st) st = drt_memory_timeline(p, ran ? &measured : NULL, o->memory_timeline);
+    dc_mem_series_deinit(&measured);
     if (!st && !o->quiet && !o->print_ir) /* --print-ir's stdout is the IR alone */
       printf("wrote the memory timeline %s\n", o->memory_timeline);
   }
