@@ -62,13 +62,21 @@ void dc_cost_profile_default(int cuda, dc_cost_profile *p) {
 }
 
 /* A positive number at key k of object o; errors name the file and the path. */
-static dc_status *positive(const char *path, const cJSON *o, const char *where, const char *k, double *out) {
+/* A rate or overhead: positive, finite and below a bound no machine
+ * reaches (rates 1e7 GFLOP/s or GB/s, overhead 1 s per step), so that sums
+ * over a schedule stay finite and candidates compare. */
+static dc_status *positive_below(const char *path, const cJSON *o, const char *where, const char *k, double most,
+                                 double *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!v) return dc_error(DC_ERR_FORMAT, "%s: \"%s%s\" is missing", path, where, k);
-  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
-    return dc_error(DC_ERR_FORMAT, "%s: \"%s%s\" must be a positive number", path, where, k);
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !(v->valuedouble <= most))
+    return dc_error(DC_ERR_FORMAT, "%s: \"%s%s\" must be a positive number no larger than %g", path, where, k, most);
   *out = v->valuedouble;
   return NULL;
+}
+
+static dc_status *positive(const char *path, const cJSON *o, const char *where, const char *k, double *out) {
+  return positive_below(path, o, where, k, 1e7, out);
 }
 
 static dc_status *read_classes(const char *path, const cJSON *classes, dc_cost_profile *p) {
@@ -102,7 +110,7 @@ static dc_status *read_profile(const char *path, const cJSON *r, const char *tar
     return dc_error(DC_ERR_FORMAT, "%s: \"target\" is %s%s%s; the plan's target is %s", path, cJSON_IsString(t) ? "\"" : "",
                     cJSON_IsString(t) ? t->valuestring : "missing", cJSON_IsString(t) ? "\"" : "", target);
   double overhead_us = 0;
-  DC_TRY(positive(path, r, "", "overhead_us", &overhead_us));
+  DC_TRY(positive_below(path, r, "", "overhead_us", 1e6, &overhead_us));
   p->overhead_s = overhead_us * 1e-6;
   DC_TRY(read_classes(path, cJSON_GetObjectItemCaseSensitive(r, "classes"), p));
   const cJSON *copy = cJSON_GetObjectItemCaseSensitive(r, "copy");
