@@ -356,17 +356,6 @@ const dc_st_tensor *dc_st_find(const dc_st_file *f, const char *name) {
 
 /* ---- write ------------------------------------------------------------------ */
 
-static void st_json_string(dc_buf *b, const char *s) {
-  dc_buf_u8(b, '"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') dc_buf_printf(b, "\\%c", c);
-    else if (c < 0x20) dc_buf_printf(b, "\\u%04x", c);
-    else dc_buf_u8(b, c);
-  }
-  dc_buf_u8(b, '"');
-}
-
 static dc_status *st_out_bytes(const dc_st_out *t, uint64_t *out) {
   const dc_type *ty = &t->type;
   if (!t->name || st_utf8_invalid_at((const uint8_t *)t->name, strlen(t->name)) < strlen(t->name))
@@ -404,7 +393,7 @@ static dc_status *st_build_header(const st_item *it, int n, dc_buf *b) {
     if (k > 0 && strcmp(it[k - 1].t->name, o->name) == 0)
       return dc_error(DC_ERR_ARGUMENT, "safetensors writer: tensor \"%s\" given twice", o->name);
     dc_buf_u8(b, ',');
-    st_json_string(b, o->name);
+    dc_buf_json_string(b, o->name);
     dc_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", dc_dtype_safetensors_name(o->type.dtype));
     for (int i = 0; i < o->type.rank; i++)
       dc_buf_printf(b, "%s%lld", i ? "," : "", (long long)o->type.dims[i]);

@@ -10,17 +10,8 @@
 #include "ir.h"
 
 static void jstr(dc_buf *b, const char *s) {
-  if (!s) {
-    dc_buf_printf(b, "null");
-    return;
-  }
-  dc_buf_printf(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') dc_buf_printf(b, "\\%c", *p);
-    else if (*p < 0x20) dc_buf_printf(b, "\\u%04x", *p);
-    else dc_buf_append(b, p, 1);
-  }
-  dc_buf_printf(b, "\"");
+  if (s) dc_buf_json_string(b, s);
+  else dc_buf_printf(b, "null");
 }
 
 static void jkey(dc_buf *b, const char *key) {

@@ -752,12 +752,7 @@ dc_status *dc_memory_timeline_write(const dc_module *m, const dc_mem_series *mea
   dc_buf_init(&b);
   st = dc_memory_timeline_svg(m, &s, measured, &b);
   dc_mem_series_deinit(&s);
-  dc_atomic_file f;
-  if (!st) st = dc_atomic_open(path, &f);
-  if (!st) {
-    dc_atomic_write(&f, b.data, b.len);
-    st = dc_atomic_commit(&f);
-  }
+  if (!st) st = dc_atomic_write_file(path, b.data, b.len);
   dc_buf_deinit(&b);
   return dc_status_annotate(st, "writing the memory timeline %s", path);
 }

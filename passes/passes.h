@@ -54,7 +54,7 @@ typedef struct dc_map_entry {
   const char *module;
   int device;
 } dc_map_entry;
-typedef struct {
+typedef struct dc_memory_options {
   dc_offload_kind offload;
   dc_group_level group_level; /* --offload group */
   int blocks_per_group;       /* --group-level block: consecutive entries of a block list per group */

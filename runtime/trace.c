@@ -6,17 +6,6 @@
 #include "trace.h"
 
 /* ---- Chrome trace-event JSON ---- */
-static void json_string(dc_buf *b, const char *s) {
-  dc_buf_u8(b, '"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') dc_buf_printf(b, "\\%c", c);
-    else if (c < 0x20) dc_buf_printf(b, "\\u%04x", c);
-    else dc_buf_u8(b, c);
-  }
-  dc_buf_u8(b, '"');
-}
-
 /* Microseconds with nanosecond digits; start and end rounded alike so a
  * span nested in time stays nested in the file. */
 static void json_time(dc_buf *b, const char *key, long long ns) {
@@ -42,7 +31,7 @@ static void json_event(dc_buf *b, const dc_module *m, const drt_trace_event *e) 
   long long t0 = llround(e->start * 1e9), t1 = llround(e->end * 1e9);
   double seconds = (double)(t1 - t0) * 1e-9;
   dc_buf_printf(b, ",\n{\"ph\":\"X\",\"name\":");
-  json_string(b, event_name(m, e));
+  dc_buf_json_string(b, event_name(m, e));
   dc_buf_printf(b, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,", event_category(m, e), e->device, e->stream);
   json_time(b, "ts", t0);
   dc_buf_u8(b, ',');
@@ -55,7 +44,7 @@ static void json_event(dc_buf *b, const dc_module *m, const drt_trace_event *e) 
   if (e->step >= 0) {
     const char *scope = m->nodes[e->step].scope;
     dc_buf_printf(b, ",\"step\":%d,\"scope\":", e->step);
-    json_string(b, scope ? scope : "");
+    dc_buf_json_string(b, scope ? scope : "");
   }
   dc_buf_printf(b, ",\"bytes\":%llu,\"flops\":%llu", (unsigned long long)e->bytes, (unsigned long long)e->flops);
   if (seconds > 0 && e->flops) dc_buf_printf(b, ",\"GFLOP/s\":%.3f", (double)e->flops / seconds * 1e-9);
@@ -69,7 +58,7 @@ static void json_names(dc_buf *b, int ndevices, const char *backend, const char 
     snprintf(name, sizeof name, "device %d (%s, %s backend)", d, device, backend);
     dc_buf_printf(b, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", d ? ",\n" : "",
                   d);
-    json_string(b, name);
+    dc_buf_json_string(b, name);
     dc_buf_printf(b, "}},\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"compute\"}}",
                   d, DRT_STREAM_COMPUTE);
     dc_buf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"copy\"}}", d,
@@ -89,12 +78,7 @@ dc_status *dc_trace_write_json(const dc_module *m, const char *backend, const ch
   for (int32_t i = 0; i < n; i++) json_event(&b, m, &ev[i]);
   dc_buf_printf(&b, "\n],\"displayTimeUnit\":\"ms\"}\n");
   dc_status *st = dc_buf_status(&b, "writing the run trace");
-  dc_atomic_file f;
-  if (!st) st = dc_atomic_open(path, &f);
-  if (!st) {
-    dc_atomic_write(&f, b.data, b.len);
-    st = dc_atomic_commit(&f);
-  }
+  if (!st) st = dc_atomic_write_file(path, b.data, b.len);
   dc_buf_deinit(&b);
   return st;
 }

@@ -54,6 +54,16 @@ void dc_buf_printf(dc_buf *b, const char *fmt, ...) {
 }
 
 void dc_buf_u8(dc_buf *b, uint8_t v) { dc_buf_append(b, &v, 1); }
+void dc_buf_json_string(dc_buf *b, const char *s) {
+  dc_buf_u8(b, '"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') dc_buf_printf(b, "\\%c", c);
+    else if (c < 0x20) dc_buf_printf(b, "\\u%04x", c);
+    else dc_buf_u8(b, c);
+  }
+  dc_buf_u8(b, '"');
+}
 void dc_buf_u32(dc_buf *b, uint32_t v) {
   uint8_t x[4];
   for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));

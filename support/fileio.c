@@ -191,6 +191,13 @@ dc_status *dc_atomic_commit(dc_atomic_file *f) {
   return st;
 }
 
+dc_status *dc_atomic_write_file(const char *path, const void *data, size_t n) {
+  dc_atomic_file f;
+  DC_TRY(dc_atomic_open(path, &f));
+  dc_atomic_write(&f, data, n);
+  return dc_atomic_commit(&f);
+}
+
 void dc_atomic_abort(dc_atomic_file *f) {
   if (f->fp) fclose(f->fp);
   if (f->tmp_path) unlink(f->tmp_path);

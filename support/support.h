@@ -85,6 +85,8 @@ void dc_buf_deinit(dc_buf *b);
 void dc_buf_append(dc_buf *b, const void *p, size_t n);
 void dc_buf_printf(dc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dc_buf_u8(dc_buf *b, uint8_t v);
+/* s as a JSON string, quoted, with '"', '\\' and control characters escaped. */
+void dc_buf_json_string(dc_buf *b, const char *s);
 void dc_buf_u32(dc_buf *b, uint32_t v); /* little-endian */
 void dc_buf_u64(dc_buf *b, uint64_t v);
 void dc_buf_i64(dc_buf *b, int64_t v);
@@ -158,6 +160,8 @@ dc_status *dc_atomic_open(const char *path, dc_atomic_file *out);
 void dc_atomic_write(dc_atomic_file *f, const void *p, size_t n);
 dc_status *dc_atomic_commit(dc_atomic_file *f); /* always closes f */
 void dc_atomic_abort(dc_atomic_file *f);
+/* The whole file at once: open, write, commit. */
+dc_status *dc_atomic_write_file(const char *path, const void *data, size_t n);
 
 /* ---- misc -------------------------------------------------------------- */
 double dc_now_seconds(void);

@@ -14,20 +14,6 @@
 #include "runtime/diffrun.h"
 #include "testutil.h"
 
-static dc_module *compile(const char *fixture, dc_memory_options mem) {
-  char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
-  dc_compile_options o = {.model = model, .memory = mem};
-  dc_folder f;
-  memset(&f, 0, sizeof f);
-  dc_module *m = NULL;
-  dc_status *st = dc_compile_module(&o, &f, &m);
-  CHECK_OK(st);
-  dc_folder_close(&f);
-  dc_free(dir), dc_free(model);
-  if (st) exit(tu_finish());
-  return m;
-}
-
 /* The module as a CPU plan without kernels (the reference backend runs it). */
 static drt_plan *load(dc_module *m, const char *name) {
   char *path = tu_path(name);
@@ -184,14 +170,14 @@ static void test_module_names(void) {
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_module_names();
-  dc_module *plain = compile("unet_tiny/model", (dc_memory_options){0});
+  dc_module *plain = tu_compile_fixture("unet_tiny/model", &(dc_memory_options){0});
   cJSON *j = check_module(plain, "plain.dplan", 0);
   CHECK(json_u64(cJSON_GetObjectItemCaseSensitive(j, "host"), "offloaded_weight_bytes") == 0);
   cJSON_Delete(j);
   dc_module_destroy(plain);
 
   dc_memory_options group = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1, .prefetch = 1};
-  dc_module *m = compile("unet_tiny/model", group);
+  dc_module *m = tu_compile_fixture("unet_tiny/model", &group);
   j = check_module(m, "group.dplan", 0);
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
   CHECK(json_u64(host, "offloaded_weight_bytes") > 0 &&
@@ -201,7 +187,7 @@ int main(int argc, char **argv) {
 
   /* on-demand: the bounce buffer the report names is what the CPU backend holds */
   group.host_memory = DC_HOST_ON_DEMAND;
-  m = compile("unet_tiny/model", group);
+  m = tu_compile_fixture("unet_tiny/model", &group);
   j = check_module(m, "on_demand.dplan", 0);
   CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "host"), "host_memory")->valuestring,
                 "on-demand"));
@@ -220,7 +206,7 @@ int main(int argc, char **argv) {
   dc_module_destroy(m);
 
   /* a pipeline with model offload: phases, components, per image at 50 steps */
-  m = compile("pipelines/sd", (dc_memory_options){.offload = DC_OFFLOAD_MODEL});
+  m = tu_compile_fixture("pipelines/sd", &(dc_memory_options){.offload = DC_OFFLOAD_MODEL});
   j = check_module(m, "sd.dplan", 50);
   CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "phases")) == m->nphases);
   CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "components")) == 3);

@@ -12,20 +12,6 @@
 #include "../driver/compile.h"
 #include "testutil.h"
 
-static dc_module *compile(const char *fixture, dc_memory_options mem) {
-  char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
-  dc_compile_options o = {.model = model, .memory = mem};
-  dc_folder f;
-  memset(&f, 0, sizeof f);
-  dc_module *m = NULL;
-  dc_status *st = dc_compile_module(&o, &f, &m);
-  CHECK_OK(st);
-  dc_folder_close(&f);
-  dc_free(dir), dc_free(model);
-  if (st) exit(tu_finish());
-  return m;
-}
-
 static void series_of(const dc_module *m, dc_mem_series *s) {
   dc_liveness l;
   CHECK_OK(dc_liveness_compute(m, &l));
@@ -267,7 +253,7 @@ static void check_large(void) {
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
-  dc_module *group = compile("unet_tiny/model", (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK,
+  dc_module *group = tu_compile_fixture("unet_tiny/model", &(dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK,
                                                                   .blocks_per_group = 1, .prefetch = 1});
   check_module(group, "unet_tiny.svg");
   dc_mem_series s;
@@ -294,7 +280,7 @@ int main(int argc, char **argv) {
   dc_free(data), dc_free(path);
   dc_module_destroy(group);
 
-  dc_module *pipe = compile("pipelines/sd", (dc_memory_options){.offload = DC_OFFLOAD_MODEL});
+  dc_module *pipe = tu_compile_fixture("pipelines/sd", &(dc_memory_options){.offload = DC_OFFLOAD_MODEL});
   check_module(pipe, "sd_pipeline.svg");
   dc_module_destroy(pipe);
   check_large();

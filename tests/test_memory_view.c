@@ -10,20 +10,6 @@
 #include "../driver/compile.h"
 #include "testutil.h"
 
-static dc_module *compile(const char *fixture, const char *entry, dc_memory_options mem) {
-  char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
-  dc_compile_options o = {.model = model, .entry = entry, .memory = mem};
-  dc_folder f;
-  memset(&f, 0, sizeof f);
-  dc_module *m = NULL;
-  dc_status *st = dc_compile_module(&o, &f, &m);
-  CHECK_OK(st);
-  dc_folder_close(&f);
-  dc_free(dir), dc_free(model);
-  if (st) exit(tu_finish());
-  return m;
-}
-
 /* Returns the most bytes of kind k seen at any step of device 0. */
 static uint64_t check_series(const dc_module *m) {
   dc_liveness l;
@@ -55,10 +41,10 @@ static uint64_t check_series(const dc_module *m) {
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
-  dc_module *plain = compile("unet_tiny/model", NULL, (dc_memory_options){0});
+  dc_module *plain = tu_compile_fixture("unet_tiny/model", &(dc_memory_options){0});
   CHECK(check_series(plain) == 0); /* no uploads, no loop */
   dc_module_destroy(plain);
-  dc_module *group = compile("unet_tiny/model", NULL, (dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK,
+  dc_module *group = tu_compile_fixture("unet_tiny/model", &(dc_memory_options){.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK,
                                                                      .blocks_per_group = 1, .prefetch = 1});
   CHECK(check_series(group) >= 2);
   for (int32_t i = 0; i < group->nnodes; i++)
@@ -66,7 +52,7 @@ int main(int argc, char **argv) {
   dc_module_destroy(group);
   /* a pipeline: the prompt's embeddings are made in "text" and read by
    * every step of the loop; with model offload each component in flight */
-  dc_module *pipe = compile("pipelines/sd", NULL, (dc_memory_options){.offload = DC_OFFLOAD_MODEL});
+  dc_module *pipe = tu_compile_fixture("pipelines/sd", &(dc_memory_options){.offload = DC_OFFLOAD_MODEL});
   uint64_t r = check_series(pipe);
   CHECK(r >= 2 && (r & 1));
   int held_nodes = 0;

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <math.h>
 #include "testutil.h"
+#include "driver/compile.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -170,4 +171,21 @@ int tu_tmp_files_left(void) {
   for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
   if (d) closedir(d);
   return n;
+}
+
+dc_module *tu_compile_fixture(const char *fixture, const struct dc_memory_options *mem) {
+  char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
+  dc_compile_options o = {.model = model, .memory = *mem};
+  dc_folder f;
+  memset(&f, 0, sizeof f);
+  dc_module *m = NULL;
+  dc_status *st = dc_compile_module(&o, &f, &m);
+  CHECK_OK(st);
+  dc_folder_close(&f);
+  dc_free(dir), dc_free(model);
+  if (st) {
+    dc_module_destroy(m);
+    exit(tu_finish());
+  }
+  return m;
 }

@@ -72,5 +72,12 @@ dc_status *tu_set_io_input(drt_plan *p, const dc_st_file *io, const dc_st_tensor
 /* drt_load(plan, backend) with the io file's recorded inputs set; NULL (and
  * a failed CHECK) on error. */
 drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st_file *io);
+/* The fixture model tests/fixtures/<fixture> (e.g. "unet_tiny/model",
+ * "pipelines/sd") through the front half of a compile (dc_compile_module:
+ * graph and passes, no kernels) with these memory options and the model's
+ * default entry; on error the check fails and the test exits with its
+ * summary. */
+struct dc_memory_options;
+dc_module *tu_compile_fixture(const char *fixture, const struct dc_memory_options *mem);
 
 #endif

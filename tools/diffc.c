@@ -403,12 +403,7 @@ static dc_status *write_memory_report(const char *plan, int json, const char *fi
   if (!strcmp(file, "-")) {
     fputs(text, stdout);
   } else {
-    dc_atomic_file f;
-    st = dc_atomic_open(file, &f);
-    if (!st) {
-      dc_atomic_write(&f, text, strlen(text));
-      st = dc_atomic_commit(&f);
-    }
+    st = dc_atomic_write_file(file, text, strlen(text));
     if (st) st = dc_status_annotate(st, "--memory-report=%s", file);
   }
   free(text);

@@ -267,17 +267,6 @@ static void progress_add(progress *p, uint64_t n, uint64_t total) {
 
 /* name as a JSON string (builder names are plain ASCII, but a name is
  * data: quote what JSON requires). */
-static void json_string(dc_buf *b, const char *s) {
-  dc_buf_u8(b, '"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') dc_buf_printf(b, "\\%c", c);
-    else if (c < 0x20) dc_buf_printf(b, "\\u%04x", c);
-    else dc_buf_u8(b, c);
-  }
-  dc_buf_u8(b, '"');
-}
-
 /* The safetensors header of shard s: tensors in name order, padded with
  * spaces to a multiple of 8 as the reference writer does. */
 static dc_status *shard_header(const layout *x, int s, dc_dtype dt, dc_buf *b) {
@@ -287,7 +276,7 @@ static dc_status *shard_header(const layout *x, int s, dc_dtype dt, dc_buf *b) {
     if (x->shard[i] != s) continue;
     const dc_weight_spec *t = &x->list->items[i];
     dc_buf_u8(b, ',');
-    json_string(b, t->name);
+    dc_buf_json_string(b, t->name);
     dc_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", dc_dtype_safetensors_name(dt));
     for (int d = 0; d < t->rank; d++) dc_buf_printf(b, "%s%lld", d ? "," : "", (long long)t->dims[d]);
     dc_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
