@@ -799,8 +799,8 @@ static dc_status *run(const options *o) {
       else if (o->no_verify_weights)
         printf("weights not verified at load (--no-verify-weights): only file sizes and headers were checked\n");
       if (o->trusted_keys) printf("signature: %s\n", pi->signature);
-      printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
-             dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
+      printf("weights: %s resident (%llu bytes); host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
+             (unsigned long long)s.weight_bytes, dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
       if (s.host_weight_bytes)
         printf("offloaded: %s of weights in host memory or on disk; %s copied to the device per run\n",
                dc_format_bytes(s.host_weight_bytes, b1, sizeof b1), dc_format_bytes(s.uploaded_bytes, b2, sizeof b2));
