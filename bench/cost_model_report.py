@@ -150,7 +150,7 @@ class Row:
     def __init__(self, runs, m, i):
         base = os.path.join(runs, f"{m}-b{i}")
         self.budget = int(open(base + ".budget").read())
-        self.load = open(base + ".load").read().strip() if os.path.exists(base + ".load") else "?"
+        self.load = open(base + "-in.load").read().strip() if os.path.exists(base + "-in.load") else "?"
         self.choice = {s: budget_of(f"{base}-{s}.dplan")["chosen"] for s in ("in", "out")}
         self.run = {"in": parse_run(f"{base}-in.run.txt")}
         self.run["out"] = parse_run(f"{base}-out.run.txt") if os.path.exists(f"{base}-out.run.txt") else self.run["in"]
@@ -158,6 +158,11 @@ class Row:
             if self.run[s]["peak"] > self.budget:
                 raise SystemExit(f"{base}-{s}: measured device peak {self.run[s]['peak']} bytes is over "
                                  f"the budget {self.budget}")
+
+    def kernel_seconds(self):
+        """The kernel classes' measured seconds (--profile, mean of the runs): the same kernels at every
+        budget, so their spread over the budgets is the machine's noise, not the plan's."""
+        return sum(v["seconds"] for c, v in self.run["in"]["classes"].items() if c != "copy")
 
     def error(self, s):
         return err(self.choice[s]["seconds"], min(self.run[s]["runs"]))
@@ -239,6 +244,7 @@ def report(runs, out_path):
     for m in ("unet", "vae"):
         o.append(profile_row(f"calibrated on the {m.upper()}", os.path.join(runs, f"cal-{m}.json")))
     o.append("")
+    noise = []
     whole = {"in": [], "out": []}
     classes = {"in": [], "out": []}
     for m in ("unet", "vae"):
@@ -257,6 +263,13 @@ def report(runs, out_path):
                      f"{fmt_bytes(r.run['in']['peak'])} | {ci['seconds']:.2f} | {min(r.run['in']['runs']):.2f} | "
                      f"{pct(r.error('in'))} | {'same' if same else '`' + co['flags'] + '`'} | {co['seconds']:.2f} | "
                      f"{min(r.run['out']['runs']):.2f} | {pct(r.error('out'))} | {r.load} |")
+        ks = [r.kernel_seconds() for r in rows]
+        noise.append((m, min(ks), max(ks)))
+        o.append("")
+        o.append(f"The same kernels ran at every budget (offload adds only uploads, on the copy thread); their "
+                 f"measured time ranged from {min(ks):.2f} to {max(ks):.2f} s ({(max(ks) / min(ks) - 1) * 100:.0f} % "
+                 "apart): other work on the machine and the copy thread's share of the cores, both in the errors "
+                 "above.")
         o.append("")
         o.append("Per kernel class, seconds per forward (measured: `diffrun --profile`'s per-class table, the mean "
                  "of the two runs; the copy class is the copy stream's busy time, which overlaps kernels):")
@@ -270,7 +283,11 @@ def report(runs, out_path):
     o.append(f"Whole plan, {len(whole['in'])} budgets over both models: with the model's own profile "
              f"{spread(whole['in'])}; with the other model's profile {spread(whole['out'])}. "
              f"Per kernel class (absolute error): own profile {spread(classes['in'])}; other model's profile "
-             f"{spread(classes['out'])}. A positive error is a prediction slower than the run.")
+             f"{spread(classes['out'])}. A positive error is a prediction slower than the run. "
+             "The kernels' own time varied by " +
+             " and ".join(f"{(hi / lo - 1) * 100:.0f} % ({m.upper()})" for m, lo, hi in noise) +
+             " between budgets whose kernels are the same: errors of that size cannot be told from the "
+             "machine's noise here.")
     o.append("")
     tmp = out_path + ".tmp." + str(os.getpid())
     with open(tmp, "w") as f:
