@@ -11,8 +11,9 @@
 #  2. Per model: the largest reachable device peak (a budget far above it:
 #     --offload none) and the smallest (a budget of 1 byte: the error names
 #     it), and three budgets between (the peaks of the options diffc stores
-#     in a plan, OPTS "fit", else midpoints); each is compiled with --memory-budget B
-#     --calibration (the model's own profile: in-sample), and again with the
+#     in a plan, OPTS "fit", else midpoints); each is compiled with
+#     --memory-budget B --calibration (the model's own profile: in-sample),
+#     and again with the
 #     other model's profile (out-of-sample; its choice is run too when it
 #     differs).  The predicted time and per-class seconds come from the
 #     plan's OPTS "budget" JSON.
@@ -23,7 +24,8 @@
 #
 # Timing waits (up to 5 minutes) for the 1-minute load average to drop
 # below 1.5, and before each calibration or run up to a minute more (8
-# minutes of waiting in all); the results record the load of each.  About 5 minutes on an idle 2-core machine.
+# minutes of waiting in all); the results record the load of each.  About
+# 5 minutes on an idle 2-core machine.
 # Weights are seeded random (tools/make_model from bench/configs); nothing is
 # downloaded.  Not part of CTest.
 #
