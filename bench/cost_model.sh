@@ -13,9 +13,8 @@
 #     it), and three budgets between (the peaks of the options diffc stores
 #     in a plan, OPTS "fit", else midpoints); each is compiled with
 #     --memory-budget B --calibration (the model's own profile: in-sample),
-#     and again with the
-#     other model's profile (out-of-sample; its choice is run too when it
-#     differs).  The predicted time and per-class seconds come from the
+#     and again with the other model's profile (out-of-sample; its choice
+#     is run too when it differs).  The predicted time and per-class seconds come from the
 #     plan's OPTS "budget" JSON.
 #  3. Each plan runs --repeat 2 --device-memory B --profile: the faster run's
 #     time, the per-class times of --profile, and the measured device peak
