@@ -146,7 +146,10 @@ static dc_status *evaluate(const dc_budget_request *r, const dc_module *prefix, 
   dc_cost_estimate e;
   st = dc_cost_estimate_module(m, r->profile, r->loop_steps,
                                c->options.host_memory ? (int)c->options.host_memory : DC_HOST_PINNED, &e);
-  if (!st) c->seconds = e.seconds, c->copy_stall_seconds = e.copy_stall_seconds;
+  if (!st) {
+    c->seconds = e.seconds, c->copy_stall_seconds = e.copy_stall_seconds;
+    memcpy(c->class_seconds, e.class_seconds, sizeof c->class_seconds);
+  }
   dc_module_destroy(m);
   return st;
 }
@@ -331,9 +334,18 @@ void dc_budget_print(const dc_budget_request *r, const dc_budget_result *res, FI
   fprintf(f, "diffc:   %d candidates tried in %.2f s\n", res->n, res->seconds);
 }
 
-static void candidate_json(dc_buf *b, const dc_budget_candidate *c, const char *why) {
+/* {"conv3x3":s,...,"copy":s}: the classes that take time (not "none"). */
+static void class_seconds_json(dc_buf *b, const dc_budget_candidate *c) {
+  dc_buf_printf(b, ",\"class_seconds\":{");
+  for (int k = 0; k < DC_COST_NONE; k++)
+    dc_buf_printf(b, "%s\"%s\":%.6g", k ? "," : "", dc_cost_class_name((dc_cost_class)k), c->class_seconds[k]);
+  dc_buf_printf(b, "}");
+}
+
+static void candidate_json(dc_buf *b, const dc_budget_candidate *c, const char *why, int classes) {
   dc_buf_printf(b, "{\"flags\":\"%s\",\"device_bytes\":%" PRIu64 ",\"seconds\":%.6g", c->flags, c->device_bytes,
                 c->seconds);
+  if (classes) class_seconds_json(b, c);
   if (why) dc_buf_printf(b, ",\"lost\":\"%s\"", why);
   dc_buf_printf(b, "}");
 }
@@ -347,7 +359,7 @@ dc_status *dc_budget_json(const dc_budget_request *r, const dc_budget_result *re
     if (*p == '"' || *p == '\\') dc_buf_printf(b, "\\%c", *p);
     else if ((unsigned char)*p >= 0x20) dc_buf_u8(b, (uint8_t)*p);
   dc_buf_printf(b, "\",\"calibrated\":%s,\"chosen\":", r->profile->calibrated ? "true" : "false");
-  candidate_json(b, ch, NULL);
+  candidate_json(b, ch, NULL, 1);
   dc_buf_printf(b, ",\"runners_up\":[");
   int first = 1;
   for (int k = 0; k < 2; k++) {
@@ -355,7 +367,7 @@ dc_status *dc_budget_json(const dc_budget_request *r, const dc_budget_result *re
     char why[64];
     why_lost(&res->c[res->runner[k]], ch, why, sizeof why);
     dc_buf_printf(b, "%s", first ? "" : ",");
-    candidate_json(b, &res->c[res->runner[k]], why);
+    candidate_json(b, &res->c[res->runner[k]], why, 0);
     first = 0;
   }
   dc_buf_printf(b, "],\"candidates\":%d,\"search_seconds\":%.3f}", res->n, res->seconds);

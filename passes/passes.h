@@ -209,6 +209,7 @@ typedef struct {
   uint64_t over;             /* bytes over budget (the worst device); 0: fits */
   uint64_t host_bytes;       /* offloaded weights */
   double seconds, copy_stall_seconds; /* predicted, per forward or image */
+  double class_seconds[DC_COST_CLASSES]; /* predicted per kernel class (copy: the copy stream's busy time) */
 } dc_budget_candidate;
 typedef struct {
   dc_budget_candidate *c;
@@ -225,7 +226,9 @@ uint64_t dc_budget_of_device(const dc_budget_request *r, int d);
 dc_status *dc_budget_no_fit(const dc_budget_request *r, const dc_budget_result *res);
 /* The choice, its peak and time, the runners-up and why they lost, the count and time. */
 void dc_budget_print(const dc_budget_request *r, const dc_budget_result *res, FILE *f);
-/* The same as JSON (the plan's OPTS "budget"). */
+/* The same as JSON (the plan's OPTS "budget"); the choice also has
+ * "class_seconds", its predicted seconds per kernel class (bench/cost_model.sh
+ * compares them with diffrun --profile's per-class times). */
 dc_status *dc_budget_json(const dc_budget_request *r, const dc_budget_result *res, dc_buf *b);
 
 #endif

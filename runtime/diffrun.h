@@ -168,6 +168,7 @@ dc_status *drt_set_profiling(drt_plan *p, int on);
 typedef struct {
   int step;
   const char *op, *scope; /* scope may be "" */
+  const char *cost_class; /* the cost model's kernel class (ir.h: dc_cost_class_name): "conv3x3", ..., "copy" */
   double seconds;         /* summed over the runs since profiling was turned on */
 } drt_step_time;
 /* Fills up to max entries, slowest first; returns how many. */

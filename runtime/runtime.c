@@ -651,7 +651,7 @@ int drt_profile(const drt_plan *p, drt_step_time *out, int max) {
   for (int s = 0; s < m->nnodes; s++) {
     if (dc_op_get(m->nodes[s].op)->flags & OPF_LEAF) continue;
     all[n++] = (drt_step_time){s, dc_op_get(m->nodes[s].op)->name, m->nodes[s].scope ? m->nodes[s].scope : "",
-                               p->step_seconds[s]};
+                               dc_cost_class_name(dc_node_cost_class(m, s)), p->step_seconds[s]};
   }
   qsort(all, (size_t)n, sizeof *all, slower_first);
   if (n > max) n = max;

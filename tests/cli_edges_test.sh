@@ -107,8 +107,13 @@ ok "--dump-after accepts every listed pass"
 
 # ---- item 12: --profile's per-op table is sorted by time ----
 "$diffrun" "$tmp/d.dplan" --random-inputs --profile --repeat 3 >"$tmp/prof.txt"
-awk '/^per op, slowest first:/ {on = 1; next} /^slowest steps:/ {on = 0} on { t = $(NF - 2); if (seen && t > last + 1e-9) bad = 1; last = t; seen = 1 }
+awk '/^per op, slowest first:/ {on = 1; next} /^(per cost-model class|slowest steps):/ {on = 0} on { t = $(NF - 2); if (seen && t > last + 1e-9) bad = 1; last = t; seen = 1 }
      END { exit !(seen && !bad) }' "$tmp/prof.txt" && ok "--profile per-op table sorted by time" || bad "--profile not sorted: $(cat "$tmp/prof.txt")"
+# the per-class table covers the same steps as the per-op table, its shares add up to 100 %
+awk '/^per op, slowest first:/ {s = 1; next} /^per cost-model class:/ {s = 2; next} /^slowest steps:/ {s = 0}
+     s == 1 { ops += $2 } s == 2 { cls += $2; pct += $6; n++ }
+     END { exit !(n >= 2 && ops > 0 && ops == cls && pct > 99 && pct < 101) }' "$tmp/prof.txt" &&
+  ok "--profile per-class table: every step once, shares add up" || bad "--profile per-class table: $(cat "$tmp/prof.txt")"
 
 # ---- a DiT's transformer in one file (issue 14) compiles as one model: pipeline options refused ----
 sfd=$fx/single_file_dit

@@ -16,6 +16,9 @@ else
 fi
 [ -s "$tmp/o.safetensors" ] && ok "outputs written" || bad "no outputs file"
 grep -q "device arena peak: .* measured" "$tmp/run.txt" && ok "diffrun reports the device peak" || bad "no peak line"
+# the resident weights in bytes too (bench/cost_model.sh adds them to the arena's peak): unet_tiny's 54416
+grep -q "^weights: 53.1 KiB resident (54416 bytes); host peak RSS: " "$tmp/run.txt" && ok "resident weights in bytes" ||
+  bad "weights line: $(grep '^weights:' "$tmp/run.txt")"
 grep -q "^# peak activations:" "$tmp/u.ir" && ok "IR dump has the peak" || bad "IR dump lacks the peak"
 "$diffrun" "$tmp/u.dplan" --random-inputs --seed 3 --repeat 2 | grep -q "^run 2:" && ok "--random-inputs --repeat 2" || bad "--repeat"
 "$diffrun" "$tmp/u.dplan" --random-inputs --profile | grep -q "^slowest steps:" && ok "--profile" || bad "--profile"

@@ -13,7 +13,13 @@
  *    peak's options;
  *  - options the search chooses are refused beside --memory-budget;
  *  - --allow-cast lets a budget below every fp32 plan's peak fit (unet_tiny),
- *    and that plan runs within it, near the fp32 plan (the bf16 bound). */
+ *    and that plan runs within it, near the fp32 plan (the bf16 bound);
+ *  - the JSON's per-class predicted seconds of the choice: every class that
+ *    takes time is there, and the kernel classes plus the time kernels waited
+ *    for copies add up to the predicted time (one device: the compute stream
+ *    ends each phase). */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +109,25 @@ static double check_budget(const fixture *fx, dc_compile_options o, uint64_t bud
   return predicted;
 }
 
+/* The choice's "class_seconds" in the budget JSON against its prediction. */
+static void check_class_seconds(const char *json, const dc_budget_result *res) {
+  cJSON *j = cJSON_Parse(json);
+  const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "chosen");
+  const cJSON *cs = cJSON_GetObjectItemCaseSensitive(ch, "class_seconds");
+  double kernels = 0;
+  int found = 0;
+  for (int k = 0; k < DC_COST_NONE; k++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cs, dc_cost_class_name((dc_cost_class)k));
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0) continue;
+    found++;
+    if (k != DC_COST_COPY) kernels += v->valuedouble;
+  }
+  CHECK(found == DC_COST_NONE);
+  const dc_budget_candidate *c = &res->c[res->chosen];
+  CHECK(kernels > 0 && fabs(kernels + c->copy_stall_seconds - c->seconds) <= 1e-5 * c->seconds);
+  cJSON_Delete(j);
+}
+
 static void check_fixture(const fixture *fx) {
   char *model = dc_path_join(tu_source_dir, fx->model);
   dc_compile_options o = options_of(fx, model);
@@ -114,6 +139,7 @@ static void check_fixture(const fixture *fx) {
   dc_budget_result res;
   CHECK_OK(dc_compile_budget(&o, &eff, &json, &res));
   CHECK(strstr((const char *)json.data, "\"runners_up\":[") != NULL);
+  check_class_seconds((const char *)json.data, &res);
   dc_buf_deinit(&json);
   uint64_t lo = UINT64_MAX, hi = 0;
   const char *smallest = "";

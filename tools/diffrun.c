@@ -76,8 +76,10 @@ static const char usage[] =
     "  --check-finite      fail at the first step whose output holds NaN or Inf, naming the step\n"
     "                      and its module path (off by default; one pass over each output; on\n"
     "                      CUDA each step's output is also copied back, which is slow)\n"
-    "  --profile           time every step and print where the time went: per op, and the\n"
-    "                      slowest steps with their module paths (CUDA: device time, by events)\n"
+    "  --profile           time every step and print where the time went: per op, per class of\n"
+    "                      diffc's cost model (conv3x3, conv, linear, attention, memory, copy),\n"
+    "                      and the slowest steps with their module paths (CUDA: device time, by\n"
+    "                      events)\n"
     "  --trace FILE.json   record every kernel, upload and copy of the run(s) on one clock and\n"
     "                      write them as a Chrome trace (open in ui.perfetto.dev or chrome://tracing):\n"
     "                      a process per device, a compute and a copy track in each; a pipeline's\n"
@@ -481,7 +483,27 @@ static void note_random_ints(drt_plan *p) {
   }
 }
 
-/* Where the time went: totals per op, then the slowest steps. */
+/* Totals per cost-model class (diffc --memory-budget predicts these; the
+ * classes of ir/flops.c, so a conv splits into conv3x3 and conv), in the
+ * classes' fixed order so scripts can read them.  A class with no step is
+ * left out; copy is the copy stream's busy time, which overlaps kernels. */
+static void print_class_times(const drt_step_time *t, int n, int runs, double total) {
+  static const char *const classes[] = {"conv3x3", "conv", "linear", "attention", "memory", "copy"};
+  enum { NCLASSES = sizeof classes / sizeof classes[0] };
+  double s[NCLASSES] = {0};
+  int steps[NCLASSES] = {0};
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < NCLASSES; k++)
+      if (!strcmp(t[i].cost_class, classes[k])) s[k] += t[i].seconds, steps[k]++;
+  printf("per cost-model class:\n");
+  for (int k = 0; k < NCLASSES; k++)
+    if (steps[k])
+      printf("  %-20s %5d steps %9.2f ms/run %5.1f%%%s\n", classes[k], steps[k], s[k] / runs * 1e3,
+             total > 0 ? 100 * s[k] / total : 0, k == NCLASSES - 1 ? " (copy stream, overlaps kernels)" : "");
+}
+
+/* Where the time went: totals per op and per cost-model class, then the
+ * slowest steps. */
 static void print_profile(const drt_plan *p, int runs) {
   enum { MAX = 100000, TOP = 15 };
   drt_step_time *t = dc_calloc(MAX, sizeof *t);
@@ -513,6 +535,7 @@ static void print_profile(const drt_plan *p, int runs) {
   for (int k = 0; k < nops; k++)
     printf("  %-20s %5d steps %9.2f ms/run %5.1f%%\n", ops[k], op_n[k], op_s[k] / runs * 1e3,
            total > 0 ? 100 * op_s[k] / total : 0);
+  print_class_times(t, n, runs, total);
   printf("slowest steps:\n");
   for (int i = 0; i < n && i < TOP; i++)
     printf("  %%%-6d %-12s %9.2f ms/run  %s\n", t[i].step, t[i].op, t[i].seconds / runs * 1e3, t[i].scope);
@@ -810,8 +833,8 @@ static dc_status *run(const options *o) {
       else if (o->no_verify_weights)
         printf("weights not verified at load (--no-verify-weights): only file sizes and headers were checked\n");
       if (o->trusted_keys) printf("signature: %s\n", pi->signature);
-      printf("weights: %s resident; host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
-             dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
+      printf("weights: %s resident (%llu bytes); host peak RSS: %s\n", dc_format_bytes(s.weight_bytes, b1, sizeof b1),
+             (unsigned long long)s.weight_bytes, dc_format_bytes((uint64_t)ru.ru_maxrss * 1024, b3, sizeof b3));
       if (s.host_weight_bytes)
         printf("offloaded: %s of weights in host memory or on disk; %s copied to the device per run\n",
                dc_format_bytes(s.host_weight_bytes, b1, sizeof b1), dc_format_bytes(s.uploaded_bytes, b2, sizeof b2));
