@@ -9,10 +9,9 @@
  * as t = overhead + work / rate, work being its flops (conv3x3, conv,
  * linear, attention) or the bytes it moves (memory, dc_node_traffic_bytes),
  * the same definitions the cost model predicts with.  The overhead is the
- * median time of the memory-class steps that move the fewest bytes (the
- * tenth with the least traffic): those are as close to "no work" as a plan
- * gets, so their time is mostly the fixed cost of a step (a slight
- * over-estimate, as they still move a few bytes).  Each class's rate is then
+ * median time of the tenth of the memory-class steps that move the fewest
+ * bytes, unless those move too much to show it (fit_overhead says what
+ * then).  Each class's rate is then
  * its summed work over its summed time less one overhead per step; where the
  * overhead would eat more than nine tenths of a class's time (a class of
  * only tiny steps) a tenth of the time is kept as work time, so the rate
@@ -72,10 +71,27 @@ static int by_seconds(const void *a, const void *b) {
 
 static int is_kernel(dc_cost_class c) { return c != DC_COST_COPY && c != DC_COST_NONE; }
 
-/* The median time of the tenth (at least one) of the memory-class steps
- * with the least traffic; of all kernel steps when the plan has no memory
- * step. */
-static dc_status *fit_overhead(const dc_module *m, const double *per_run, double *overhead) {
+/* Below this many bytes per step a step's time shows its fixed cost; the
+ * smallest steps of a plan of large tensors (a VAE at 512², 16 MiB at
+ * least) show transfer time only. */
+#define OVERHEAD_VISIBLE_BYTES ((uint64_t)1 << 20)
+/* The cost model's built-in figures (passes/cost_model.c), for a plan whose
+ * steps cannot show the fixed cost: the CPU's dispatch, a CUDA launch. */
+#define CPU_DEFAULT_OVERHEAD_S 2e-6
+#define CUDA_DEFAULT_OVERHEAD_S 5e-6
+
+/* The fixed cost of a step.  An upper bound is the median time of the tenth
+ * (at least one) of the memory-class steps with the least traffic (of all
+ * kernel steps when the plan has no memory step): those are as close to
+ * "no work" as the plan gets.  When those steps move little
+ * (OVERHEAD_VISIBLE_BYTES) the bound is the estimate (a slight
+ * over-estimate: they still move bytes).  Otherwise their time is transfer,
+ * and no fit of time against traffic separates the two when ops of one
+ * class move bytes at different rates (a reshape at 45 GB/s, a group_norm
+ * at 20): the cost model's built-in figure is taken (capped at the bound),
+ * and *note says so. */
+static dc_status *fit_overhead(const dc_module *m, const double *per_run, int cuda, double *overhead, char *note,
+                               size_t cap) {
   step_time *c = dc_calloc((size_t)m->nnodes + 1, sizeof *c);
   double *t = dc_calloc((size_t)m->nnodes + 1, sizeof *t);
   if (!c || !t) {
@@ -90,15 +106,24 @@ static dc_status *fit_overhead(const dc_module *m, const double *per_run, double
       c[n++] = (step_time){s, per_run[s], dc_node_traffic_bytes(m, s)};
   }
   int take = n / 10 > 0 ? n / 10 : 1;
+  if (take > n) take = n;
   qsort(c, (size_t)n, sizeof *c, by_traffic);
-  for (int i = 0; i < take && i < n; i++) t[i] = c[i].seconds;
-  qsort(t, (size_t)(take < n ? take : n), sizeof *t, by_seconds);
-  *overhead = n ? t[(take < n ? take : n) / 2] : 0;
+  for (int i = 0; i < take; i++) t[i] = c[i].seconds;
+  qsort(t, (size_t)take, sizeof *t, by_seconds);
+  double bound = n ? t[take / 2] : 0;
+  uint64_t small = n ? c[take / 2].traffic : 0;
+  note[0] = 0;
+  *overhead = bound;
+  if (n && small > OVERHEAD_VISIBLE_BYTES) {
+    double d = cuda ? CUDA_DEFAULT_OVERHEAD_S : CPU_DEFAULT_OVERHEAD_S;
+    *overhead = d < bound ? d : bound;
+    snprintf(note, cap, "the plan's smallest steps move %llu bytes, too many to show the fixed cost: the built-in "
+             "%.0f us", (unsigned long long)small, d * 1e6);
+  }
   dc_free(c), dc_free(t);
   return NULL;
 }
 
-/* Each class's steps, time and work per run, and its rate. */
 static dc_status *fit_classes(const dc_module *m, const double *per_run, double overhead, drt_calibration *out) {
   double seconds[DC_COST_CLASSES] = {0}, work[DC_COST_CLASSES] = {0};
   int steps[DC_COST_CLASSES] = {0};
@@ -140,7 +165,8 @@ static dc_status *measure_kernels(drt_plan *p, int runs, drt_calibration *out) {
   if (!st && !per_run) st = dc_nomem("calibrating");
   for (int32_t i = 0; !st && i < m->nnodes; i++) per_run[i] = drt_step_seconds(p, i) / runs;
   double overhead = 0;
-  if (!st) st = fit_overhead(m, per_run, &overhead);
+  if (!st) st = fit_overhead(m, per_run, !strcmp(out->target, "cuda"), &overhead, out->overhead_note,
+                            sizeof out->overhead_note);
   if (!st) st = fit_classes(m, per_run, overhead, out);
   dc_free(per_run);
   drt_set_profiling(p, 0);
@@ -472,6 +498,7 @@ static cJSON *profile_json(const drt_plan *p, const drt_calibration *c) {
   cJSON_AddNumberToObject(j, "runs", c->runs);
   add_number(j, "run_seconds", c->run_seconds);
   add_number(j, "overhead_us", c->overhead_us);
+  if (c->overhead_note[0]) cJSON_AddStringToObject(j, "overhead_note", c->overhead_note);
   cJSON_AddItemToObject(j, "classes", classes = cJSON_CreateObject());
   for (int i = 0; i < c->nclasses; i++) {
     const drt_class_rate *r = &c->classes[i];

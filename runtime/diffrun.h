@@ -301,6 +301,7 @@ typedef struct {
   int threads, runs;
   double run_seconds; /* one timed run's mean time (cuda: the kernels' device time) */
   double overhead_us; /* fixed cost per kernel step */
+  char overhead_note[160]; /* why it is not the plan's own (no step small enough to see it); "" when it is */
   int nclasses;       /* the classes the plan has, in dc_cost_class order */
   drt_class_rate classes[5];
   double h2d_gbps, disk_gbps, d2d_gbps;

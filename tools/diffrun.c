@@ -742,7 +742,8 @@ static void print_calibration(const drt_calibration *c) {
     printf("  %-10s %6d %11.6f  %.2f %s\n", r->name, r->steps, r->seconds, r->rate,
            strcmp(r->name, "memory") ? "GFLOP/s" : "GB/s");
   }
-  printf("  overhead per kernel step: %.2f us\n", c->overhead_us);
+  printf("  overhead per kernel step: %.2f us%s%s%s\n", c->overhead_us, c->overhead_note[0] ? " (" : "", c->overhead_note,
+         c->overhead_note[0] ? ")" : "");
   printf("copy bandwidth: host->device %.2f GB/s%s, disk reads %.2f GB/s%s, device->device %.2f GB/s%s\n",
          c->h2d_gbps, c->h2d_measured ? "" : " (default)", c->disk_gbps, c->disk_measured ? "" : " (default)",
          c->d2d_gbps, c->d2d_measured ? "" : " (default)");
