@@ -234,7 +234,8 @@ static dc_status *begin_run(void *be, double *step_seconds, drt_trace_event *tra
   if (trace) record_copies(c, DRT_EVENT_INPUTS, moved, t0, dc_now_seconds());
   if (!has_uploads(m)) return NULL;
   drt_trace_event *step_slots = trace ? trace + drt_trace_step_slot(first, c->s.live->ndevices, first) : NULL;
-  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, step_slots, first, end));
+  DC_TRY(dc_copy_stream_start(&c->copies, c->s.path, m, c->s.host, c->arena, step_seconds, step_slots, first, end,
+                                    c->pool));
   c->copying = 1;
   return NULL;
 }

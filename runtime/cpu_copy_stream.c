@@ -15,7 +15,9 @@ static int copy_one(dc_copy_stream *c, int32_t s) {
   if (stop) return 0;
   double t0 = c->step_seconds || c->trace ? dc_now_seconds() : 0;
   uint64_t end = (uint64_t)n->offset + dc_type_bytes(&n->type);
+  dc_pool_sibling_running(c->pool, 1);
   dc_status *st = dc_host_weights_upload(c->host, c->m->nodes[n->inputs[0]].ref, place_of(c, n));
+  dc_pool_sibling_running(c->pool, -1);
   if (c->step_seconds || c->trace) {
     double t1 = dc_now_seconds();
     if (c->step_seconds) c->step_seconds[s] += t1 - t0;
@@ -45,9 +47,9 @@ static void *copy_stream_main(void *arg) {
 
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
                                 uint8_t *const *arena, double *step_seconds, drt_trace_event *trace, int32_t first,
-                                int32_t end) {
+                                int32_t end, dc_pool *pool) {
   *c = (dc_copy_stream){.path = path, .m = m, .host = host, .arena = arena, .step_seconds = step_seconds,
-                        .trace = trace, .first = first, .end = end};
+                        .trace = trace, .first = first, .end = end, .pool = pool};
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   if (pthread_create(&c->thread, NULL, copy_stream_main, c) == 0) return NULL;

@@ -18,6 +18,7 @@
 
 #include "diffrun.h"
 #include "host_weights.h"
+#include "support/threadpool.h"
 
 typedef struct {
   const char *path;            /* the plan, for messages */
@@ -26,6 +27,7 @@ typedef struct {
   uint8_t *const *arena;       /* per device: its arena (values at arena + offset) */
   double *step_seconds;        /* NULL, or per node: each upload's time is added */
   drt_trace_event *trace;      /* NULL, or the run's step slots: upload s fills trace[s - first] */
+  dc_pool *pool;               /* the compute stream's pool (told while a copy runs), or NULL */
   int32_t first, end;          /* the run's steps */
   pthread_t thread;
   pthread_mutex_t mu;
@@ -42,7 +44,7 @@ typedef struct {
  * On failure nothing is left to stop. */
 dc_status *dc_copy_stream_start(dc_copy_stream *c, const char *path, const dc_module *m, dc_host_weights *host,
                                 uint8_t *const *arena, double *step_seconds, drt_trace_event *trace, int32_t first,
-                                int32_t end);
+                                int32_t end, dc_pool *pool);
 
 /* The compute stream has reached upload step s: every step before it is
  * done, so the upload may overwrite its place. */

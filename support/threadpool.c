@@ -90,6 +90,7 @@ struct dc_pool {
   atomic_uint done;            /* parts of the current run finished */
   atomic_uint caller_sleeping; /* the caller is (about to be) asleep on done */
   atomic_int quit;
+  atomic_int siblings;         /* threads of this process outside the pool that run now (the copy stream) */
   /* adaptive mode, the caller's alone */
   int adaptive;
   int window_runs;
@@ -243,13 +244,17 @@ static int runnable_threads(void) {
 static int crowded(dc_pool *p, int nthreads, uint64_t now) {
   if (now - p->looked_ns < LOOK_NS) return p->crowded;
   p->looked_ns = now;
-  int running = runnable_threads(), ours = 1;
+  int running = runnable_threads(), ours = 1 + atomic_load(&p->siblings);
   for (int t = 1; t < p->n; t++) ours += !atomic_load(&p->slots[t].sleeping);
   p->crowded = running >= 0 && running - ours + nthreads > p->cpus;
   return p->crowded;
 }
 
 long dc_pool_solo_spells(const dc_pool *p) { return p->spells; }
+
+void dc_pool_sibling_running(dc_pool *p, int delta) {
+  if (p) atomic_fetch_add(&p->siblings, delta);
+}
 
 /* Adaptive mode: after a split run, counts how long the caller waited
  * beyond two of its own parts' time, and decides at the end of a window. */

@@ -46,5 +46,11 @@ enum { DC_POOL_ADAPT_STRAGGLE = 1, DC_POOL_ADAPT_LOAD = 2 };
 void dc_pool_set_adaptive(dc_pool *p, int modes);
 /* How many solo spells an adaptive pool has begun (tests, diagnostics). */
 long dc_pool_solo_spells(const dc_pool *p);
+/* A thread of this process outside the pool starts (+1) or stops (-1)
+ * running work of the same run (the CPU copy stream's memcpy): the
+ * adaptive check counts it as ours, not as another process holding the
+ * cores, so a copy beside the kernels does not send them to one thread.
+ * NULL p: nothing. */
+void dc_pool_sibling_running(dc_pool *p, int delta);
 
 #endif
