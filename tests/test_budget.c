@@ -138,6 +138,7 @@ static void check_fixture(const fixture *fx) {
   dc_buf_init(&json);
   dc_budget_result res;
   CHECK_OK(dc_compile_budget(&o, &eff, &json, &res));
+  dc_buf_u8(&json, 0); /* the JSON as a C string (dc_compile_budget leaves it unterminated, as compile.c expects) */
   CHECK(strstr((const char *)json.data, "\"runners_up\":[") != NULL);
   check_class_seconds((const char *)json.data, &res);
   dc_buf_deinit(&json);
