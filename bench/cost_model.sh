@@ -35,6 +35,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/bench_lib.sh
+. "$repo/bench/bench_lib.sh"
 work="${DIFFC_BENCH_DIR:-$repo/build-bench/cost}"
 for a in "$@"; do
   case "$a" in
@@ -43,21 +45,14 @@ for a in "$@"; do
   esac
 done
 
-echo "cost_model.sh: building (Release) in build-bench/"
-cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$repo/build-bench" -j"$(nproc)" --target diffc diffrun make_model >/dev/null
+bench_build cost_model.sh diffc diffrun make_model
 bin="$repo/build-bench"
 mkdir -p "$work"
 runs="$work/cost-model-runs"
 rm -rf "$runs"
 mkdir -p "$runs"
 
-model() { # NAME CONFIG
-  if [ ! -f "$work/$1/config.json" ]; then
-    echo "cost_model.sh: making $1 from $2 (seeded random weights)"
-    "$bin/make_model" "$repo/bench/configs/$2" "$work/$1" --seed 1 >/dev/null
-  fi
-}
+model() { bench_model cost_model.sh "$@"; } # NAME CONFIG
 model sd15_unet sd15_unet.json
 model sd15_vae sd15_vae.json
 declare -A dir=([unet]=sd15_unet [vae]=sd15_vae)

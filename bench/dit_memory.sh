@@ -19,6 +19,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/bench_lib.sh
+. "$repo/bench/bench_lib.sh"
 data="${DIFFC_DIT_DATA:-/work/bench-data}"
 cuda=0
 keep=0
@@ -33,9 +35,7 @@ for a in "$@"; do
 done
 
 if [ -z "${DIFFC_BIN:-}" ]; then
-  echo "dit_memory.sh: building (Release) in build-bench/"
-  cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$repo/build-bench" -j"$(nproc)" --target diffc make_model >/dev/null
+  bench_build dit_memory.sh diffc make_model
 fi
 bin="${DIFFC_BIN:-$repo/build-bench}"
 pipe="$data/flux_pipe"

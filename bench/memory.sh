@@ -16,6 +16,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/bench_lib.sh
+. "$repo/bench/bench_lib.sh"
 work="${DIFFC_BENCH_DIR:-$repo/build-bench/memory}"
 quick=0
 for a in "$@"; do
@@ -26,18 +28,11 @@ for a in "$@"; do
   esac
 done
 
-echo "memory.sh: building (Release) in build-bench/"
-cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$repo/build-bench" -j"$(nproc)" --target diffc diffrun make_model >/dev/null
+bench_build memory.sh diffc diffrun make_model
 bin="$repo/build-bench"
 mkdir -p "$work"
 
-model() { # NAME CONFIG
-  if [ ! -f "$work/$1/config.json" ]; then
-    echo "memory.sh: making $1 from $2 (seeded random weights)"
-    "$bin/make_model" "$repo/bench/configs/$2" "$work/$1" --seed 1 >/dev/null
-  fi
-}
+model() { bench_model memory.sh "$@"; } # NAME CONFIG
 
 rows=()
 # case MODEL LABEL "INPUT ARGS" "OPTIONS"

@@ -19,6 +19,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/bench_lib.sh
+. "$repo/bench/bench_lib.sh"
 build="" baseline="" repeat=10 rounds=3 vae=0 out="$repo/bench/threads.md"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,9 +36,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -z "$build" ]; then
-  echo "threads.sh: building (Release) in build-bench/" >&2
-  cmake -S "$repo" -B "$repo/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$repo/build-bench" -j"$(nproc)" --target diffc diffrun >/dev/null
+  bench_build threads.sh diffc diffrun
   build="$repo/build-bench"
 fi
 
