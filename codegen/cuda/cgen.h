@@ -25,6 +25,10 @@ typedef dc_status *(*dc_cuda_gen_fn)(const dc_module *m, const dc_node *n, const
  * "dc_ld_bf16", ...). */
 const char *dc_cuda_ctype(dc_dtype t);
 const char *dc_cuda_loader(dc_dtype t);
+/* The dc_common.cuh store of an f32 value into a tensor of dtype t
+ * (f32, bf16, f16: "dc_st", "dc_st_bf16", "dc_st_f16"; rounding to nearest
+ * even, bit-exact with support/dtype_convert.c); "?" for others. */
+const char *dc_cuda_storer(dc_dtype t);
 
 /* gelu_tanh of the float expression v, as CUDA C: x·σ(2t) = x / (1 +
  * e^(-2t)), t = √(2/π)·(x + 0.044715·x³), in f32 (nothing cancels for

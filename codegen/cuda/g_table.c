@@ -104,6 +104,15 @@ const char *dc_cuda_loader(dc_dtype t) {
   }
 }
 
+const char *dc_cuda_storer(dc_dtype t) {
+  switch (t) {
+    case DT_F32: return "dc_st";
+    case DT_F16: return "dc_st_f16";
+    case DT_BF16: return "dc_st_bf16";
+    default: return "?";
+  }
+}
+
 dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out) {
   dc_buf_u8(b, 0);
   dc_status *st = dc_buf_status(b, "writing a CUDA kernel");

@@ -38,6 +38,40 @@
   "DC_DEVICE float dc_ld_f16(const unsigned short *p, long long i) { return dc_f16_bits_to_f32(p[i]); }\n" \
   "DC_DEVICE float dc_ld_f8e4m3(const unsigned char *p, long long i) { return dc_f8e4m3_bits_to_f32(p[i]); }\n" \
   "DC_DEVICE float dc_ld_f8e5m2(const unsigned char *p, long long i) { return dc_f8e5m2_bits_to_f32(p[i]); }\n" \
+  "/* f32 to bf16 / f16 bits, round to nearest even, NaN kept quiet (bit-exact\n"            \
+  " * with support/dtype_convert.c, so the emulator and the GPU agree). */\n"                 \
+  "DC_DEVICE unsigned short dc_f32_to_bf16_bits(float f) {\n"                                 \
+  "  unsigned x = __float_as_uint(f);\n"                                                      \
+  "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"     \
+  "  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"                     \
+  "}\n"                                                                                      \
+  "DC_DEVICE unsigned short dc_f32_to_f16_bits(float f) {\n"                                  \
+  "  unsigned x = __float_as_uint(f), ax = x & 0x7fffffffu, sign = (x >> 16) & 0x8000u;\n"   \
+  "  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));\n" \
+  "  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);\n"                       \
+  "  if (ax < 0x38800000u) {\n"                                                               \
+  "    int shift = 126 - (int)(ax >> 23);\n"                                                  \
+  "    if (shift > 24) return (unsigned short)sign;\n"                                        \
+  "    unsigned man = (ax & 0x7fffffu) | 0x800000u, r = man >> shift;\n"                      \
+  "    unsigned rem = man & ((1u << shift) - 1u), half = 1u << (shift - 1);\n"                \
+  "    if (rem > half || (rem == half && (r & 1u))) r++;\n"                                   \
+  "    return (unsigned short)(sign | r);\n"                                                  \
+  "  }\n"                                                                                     \
+  "  ax += 0xfffu + ((ax >> 13) & 1u);\n"                                                     \
+  "  return (unsigned short)(sign | ((ax - 0x38000000u) >> 13));\n"                          \
+  "}\n"                                                                                      \
+  "/* Stores of an f32 value into a tensor of each activation dtype. */\n"                   \
+  "DC_DEVICE void dc_st(float *p, long long i, float v) { p[i] = v; }\n"                     \
+  "DC_DEVICE void dc_st_bf16(unsigned short *p, long long i, float v) { p[i] = dc_f32_to_bf16_bits(v); }\n" \
+  "DC_DEVICE void dc_st_f16(unsigned short *p, long long i, float v) { p[i] = dc_f32_to_f16_bits(v); }\n" \
+  "/* Two values as one 32-bit register of bf16 / f16 pairs (lo in the low half),\n"        \
+  " * the operand format of mma.sync. */\n"                                                   \
+  "DC_DEVICE unsigned dc_pack_bf16x2(float lo, float hi) {\n"                                 \
+  "  return (unsigned)dc_f32_to_bf16_bits(lo) | ((unsigned)dc_f32_to_bf16_bits(hi) << 16);\n" \
+  "}\n"                                                                                      \
+  "DC_DEVICE unsigned dc_pack_f16x2(float lo, float hi) {\n"                                  \
+  "  return (unsigned)dc_f32_to_f16_bits(lo) | ((unsigned)dc_f32_to_f16_bits(hi) << 16);\n"  \
+  "}\n"                                                                                      \
   "/* Sum over a full warp (every lane gets the total). */\n"                                 \
   "DC_DEVICE float dc_warp_sum(float v) {\n"                                                 \
   "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"            \
