@@ -93,6 +93,8 @@ typedef struct drt_backend_i {
   void (*stats)(const void *be, drt_stats *stats);
   /* Where it runs, for drt_plan_info.device ("" when nothing to say). */
   const char *(*device)(const void *be);
+  /* NULL, or note i of what it chose (drt_note); NULL past the last. */
+  const char *(*note)(const void *be, int i);
   void (*destroy)(void *be);
 } drt_backend_i;
 

@@ -255,8 +255,10 @@ static void release_device(dc_cuda_backend *b, int d) {
     }
     if (m->nodes[s].op == OP_TRANSFER && source_device(m, s) == d) destroy_event(a, b->source_ready, s);
   }
-  dc_cu_event evs[] = {g->inputs_ready, g->begin,         g->end,          g->bounce_copied[0],
-                       g->bounce_copied[1], g->trace_origin, g->outputs_began, g->outputs_done};
+  if (d == 0) dc_cuda_graphs_destroy(b); /* made in device 0's context */
+  dc_cu_event evs[] = {g->inputs_ready,      g->begin,        g->end,           g->bounce_copied[0],
+                       g->bounce_copied[1], g->trace_origin, g->outputs_began, g->outputs_done,
+                       g->fork,             g->join};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
     if (evs[i]) a->EventDestroy(evs[i]);
   if (g->compute) a->StreamDestroy(g->compute);
@@ -310,6 +312,7 @@ void dc_cuda_backend_destroy(dc_cuda_backend *b) {
   dc_free(b->params);
   dc_free(b->host_in);
   dc_free(b->host_out);
+  dc_cuda_graphs_destroy(b); /* the notes, when device 0 never had a context (no graph then) */
   dc_free(b->path);
   dc_free(b);
 }

@@ -26,7 +26,9 @@
  * peer copy from the source device's arena into its own device's, ordered
  * by events both ways (cuda_backend_run.c says how).  Pinned host buffers
  * hold inputs and outputs; weights go up through two pinned staging
- * chunks, freed once the upload is done. */
+ * chunks, freed once the upload is done.  With options.graphs, a run's
+ * steps are captured into a CUDA graph on its first run and replayed after
+ * (cuda_graphs.c says what is captured and when streams are kept). */
 #ifndef DC_CUDA_BACKEND_H
 #define DC_CUDA_BACKEND_H
 
@@ -51,6 +53,12 @@ typedef struct {
   dc_status *(*read_weight)(void *ctx, int w, uint64_t at, void *dst, uint64_t len);
   void *read_ctx;
   uint64_t bounce_bytes;
+  /* 1: runs use CUDA graphs where they may (cuda_graphs.c: one-GPU plans,
+   * no step timing, trace or check_step, no on-demand uploads): each step
+   * range is captured on its first run and replayed by later ones.  0 (the
+   * zeroed default here; the runtime turns it on): every run enqueues its
+   * steps on the streams. */
+  int graphs;
 } dc_cuda_backend_options;
 
 /* One device of the plan. */
@@ -91,6 +99,9 @@ typedef struct {
   int peer_direct;              /* of them, those with direct peer access (else the driver stages the
                                  * copy through host memory) */
   uint64_t transferred_bytes;   /* copied between devices by the last run */
+  int graphs_captured;          /* step ranges captured into CUDA graphs */
+  uint64_t graph_launches;      /* runs that replayed a graph */
+  int last_run_graph;           /* the last run replayed one */
 } dc_cuda_backend_info;
 
 /* Sets up everything; weight_data[w] points at weight w's bytes (m->weights
@@ -150,6 +161,11 @@ dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s);
 dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds);
 
 const dc_cuda_backend_info *dc_cuda_backend_get_info(const dc_cuda_backend *b);
+
+/* Note i (from 0) of what the backend chose that a user may want to know:
+ * a CUDA graph captured ("captured N launches into a CUDA graph in X ms
+ * for ..."), or why runs use streams; each said once; NULL past the last. */
+const char *dc_cuda_backend_note(const dc_cuda_backend *b, int i);
 
 /* Which image of k runs on a device of compute capability major.minor: a
  * cubin "sm_XY" when X == major and Y <= minor (the highest such; "sm_XYa"

@@ -5,8 +5,11 @@
  * session unmaps every weight file after upload_weights; offloaded ones go
  * into the backend's own pinned block (host_memory pinned: the files are
  * closed then) or are read at each upload through the session's host
- * weights (on-demand). */
+ * weights (on-demand).  CUDA graphs are on unless drt_options.no_cuda_graphs
+ * or DIFFC_CUDA_GRAPHS=0 turns them off. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "cuda_backend.h"
@@ -17,6 +20,7 @@ typedef struct {
   dc_cuda_backend *gpu;
   double kernel_seconds;  /* the last run's device time */
   char device[400];       /* drt_plan_info.device */
+  char graphs_off[160];   /* why CUDA graphs are off ("" when on): note 0 then */
 } cuda_iface;
 
 static dc_status *no_driver(const char *path, dc_status *why) {
@@ -63,6 +67,29 @@ static dc_status *check_no_constants(const drt_backend_setup *s) {
   return NULL;
 }
 
+/* Whether runs may use CUDA graphs: drt_options.no_cuda_graphs, then
+ * DIFFC_CUDA_GRAPHS (0/off/no/false or 1/on/yes/true; unset or empty: on);
+ * why not, in c->graphs_off. */
+static dc_status *graphs_wanted(cuda_iface *c, int *on) {
+  static const char *const off[] = {"0", "off", "no", "false"}, *const yes[] = {"1", "on", "yes", "true"};
+  const char *env = getenv("DIFFC_CUDA_GRAPHS");
+  *on = 1;
+  if (c->s.opt->no_cuda_graphs) {
+    snprintf(c->graphs_off, sizeof c->graphs_off, "CUDA graphs: off (--no-cuda-graphs): runs enqueue their steps on "
+             "streams");
+    return *on = 0, NULL;
+  }
+  if (!env || !*env) return NULL;
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+    if (!strcasecmp(env, yes[i])) return NULL;
+    if (strcasecmp(env, off[i])) continue;
+    snprintf(c->graphs_off, sizeof c->graphs_off, "CUDA graphs: off (DIFFC_CUDA_GRAPHS=%s): runs enqueue their steps "
+             "on streams", env);
+    return *on = 0, NULL;
+  }
+  return dc_error(DC_ERR_ARGUMENT, "DIFFC_CUDA_GRAPHS=%s: expected 0 (off) or 1 (on, the default)", env);
+}
+
 /* The driver, then the plan's devices opened and checked (no allocation yet). */
 static dc_status *create(const drt_backend_setup *s, void **out) {
   *out = NULL;
@@ -70,13 +97,19 @@ static dc_status *create(const drt_backend_setup *s, void **out) {
   cuda_iface *c = dc_calloc(1, sizeof *c);
   if (!c) return dc_nomem("creating the CUDA backend");
   c->s = *s;
-  dc_status *st = dc_cu_api_open(NULL, &c->api);
+  int graphs = 1;
+  dc_status *st = graphs_wanted(c, &graphs);
+  if (st) {
+    dc_free(c);
+    return st;
+  }
+  st = dc_cu_api_open(NULL, &c->api);
   if (st) {
     dc_free(c);
     return no_driver(s->path, st);
   }
   dc_cuda_backend_options o = {s->opt->device, 0, s->check_step, s->check_ctx, s->plan->options_json,
-                               read_weight, s->host, s->opt->bounce_bytes};
+                               read_weight, s->host, s->opt->bounce_bytes, graphs};
   st = dc_cuda_backend_open(s->path, s->plan->module, &s->plan->cuda, &c->api, &o, &c->gpu);
   if (st) {
     destroy(c);
@@ -128,9 +161,17 @@ static void stats(const void *be, drt_stats *st) {
   st->transferred_bytes = bi->transferred_bytes;
   st->device_total_bytes = bi->device_bytes;
   st->pinned_bytes = bi->pinned_bytes;
+  st->cuda_graph = bi->last_run_graph;
 }
 
 static const char *device(const void *be) { return ((const cuda_iface *)be)->device; }
+
+/* Why graphs are off, when they are, then the backend's own notes. */
+static const char *note(const void *be, int i) {
+  const cuda_iface *c = be;
+  if (c->graphs_off[0] && i-- == 0) return c->graphs_off;
+  return dc_cuda_backend_note(c->gpu, i);
+}
 
 const drt_backend_i drt_backend_cuda = {
     .name = "cuda",
@@ -148,5 +189,6 @@ const drt_backend_i drt_backend_cuda = {
     .synchronise = synchronise,
     .stats = stats,
     .device = device,
+    .note = note,
     .destroy = destroy,
 };

@@ -33,6 +33,7 @@ typedef struct {
   dc_cu_event trace_origin, outputs_began, outputs_done;
   double origin_seconds;               /* the host clock when trace_origin was recorded */
   dc_cu_event bounce_copied[2];        /* on-demand: behind this device's last copy out of each chunk */
+  dc_cu_event fork, join;              /* CUDA graph capture: the copy stream pulled in, joined back */
   loaded_kernel *kern;                 /* per kernel of the plan */
   dc_cu_deviceptr arena, weights;
   /* Transfers out of this device (their sources lie in its arena) enqueued
@@ -41,6 +42,14 @@ typedef struct {
   int32_t *pending;
   int npending;
 } cuda_device;
+
+/* One step range's CUDA graph (cuda_graphs.c); exec NULL: its capture
+ * failed, the range runs on streams. */
+typedef struct {
+  int32_t first, end;
+  dc_cu_graph graph;
+  dc_cu_graph_exec exec;
+} cuda_graph;
 
 struct dc_cuda_backend {
   char *path;
@@ -77,6 +86,12 @@ struct dc_cuda_backend {
   drt_trace_event *trace;        /* NULL, or the run's event slots, filled at the end */
   int32_t run_first, run_end;    /* the run's steps */
   int started;                   /* work was enqueued: a failed run waits for every stream */
+  int graph_run;                 /* the run goes through its range's CUDA graph: steps wait for end */
+  int32_t next_step;             /* graph_run: the lowest step the caller may name next */
+  cuda_graph *graphs;            /* per range run so far (cuda_graphs.c) */
+  int ngraphs;
+  char **notes;                  /* dc_cuda_backend_note */
+  int nnotes;
 };
 
 
@@ -84,6 +99,18 @@ struct dc_cuda_backend {
 dc_status *dc_cuda_use_device(dc_cuda_backend *b, int d);
 /* "step 12 (conv2d in down_blocks.0.resnets.0)" */
 const char *dc_cuda_step_name(const dc_module *m, int32_t s, char *buf, size_t cap);
+
+/* cuda_backend_run.c: step s on its device's streams now (the stream path),
+ * errors naming the step. */
+dc_status *dc_cuda_enqueue_step(dc_cuda_backend *b, int32_t s);
+
+/* cuda_graphs.c: whether the run now beginning uses its range's graph (a
+ * note says why not); at end, that graph launched (captured first when the
+ * range has none yet) or, when its capture failed, the steps on streams;
+ * the graphs and notes freed at destroy (device 0's context current). */
+int dc_cuda_graph_chosen(dc_cuda_backend *b);
+dc_status *dc_cuda_graph_run(dc_cuda_backend *b);
+void dc_cuda_graphs_destroy(dc_cuda_backend *b);
 
 /* cuda_images.c: the image each kernel device d runs loads there, checked
  * against its compute capability and shared memory (before any allocation). */

@@ -21,7 +21,11 @@
  * recorded behind each copy).  Its uploads are ordered behind that as well,
  * since they wait for its compute stream, and so is the end of the run.
  * Outputs go down on their device's copy stream once its compute is done,
- * then the host waits for every copy stream. */
+ * then the host waits for every copy stream.
+ * Where cuda_graphs.c says a run may use a CUDA graph, the steps the caller
+ * names are not enqueued one by one: end launches the range's graph (made
+ * on its first run by capturing exactly these steps) between the inputs
+ * and the outputs. */
 #include "backend.h"
 #include "cuda_backend_impl.h"
 
@@ -350,19 +354,35 @@ dc_status *dc_cuda_backend_begin(dc_cuda_backend *b, double *step_seconds, drt_t
   if (trace) DC_TRY(create_trace_events(b));
   for (int d = 0; d < b->ndevices; d++) b->dev[d].npending = 0;
   b->info.transferred_bytes = 0;
+  b->info.last_run_graph = 0;
+  b->graph_run = dc_cuda_graph_chosen(b);
+  b->next_step = first;
   b->started = 1;
   return inputs_in(b);
 }
 
-dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s) {
+dc_status *dc_cuda_enqueue_step(dc_cuda_backend *b, int32_t s) {
   char what[300];
   dc_status *st = run_step(b, s, b->step_seconds || b->trace);
   return st ? dc_status_annotate(st, "%s: %s", b->path, dc_cuda_step_name(b->m, s, what, sizeof what)) : NULL;
 }
 
+/* A graph run enqueues its steps at end, all of the range in order: the
+ * caller's walk must be that order. */
+dc_status *dc_cuda_backend_step(dc_cuda_backend *b, int32_t s) {
+  if (!b->graph_run) return dc_cuda_enqueue_step(b, s);
+  if (s < b->next_step || s >= b->run_end)
+    return dc_error(DC_ERR_INTERNAL, "%s: step %d named out of schedule order (expected %d..%d after step %d)", b->path,
+                    (int)s, (int)b->next_step, (int)b->run_end - 1, (int)b->next_step - 1);
+  b->next_step = s + 1;
+  return NULL;
+}
+
 dc_status *dc_cuda_backend_end(dc_cuda_backend *b, dc_status *st, double *kernel_seconds) {
   if (!b->started) return st; /* nothing was enqueued */
   b->started = 0;
+  if (!st && b->graph_run) st = dc_cuda_graph_run(b);
+  b->graph_run = 0;
   if (!st) st = outputs_out(b);
   /* the run ends with every stream synchronised: both chunks free */
   b->bounce_device[0] = b->bounce_device[1] = -1;

@@ -24,6 +24,8 @@ typedef struct dc_cu_mod_st *dc_cu_module;
 typedef struct dc_cu_func_st *dc_cu_function;
 typedef struct dc_cu_stream_st *dc_cu_stream;
 typedef struct dc_cu_event_st *dc_cu_event;
+typedef struct dc_cu_graph_st *dc_cu_graph;           /* CUgraph */
+typedef struct dc_cu_graph_exec_st *dc_cu_graph_exec; /* CUgraphExec */
 
 /* CUresult values we name in code or tests. */
 enum {
@@ -34,11 +36,18 @@ enum {
   DC_CUDA_ERROR_NO_DEVICE = 100,
   DC_CUDA_ERROR_INVALID_DEVICE = 101,
   DC_CUDA_ERROR_INVALID_CONTEXT = 201,
+  DC_CUDA_ERROR_ILLEGAL_STATE = 401,
   DC_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   DC_CUDA_ERROR_INVALID_PTX = 218,
   DC_CUDA_ERROR_NOT_FOUND = 500,
   DC_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   DC_CUDA_ERROR_LAUNCH_FAILED = 719,
+  DC_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900, /* a call not allowed while the stream (or thread) captures */
+  DC_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901, /* the capture failed earlier; it records nothing more */
+  DC_CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,  /* the capture ended on a stream it did not begin on */
+  DC_CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,    /* a stream forked into the capture never joined back */
+  DC_CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,   /* a wait on work outside the capture */
+  DC_CUDA_ERROR_CAPTURED_EVENT = 907,             /* a query or sync of an event recorded in a capture */
 };
 
 /* CUdevice_attribute */
@@ -54,6 +63,15 @@ enum { DC_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_a
 enum { DC_CU_STREAM_NON_BLOCKING = 0x1 };                          /* CUstream_flags */
 enum { DC_CU_EVENT_DEFAULT = 0x0, DC_CU_EVENT_DISABLE_TIMING = 0x2 }; /* CUevent_flags */
 enum { DC_CU_MEMHOSTALLOC_PORTABLE = 0x01 };
+/* CUstreamCaptureMode: THREAD_LOCAL forbids the capturing thread's unsafe
+ * calls (syncs, allocations) and leaves other threads alone; GLOBAL would
+ * also fail another thread's (another session's) cuMemAlloc while we
+ * capture. */
+enum {
+  DC_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  DC_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  DC_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+};
 /* CUjit_option, for the PTX JIT's logs. */
 enum {
   DC_CU_JIT_INFO_LOG_BUFFER = 3,
@@ -72,7 +90,12 @@ enum {
 /* The CUDA version whose ABI we request each entry point at: every driver
  * from 12.0 on serves it (CUDA 13's renames — cuMemAlloc_v2,
  * cuEventElapsedTime_v2, ... — are what cuda.h's macros select; asking by
- * base name and version gets the matching ABI without them). */
+ * base name and version gets the matching ABI without them).  So
+ * "cuStreamBeginCapture" at 12.0 is cuStreamBeginCapture_v2 (the mode
+ * argument honoured per call), and graphs are instantiated through
+ * cuGraphInstantiateWithFlags by that name: CUDA 12's cuda.h maps
+ * cuGraphInstantiate onto it, CUDA 11's cuGraphInstantiate took five
+ * arguments. */
 #define DC_CU_API_VERSION 12000
 
 /* The driver entry points, by base name.  The X-macro keeps the table, the
@@ -115,6 +138,12 @@ enum {
   X(FuncSetAttribute, (dc_cu_function fn, int attrib, int value))                                     \
   X(LaunchKernel, (dc_cu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
                    unsigned bz, unsigned smem_bytes, dc_cu_stream stream, void **params, void **extra)) \
+  X(StreamBeginCapture, (dc_cu_stream stream, int mode))                                              \
+  X(StreamEndCapture, (dc_cu_stream stream, dc_cu_graph * graph))                                     \
+  X(GraphInstantiateWithFlags, (dc_cu_graph_exec * exec, dc_cu_graph graph, unsigned long long flags)) \
+  X(GraphLaunch, (dc_cu_graph_exec exec, dc_cu_stream stream))                                        \
+  X(GraphExecDestroy, (dc_cu_graph_exec exec))                                                        \
+  X(GraphDestroy, (dc_cu_graph graph))                                                                \
   X(GetErrorName, (dc_cu_result r, const char **name))                                                \
   X(GetErrorString, (dc_cu_result r, const char **text))
 

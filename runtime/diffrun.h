@@ -68,6 +68,14 @@ typedef struct {
    * (diffc --sign) and the signature verifies, checked before any of the
    * plan is parsed.  NULL: signed and unsigned plans load alike. */
   const char *trusted_keys;
+  /* cuda backend: every run enqueues its steps on streams (diffrun
+   * --no-cuda-graphs; also DIFFC_CUDA_GRAPHS=0 in the environment).  By
+   * default a one-GPU plan's run captures its steps (the whole schedule,
+   * or one phase) into a CUDA graph the first time and replays it after:
+   * one launch per run instead of one per kernel.  Profiling, tracing,
+   * check_finite, on-demand uploads and --device-map plans use streams
+   * either way; drt_note says what was chosen. */
+  int no_cuda_graphs;
 } drt_options;
 
 typedef struct {
@@ -110,6 +118,7 @@ typedef struct {
   int threads;                 /* cpu worker threads; 0 on cuda */
   int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
   const char *reference_ops;   /* their ops, e.g. "blend" (the tiled VAE's seams); "" when none */
+  int cuda_graph;              /* cuda: the (last phase's) run replayed a CUDA graph */
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight
@@ -265,6 +274,13 @@ const char *drt_pipeline_file(const drt_plan *p, int i, const void **data, size_
 const char *drt_phase_name(const drt_plan *p, int i); /* NULL out of range */
 int drt_phase_find(const drt_plan *p, const char *name); /* -1 when absent */
 dc_status *drt_run_phase(drt_plan *p, int phase, drt_stats *stats);
+/* Note i (from 0) of what the backend chose that a user may want to know
+ * (diffrun -v prints them): on CUDA "CUDA graphs: captured N launches into
+ * a CUDA graph in X ms for ...", or why runs enqueue their steps on streams
+ * instead.  Each note once, in the order they arose; NULL past the last
+ * (and on backends that have none). */
+const char *drt_note(const drt_plan *p, int i);
+
 /* Valid after a successful drt_run until the next run or destroy. */
 const float *drt_output(const drt_plan *p, const char *name, size_t *numel);
 

@@ -346,6 +346,9 @@ const drt_tensor_info *drt_output_info(const drt_plan *p, int i) { return &p->ou
 const char *drt_meta(const drt_plan *p, const char *key) { return dc_module_get_meta(p->plan.module, key); }
 const char *drt_ir_text(const drt_plan *p) { return p->plan.ir_text; }
 const drt_plan_info *drt_info(const drt_plan *p) { return &p->info; }
+const char *drt_note(const drt_plan *p, int i) {
+  return p->backend && p->be->note ? p->be->note(p->backend, i) : NULL;
+}
 dc_status *drt_memory_timeline(const drt_plan *p, const struct dc_mem_series *measured, const char *path) {
   return dc_memory_timeline_write(p->plan.module, measured, path);
 }
