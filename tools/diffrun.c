@@ -84,6 +84,11 @@ static const char usage[] =
     "                      write them as a Chrome trace (open in ui.perfetto.dev or chrome://tracing):\n"
     "                      a process per device, a compute and a copy track in each; a pipeline's\n"
     "                      generation is one trace, each phase run a span around its kernels\n"
+    "  --no-cuda-graphs    CUDA: enqueue every run's steps on streams, one driver call per kernel (also\n"
+    "                      DIFFC_CUDA_GRAPHS=0).  By default a one-GPU plan's first run (of each\n"
+    "                      phase) captures its steps, the offloaded weights' uploads included, into a\n"
+    "                      CUDA graph, and later runs replay it with one launch; --profile, --trace,\n"
+    "                      --check-finite, on-demand uploads and --device-map plans use streams anyway\n"
     "  --no-verify-weights skip hashing the weights' bytes at load, for a store you trust: by\n"
     "                      default every tensor the plan reads is hashed (XXH3) and compared with\n"
     "                      the compile-time hash, and a changed tensor refuses the plan (its file\n"
@@ -111,6 +116,8 @@ static const char usage[] =
     "                      needed)\n"
     "  --format text|json  with --info: text (the default), or the memory report alone as JSON,\n"
     "                      sizes in bytes (fields: docs/memory-report.md)\n"
+    "  -v, --verbose       say what the backend chose: the CUDA graph captured (launches, time) or why\n"
+    "                      runs use streams\n"
     "  -q, --quiet         print only errors and warnings\n"
     "  -h, --help          this help\n"
     "\n"
@@ -135,7 +142,8 @@ typedef struct {
   int64_t original_size[2], crop[2], target_size[2];
   int has_original_size, has_crop, has_target_size;
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
-  int no_verify_weights;
+  int no_verify_weights, no_cuda_graphs, verbose;
+  int notes_printed; /* -v: drt_note's notes printed so far */
   int calibrate;              /* --calibrate[=FILE] */
   const char *calibrate_file; /* its FILE, or NULL for the default location */
   int json; /* --format json */
@@ -260,6 +268,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--check-finite")) o->check_finite = 1;
     else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
+    else if (!strcmp(a, "--no-cuda-graphs")) o->no_cuda_graphs = 1;
+    else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
     else if (!strcmp(a, "--calibrate") || !strncmp(a, "--calibrate=", 12)) {
       if (a[11] == '=' && !a[12]) return dc_error(DC_ERR_ARGUMENT, "--calibrate=: name the profile's FILE, or drop '='");
       o->calibrate = 1;
@@ -763,11 +773,22 @@ static dc_status *calibrate(const options *o, drt_plan *p) {
   return NULL;
 }
 
-static dc_status *run(const options *o) {
+/* -v: the backend's notes not printed yet (each arises once). */
+static void print_notes(options *o, const drt_plan *p) {
+  const char *n;
+  if (!o->verbose) return;
+  while ((n = drt_note(p, o->notes_printed))) {
+    fprintf(stderr, "diffrun: %s\n", n);
+    o->notes_printed++;
+  }
+}
+
+static dc_status *run(options *o) {
   drt_plan *p;
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
                     .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory,
-                    .no_verify_weights = o->no_verify_weights, .trusted_keys = o->trusted_keys};
+                    .no_verify_weights = o->no_verify_weights, .trusted_keys = o->trusted_keys,
+                    .no_cuda_graphs = o->no_cuda_graphs};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -778,6 +799,7 @@ static dc_status *run(const options *o) {
       st = dc_error(DC_ERR_ARGUMENT, "%s is a pipeline plan: run it with --prompt TEXT -o out.png (--inputs, "
                     "--random-inputs, --repeat and --profile run one model's plan)", o->plan);
     else st = run_pipeline(o, p);
+    print_notes(o, p);
   } else if (o->generation) {
     st = dc_error(DC_ERR_ARGUMENT, "%s is one model's plan, not a pipeline: --prompt, --steps, -o and the other "
                   "generation options need a plan compiled from a pipeline folder; run this one with --inputs FILE",
@@ -795,6 +817,7 @@ static dc_status *run(const options *o) {
     if (!st && (o->trace || o->memory_timeline)) st = drt_set_tracing(p, 1);
     for (int r = 0; r < o->repeat && !st; r++) {
       st = drt_run(p, &s);
+      print_notes(o, p);
       total += s.seconds;
       if (!st && !o->quiet) print_run(r + 1, &s);
     }
