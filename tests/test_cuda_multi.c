@@ -123,7 +123,9 @@ static void test_hazard(void) {
   fake_bind(m, &h.plan.cuda);
   dc_cu_api api = fake_api();
   dc_cuda_backend *b = NULL;
-  CHECK_OK(dc_cuda_backend_create("hazard.dplan", m, &h.plan.cuda, NULL, &api, NULL, &b));
+  dc_cuda_backend_options graphs = {0};
+  graphs.graphs = 1; /* asked for, and not used: a plan on two GPUs keeps its streams */
+  CHECK_OK(dc_cuda_backend_create("hazard.dplan", m, &h.plan.cuda, NULL, &api, &graphs, &b));
   if (!b) {
     dc_plan_deinit(&h.plan);
     return;
@@ -158,6 +160,8 @@ static void test_hazard(void) {
   /* without the wait, b's launch and e's (in place over b) each write bytes the copy may still read */
   int in_place = m->nodes[h.e].offset == m->nodes[h.b].offset;
   CHECK(race_free(&ok) && bad.races == 1 + in_place);
+  const char *note = dc_cuda_backend_note(b, 0);
+  CHECK(fk.cap.seq == 0 && in->graph_launches == 0 && note && strstr(note, "not used for a plan on 2 GPUs"));
   printf("hazard plan: b = silu(x) on GPU 0 reuses the bytes GPU 1 copies a from; with the rule, %d pairs of accesses "
          "to the same bytes all ordered and outputs exact; without GPU 0's wait: %d races (first: %s)\n",
          ok.pairs, bad.races, bad.first);
