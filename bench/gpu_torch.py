@@ -202,6 +202,8 @@ def unet_inputs(torch, cfg, batch, size, device, dtype):
 def unet_forwards(torch, device, dtype, unets, args, compute):
     try:
         from diffusers import UNet2DConditionModel
+        from diffusers.utils import logging as diffusers_logging
+        diffusers_logging.set_verbosity_error()  # its note on .to(dtype) with no fp32 modules to keep
     except Exception as e:
         for name, _, batch, size in unets:
             unet_line(name, (batch, 4, size or 0, size or 0), compute, None, None,
