@@ -5,7 +5,11 @@
  * run by the CUDA backend of the runtime (diffrun.h).  The op's own step is
  * timed with the runtime's per-step profile (CUDA events around the
  * launch), after warm-up runs; the median and the best of N runs give
- * TFLOP/s (ir/flops.c's count) and the share of a peak.
+ * TFLOP/s (ir/flops.c's count) and the share of a peak.  A step's time runs
+ * from the event before it (the run's start, recorded once the inputs are
+ * on the device) to the one after it; at these shapes the host has queued
+ * the launch long before the input copies end, so it is the kernel's time,
+ * not the host's launch latency.
  *
  * Each case prints one line that tools/gpu_check_bench.sh reads and
  * bench/gpu_torch.py writes alike:
@@ -583,6 +587,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cuda_microbench: %s\n", dc_status_message(st));
     dc_status_free(st);
     if (owned_work) remove_work(&o, k, o.ncases);
+    dc_free(owned_work);
     return 1;
   }
   char *absent = gpu_absent(o.device);
@@ -615,5 +620,6 @@ int main(int argc, char **argv) {
   for (int i = 0; i < o.ncases; i++) dc_free(k[i].plan_path), dc_free(k[i].error);
   int code = absent && !failed ? 77 : failed ? 1 : 0;
   dc_free(absent);
+  dc_free(owned_work);
   return code;
 }
