@@ -382,8 +382,11 @@ static dc_status *write_plan(dc_module *m, const dc_nvrtc *nv, const dc_cuda_arc
   if (!st) {
     st = dc_emit_cuda_kernels(m, nv, &eo, &plan.cuda, &rep);
     if (!st)
-      printf("  %d kernel(s), %d compile(s), %d from the kernel cache, %.1f s\n", rep.nkernels, rep.ncompiles,
-             rep.ncached, rep.seconds);
+      printf("  %d kernel(s), %d compile(s), %d from the kernel cache, %.1f s%s\n", rep.nkernels, rep.ncompiles,
+             rep.ncached, rep.seconds, rep.nwarnings ? "; NVRTC warned (below)" : "");
+    for (int w = 0; !st && w < rep.nwarnings; w++)
+      printf("  warning: %s for %s: %s\n", rep.warnings[w].kernel, rep.warnings[w].arch ? rep.warnings[w].arch : "?",
+             rep.warnings[w].text);
     dc_cuda_emit_report_deinit(&rep);
   }
   if (!st) st = dc_plan_write(path, &plan);
