@@ -4,7 +4,8 @@
 # tools' format: diffc's row beside the cuBLASLt row and PyTorch's best
 # kernel (the fastest SDPA backend that ran), the ratio, failures as the
 # row's status; the UNet table from a model stage's diffrun log and the
-# diffusers line; missing logs say what is missing.  No GPU, no build.
+# diffusers line; missing logs say what is missing; bench/gpu_torch.py
+# --dry-run's rows.  No GPU, no build, no torch.
 set -u
 src=$(cd "$1" && pwd)
 tmp=$(mktemp -d /tmp/diffc-benchtab-XXXXXX)
@@ -56,6 +57,20 @@ out=$(tables "$tmp/none")
 row "(no rows: no log of microbench torch_bench)" >/dev/null && ok "no stage logs: the kernel table says which are missing" ||
   bad "no logs: $(printf '%s\n' "$out" | grep '^| (no')"
 row "sd15" | grep -qF "no row (torch_bench did not run)" && ok "no stage logs: the UNet rows say so" || bad "no logs UNet: $(row sd15)"
+
+# bench/gpu_torch.py --dry-run (no torch needed): exit 77, rows the tables read as "no GPU"
+if command -v python3 >/dev/null 2>&1; then
+  mkdir "$tmp/dry"
+  python3 "$src/bench/gpu_torch.py" --dry-run > "$tmp/dry/torch_bench.log"
+  rc=$?
+  out=$(tables "$tmp/dry")
+  n=$(printf '%s\n' "$out" | grep -c '| no GPU | - |$')
+  [ "$rc" -eq 77 ] && [ "$n" -eq 6 ] && row "sdxl" | grep -qF "| - / - | - | - | - | no GPU |" &&
+    ok "gpu_torch.py --dry-run: exit 77, six kernel rows and the UNets say no GPU" ||
+    bad "gpu_torch.py --dry-run: rc $rc, $n kernel rows with no GPU: $out"
+else
+  echo "  (no python3: gpu_torch.py --dry-run not checked)"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
