@@ -71,6 +71,7 @@ static int conv_algo(const dc_compile_options *o) {
 }
 
 static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
+  DC_TRY(dc_cpu_codegen_check()); /* a build without LLVM has no CPU code generator */
   if (o->cpu) { /* the name is checked here, before the model is read */
     dc_cpu_target named;
     DC_TRY(dc_cpu_target_named(o->cpu, &named));
