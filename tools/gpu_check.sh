@@ -166,7 +166,7 @@ unpack_debs() {
     [ -e "$link" ] && continue
     target=$(readlink "$link")
     soname="$(basename "$link").$(echo "${target#*.so.}" | cut -d. -f1)"
-    sys=$(ldconfig -p 2>/dev/null | awk -v n="$soname" '$1 == n { print $NF; exit }')
+    sys=$({ ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk -v n="$soname" '$1 == n { print $NF; exit }')
     if [ -n "$sys" ]; then ln -sf "$sys" "$link"; echo "$(basename "$link") -> $sys (this machine's)"
     else echo "dangling: $link -> $target (no $soname on this machine)"; fi
   done < <(find "$PREFIX" -type l -name '*.so')
