@@ -71,7 +71,6 @@ static int conv_algo(const dc_compile_options *o) {
 }
 
 static dc_status *check_cpu_options(const dc_compile_options *o, const target_ctx *t) {
-  DC_TRY(dc_cpu_codegen_check()); /* a build without LLVM has no CPU code generator */
   if (o->cpu) { /* the name is checked here, before the model is read */
     dc_cpu_target named;
     DC_TRY(dc_cpu_target_named(o->cpu, &named));
@@ -85,7 +84,7 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
   if (conv_algo(o) < 0)
     return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: expected auto, direct or winograd", o->conv_algo);
-  return NULL;
+  return dc_cpu_codegen_check(); /* after the argument errors: a build without LLVM has no CPU code generator */
 }
 
 static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {

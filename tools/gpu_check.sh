@@ -69,7 +69,7 @@ while [ $# -gt 0 ]; do
     --work) need_value "$@"; WORK=$2; shift ;;
     --jobs) need_value "$@"; JOBS=$2; shift ;;
     --budget) need_value "$@"; BUDGET=$2; shift ;;
-    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
