@@ -7,10 +7,15 @@
 #     (the default) fails with the one message that says why and what to use;
 #   - diffc --target cuda compiles the tiny UNet (NVRTC; without NVRTC this
 #     step is skipped with its reason) and diffrun runs that plan with the
-#     reference backend.
+#     reference backend;
+#   - given BUILD_DIR (the CTest build's, with LLVM): a CPU plan its diffc
+#     compiles is refused by this diffrun with the message naming
+#     --backend reference, and runs with --backend reference.
 # Exits 77 (skip) only when the cuda step cannot run and all else passed.
+# usage: build_no_llvm_test.sh SOURCE_DIR [BUILD_DIR]
 set -u
 src=$(cd "$1" && pwd)
+llvm_diffc=${2:+$2/diffc}
 tmp=$(mktemp -d /tmp/diffc-nollvm-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -68,6 +73,21 @@ elif [ $rc -eq 0 ] && [ -s "$tmp/cuda.dplan" ]; then
   else bad "diffrun --backend reference on the CUDA plan: rc $rc: $out"; fi
 else
   bad "diffc --target cuda: rc $rc: $msg"
+fi
+
+if [ -n "$llvm_diffc" ] && "$llvm_diffc" --version | grep -q "targets: cpu"; then
+  "$llvm_diffc" "$fx" -o "$tmp/cpu.dplan" >/dev/null 2>&1 || bad "the LLVM build's diffc could not compile a CPU plan"
+  msg=$("$diffrun" "$tmp/cpu.dplan" --random-inputs 2>&1)
+  rc=$?
+  want="a CPU plan with compiled kernels, and this diffrun was built without LLVM (-DDIFFC_LLVM=OFF): it cannot link them; run it with --backend reference"
+  if [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$msg"; then ok "diffrun refused the CPU plan: $msg"
+  else bad "diffrun on a CPU plan: rc $rc, wanted \"$want\", got: $msg"; fi
+  out=$("$diffrun" "$tmp/cpu.dplan" --random-inputs --backend reference 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "backend reference" <<<"$out"; then ok "diffrun ran the CPU plan with --backend reference"
+  else bad "diffrun --backend reference on the CPU plan: rc $rc: $out"; fi
+else
+  echo "  note: no diffc with a cpu target given, the refusal of a CPU plan not checked"
 fi
 
 echo "$passed passed, $failed failed"
