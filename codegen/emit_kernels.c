@@ -21,6 +21,7 @@
 
 #include "codegen/kernel_group.h"
 #include "codegen/llvm/kgen.h"
+#include "llvm/Config/llvm-config.h" /* LLVM_VERSION_STRING */
 #include "support/progress.h"
 #include "support/threadpool.h"
 
@@ -193,3 +194,7 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const
   if (st) dc_plan_kernels_deinit(k);
   return st;
 }
+
+dc_status *dc_cpu_codegen_check(void) { return NULL; }
+
+const char *dc_build_targets(void) { return "cpu (LLVM " LLVM_VERSION_STRING "), cuda (NVRTC, loaded when used)"; }

@@ -22,4 +22,11 @@ typedef struct {
 dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const dc_cpu_emit_options *o,
                                dc_plan_kernels *out);
 
+/* NULL when this build has the CPU code generator; else the error a
+ * --target cpu compile gets, before any work (a -DDIFFC_LLVM=OFF build links
+ * codegen/llvm_off/llvm_off.c in place of this file and codegen/llvm/). */
+dc_status *dc_cpu_codegen_check(void);
+/* The targets this build compiles for, one line for --help and --version. */
+const char *dc_build_targets(void);
+
 #endif

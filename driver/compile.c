@@ -84,7 +84,7 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
   if (conv_algo(o) < 0)
     return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: expected auto, direct or winograd", o->conv_algo);
-  return NULL;
+  return dc_cpu_codegen_check(); /* after the argument errors: a build without LLVM has no CPU code generator */
 }
 
 static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {

@@ -5,7 +5,10 @@
  *
  * Why ORC and not a shared object: diffc would need an external linker to
  * make a .so, and diffrun a file to dlopen it from; ORC links the object
- * straight from the plan's bytes with the LLVM library diffc already uses. */
+ * straight from the plan's bytes with the LLVM library diffc already uses.
+ * A build without LLVM (-DDIFFC_LLVM=OFF) links codegen/llvm_off/llvm_off.c
+ * instead, whose dc_cpu_code_load refuses the plan and names the reference
+ * backend. */
 #ifndef DC_CPU_KERNELS_H
 #define DC_CPU_KERNELS_H
 

@@ -1,7 +1,9 @@
 /* cpu_target.h — which CPU a plan's kernels are compiled for, and whether
  * they run on this one (cpu_target.c, through LLVM's host queries): the
  * compiler picks a target with it and the runtime checks a plan's target
- * before linking its kernels, so it lives below both. */
+ * before linking its kernels, so it lives below both.  A build without LLVM
+ * (-DDIFFC_LLVM=OFF) links codegen/llvm_off/llvm_off.c instead, where naming
+ * a target is an error saying the build has no CPU code generator. */
 #ifndef DC_CPU_TARGET_H
 #define DC_CPU_TARGET_H
 

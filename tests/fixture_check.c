@@ -8,17 +8,20 @@
  *                      [--target cuda [--compute f32|bf16|f32,bf16] [--cuda-arch LIST]]
  * The cpu target (the default) runs both CPU backends unless --backend
  * names one.  --target cuda compiles with NVRTC for each compute precision,
- * runs on the GPU and compares with diffusers AND with the CPU llvm backend
- * on the same model, within the run's tolerance for f32 compute and 1e-2
- * for bf16/f16; one "RESULT ..." line per output feeds tools/gpu_check.sh.
- * Exits 77 (skip) when the machine has no NVIDIA driver or GPU. */
+ * runs the plan with the reference backend (compared with diffusers too),
+ * then on the GPU, and compares the GPU's outputs with diffusers AND with
+ * the reference backend's, within the run's tolerance for f32 compute and
+ * 1e-2 for bf16/f16; one "RESULT ..." line per output feeds
+ * tools/gpu_check.sh.  That needs no LLVM: a -DDIFFC_LLVM=OFF build runs it
+ * (its cpu target says it has no CPU code generator).  Exits 77 (skip) when
+ * the machine has no NVIDIA driver or GPU, after the reference runs. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver/compile.h"
-#include "codegen/llvm/llvm_codegen.h"
+#include "support/cpu_target.h"
 #include "runtime/diffrun.h"
 #include "testutil.h"
 
@@ -125,42 +128,51 @@ static void run_backend(const char *plan, const char *backend, const dc_st_file 
 
 /* ---- the cuda target ------------------------------------------------------ */
 
-/* The CPU llvm backend's outputs of the same model and inputs, in output
- * order (NULL entries on failure). */
-static float **cpu_outputs(const dc_compile_options *base, const dc_st_file *io, const dc_input_shape *shapes, int ns,
-                           int *nout) {
-  char *plan = tu_path("fixture_cpu.dplan");
-  dc_compile_options co = *base;
-  co.target = "cpu", co.compute = NULL, co.cuda_arch = NULL;
-  dc_compile_report rep;
+/* The reference backend's outputs of plan (output order; NULL on failure,
+ * *nout 0): the same graph on the plain C kernels, which need no GPU and no
+ * LLVM, so a build without LLVM checks the GPU against them too.  Each is
+ * compared with diffusers' within tol. */
+static float **reference_outputs(const char *plan, const dc_st_file *io, const dc_input_shape *shapes, int ns,
+                                 double tol, const char *label, int *nout) {
   drt_plan *p = NULL;
   drt_stats s = {0};
-  dc_status *st = dc_compile(&co, plan, &rep);
-  if (!st) st = load_with_inputs(plan, "llvm", io, shapes, ns, &p);
+  dc_status *st = load_with_inputs(plan, "reference", io, shapes, ns, &p);
   if (!st) st = drt_run(p, &s);
   CHECK_OK(st);
   float **outs = NULL;
   *nout = 0;
   if (!st) {
+    print_stats(label, &s);
     *nout = drt_output_count(p);
     outs = calloc((size_t)*nout, sizeof *outs);
     for (int i = 0; i < *nout; i++) {
+      const drt_tensor_info *info = drt_output_info(p, i);
       size_t n;
-      const float *o = drt_output(p, drt_output_info(p, i)->name, &n);
+      const float *o = drt_output(p, info->name, &n);
       outs[i] = malloc(n * sizeof(float) + 1);
       memcpy(outs[i], o, n * sizeof(float));
+      float *want = reference_output(io, info);
+      char name[160];
+      snprintf(name, sizeof name, "out.%s reference vs diffusers", info->name);
+      if (want) compare(name, outs[i], want, info->numel, tol, NULL);
+      free(want);
     }
   }
   drt_destroy(p);
-  free(plan);
   return outs;
 }
 
-/* One compute precision on the GPU: compile, run, compare each output with
- * diffusers and with the CPU (computed on first use, kept in *cpu). */
+static void free_outputs(float **outs, int n) {
+  for (int i = 0; i < n; i++) free(outs[i]);
+  free(outs);
+}
+
+/* One compute precision on the GPU: compile, run the plan with the
+ * reference backend (also without a GPU), then on the GPU, and compare each
+ * GPU output with diffusers and with the reference. */
 static void check_cuda(const fc_options *fo, const dc_compile_options *base, const char *compute, double run_tol,
                        const dc_st_file *io, const char *io_name, const dc_input_shape *shapes, int ns,
-                       const char *label, float ***cpu, int *ncpu) {
+                       const char *label) {
   char *plan = tu_path("fixture_cuda.dplan");
   dc_compile_options co = *base;
   co.target = "cuda", co.compute = compute, co.cuda_arch = fo->cuda_arch;
@@ -168,44 +180,51 @@ static void check_cuda(const fc_options *fo, const dc_compile_options *base, con
   dc_compile_report rep;
   drt_plan *p = NULL;
   drt_stats s = {0};
+  float **ref = NULL;
+  int nref = 0;
+  char ref_label[300];
+  snprintf(ref_label, sizeof ref_label, "%s [cuda %s plan]", label, compute);
   dc_status *st = dc_compile(&co, plan, &rep);
   CHECK_OK(st);
   if (!st) {
     printf("%s [cuda %s]: %d kernels, %d NVRTC compiles (%d cached, %d with warnings)\n", label, compute,
            rep.cuda_kernels, rep.cuda_compiles, rep.cuda_cached, rep.cuda_warnings);
     CHECK(rep.cuda_warnings == 0);
+    ref = reference_outputs(plan, io, shapes, ns, tol, ref_label, &nref);
     st = load_with_inputs(plan, "cuda", io, shapes, ns, &p);
     if (st && is_no_gpu(st)) {
       printf("SKIP: no GPU: %s\n", dc_status_message(st));
       dc_status_free(st);
       no_gpu = 1;
       drt_destroy(p);
+      free_outputs(ref, nref);
       free(plan);
       return;
     }
     if (!st) st = drt_run(p, &s);
     CHECK_OK(st);
   }
-  if (!st && !*cpu) *cpu = cpu_outputs(base, io, shapes, ns, ncpu);
   if (!st) print_stats(label, &s);
   const char *fixture = strrchr(fo->dir, '/') ? strrchr(fo->dir, '/') + 1 : fo->dir;
   for (int i = 0; !st && i < drt_output_count(p); i++) {
     const drt_tensor_info *info = drt_output_info(p, i);
     const float *got = drt_output(p, info->name, NULL);
     float *want = reference_output(io, info);
-    double vs_ref = NAN, vs_cpu = NAN;
+    double vs_diffusers = NAN, vs_reference = NAN;
     char name[160];
     snprintf(name, sizeof name, "out.%s vs diffusers", info->name);
-    int ok = want && compare(name, got, want, info->numel, tol, &vs_ref);
-    snprintf(name, sizeof name, "out.%s vs cpu llvm", info->name);
-    CHECK(*cpu && i < *ncpu);
-    ok &= *cpu && i < *ncpu && compare(name, got, (*cpu)[i], info->numel, tol, &vs_cpu);
-    printf("RESULT fixture=%s io=%s entry=%s output=%s compute=%s vs_diffusers=%.3g vs_cpu=%.3g tol=%.0e status=%s\n",
-           fixture, io_name, base->entry ? base->entry : "default", info->name, compute, vs_ref, vs_cpu, tol,
-           ok ? "ok" : "FAIL");
+    int ok = want && compare(name, got, want, info->numel, tol, &vs_diffusers);
+    snprintf(name, sizeof name, "out.%s vs reference backend", info->name);
+    CHECK(ref && i < nref);
+    ok &= ref && i < nref && compare(name, got, ref[i], info->numel, tol, &vs_reference);
+    printf("RESULT fixture=%s io=%s entry=%s output=%s compute=%s vs_diffusers=%.3g vs_reference=%.3g tol=%.0e "
+           "status=%s\n",
+           fixture, io_name, base->entry ? base->entry : "default", info->name, compute, vs_diffusers, vs_reference,
+           tol, ok ? "ok" : "FAIL");
     free(want);
   }
   drt_destroy(p);
+  free_outputs(ref, nref);
   free(plan);
 }
 
@@ -275,12 +294,8 @@ static void check_run(const fc_options *fo, const cJSON *run) {
   snprintf(label, sizeof label, "%s %s", io_name, entry ? entry : "");
   int flags_ok = apply_diffc_options(run, io_name, &co);
   if (flags_ok && !strcmp(fo->target, "cuda")) {
-    float **cpu = NULL;
-    int ncpu = 0;
-    for (int c = 0; c < fo->ncomputes && !no_gpu; c++)
-      check_cuda(fo, &co, fo->computes[c], tol, &io, io_name, shapes, ns, label, &cpu, &ncpu);
-    for (int i = 0; i < ncpu; i++) free(cpu[i]);
-    free(cpu);
+    for (int c = 0; c < fo->ncomputes; c++) /* without a GPU, the reference runs still check each plan */
+      check_cuda(fo, &co, fo->computes[c], tol, &io, io_name, shapes, ns, label);
   } else if (flags_ok) {
     char *plan = tu_path("fixture.dplan");
     dc_compile_report rep;
@@ -351,7 +366,7 @@ int main(int argc, char **argv) {
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(c, "runs"), *run;
   CHECK(cJSON_IsArray(runs) && cJSON_GetArraySize(runs) > 0);
   printf("fixture %s (target %s)\n", fo.dir, fo.target);
-  cJSON_ArrayForEach(run, runs) if (!no_gpu) check_run(&fo, run);
+  cJSON_ArrayForEach(run, runs) check_run(&fo, run);
   cJSON_Delete(c);
   dc_free(text);
   free(case_path);

@@ -12,25 +12,6 @@
 #include "runtime/kernels.h"
 #include "support/threadpool.h"
 
-int32_t kh_input(dc_module *m, int rank, const int64_t *dims) {
-  dc_type t = {DT_F32, rank, {0}};
-  memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
-  char name[32];
-  snprintf(name, sizeof name, "in%d", m->ninputs);
-  return dc_module_add_input(m, name, &t, INIT_NORMAL);
-}
-
-int32_t kh_node(dc_module *m, dc_node n) {
-  dc_status *st = dc_infer_type(m, &n, &n.type);
-  if (st) {
-    fprintf(stderr, "kh_node: %s\n", dc_status_message(st));
-    dc_status_free(st);
-    return -1;
-  }
-  if (n.layout != LAYOUT_NHWC) n.layout = n.type.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
-  return dc_module_add_node(m, &n);
-}
-
 static float *random_data(size_t n, uint64_t *s, double scale) {
   float *d = malloc(n * sizeof *d + 64);
   for (size_t i = 0; i < n; i++) {
@@ -175,28 +156,6 @@ static void compiled_run(compiled *c, const dc_node *n, int32_t id, const void *
   /* more parts than threads, as diffrun cuts big steps (cpu_backend.c parts_for) */
   dc_pool_run(c->pool, nt, nt > 1 ? 3 * nt + 1 : 1, run_kernel, &l);
   free(l.scratch);
-}
-
-void kh_compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
-  size_t numel = dc_type_numel(t);
-  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
-  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
-  if (t->dtype != DT_F32) return;
-  const float *got = got_, *want = want_;
-  double d2 = 0, r2 = 0, maxabs = 0, maxrel = 0;
-  for (size_t i = 0; i < numel; i++) {
-    if (isnan(got[i]) && isnan(want[i])) continue;
-    double d = (double)got[i] - want[i];
-    if (isnan(got[i]) || isnan(want[i]) || isinf(d)) d = INFINITY;
-    else if (isinf(want[i])) d = 0; /* equal infinities */
-    d2 += d * d;
-    if (isfinite(want[i])) r2 += (double)want[i] * want[i];
-    if (!(fabs(d) <= maxabs)) maxabs = fabs(d);
-    if (fabs(want[i]) >= 1e-30 && !(fabs(d) / fabs(want[i]) <= maxrel)) maxrel = fabs(d) / fabs(want[i]);
-  }
-  out->max_abs = maxabs;
-  out->max_rel = maxrel;
-  out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
 }
 
 /* alias >= 0: the kernel's output buffer is (a copy of) input `alias`;

@@ -59,7 +59,7 @@ dc_status *kh_compare_aliased(const dc_module *m, int32_t id, int nthreads, uint
  * threads, random inputs (compiled and linked once, not timed). */
 dc_status *kh_time(const dc_module *m, int32_t id, int nthreads, int iters, double *seconds);
 
-/* got against want, both of type t, by kh_compare_with's rules. */
+/* got against want, both of type t, by kh_compare_with's rules (kernel_module.c: no LLVM). */
 void kh_compare_out(const dc_type *t, const void *got, const void *want, kh_result *out);
 
 /* How the kernels compare/time compile from now on: winograd as
@@ -74,7 +74,8 @@ void kh_set_options(const kh_options *o);
 /* The symbol of the kernel compiled last ("..._winograd" for the Winograd conv). */
 const char *kh_last_symbol(void);
 
-/* Adds an f32 input node of the given dims to m; returns its id. */
+/* Module building, in kernel_module.c (no LLVM: the CUDA tests use it too).
+ * Adds an f32 input node of the given dims to m; returns its id. */
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims);
 /* Adds node n (type inferred) to m; returns its id or -1 on a type error (printed). */
 int32_t kh_node(dc_module *m, dc_node n);

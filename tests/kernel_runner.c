@@ -5,47 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-
-int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->c, s->h, s->w});
-  in[nin++] = kh_input(m, 4, (int64_t[]){s->o, s->c, s->kh, s->kw});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){s->o});
-  int64_t ho = (s->h + s->pt + s->pb - s->kh) / s->stride + 1, wo = (s->w + s->pl + s->pr - s->kw) / s->stride + 1;
-  if (res == RES_FULL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, ho, wo});
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 4, (int64_t[]){s->n, s->o, 1, 1});
-  dc_node n = dc_node_make(OP_CONV2D, nin, in);
-  dc_node_set_int(&n, "stride", s->stride);
-  dc_node_set_int(&n, "pad_t", s->pt);
-  dc_node_set_int(&n, "pad_b", s->pb);
-  dc_node_set_int(&n, "pad_l", s->pl);
-  dc_node_set_int(&n, "pad_r", s->pr);
-  dc_node_set_int(&n, "bias", bias);
-  dc_node_set_int(&n, "act", act);
-  dc_node_set_int(&n, "residual", res != RES_NONE);
-  return kh_node(m, n);
-}
-
-/* x [lead..., k] · w[n, k]ᵀ; res: RES_FULL (output-shaped) or RES_CHANNEL ([nout]). */
-int32_t add_linear(dc_module *m, int rank, const int64_t *xdims, int64_t n, int bias, int act, int res) {
-  int32_t in[4];
-  int nin = 0;
-  int64_t k = xdims[rank - 1], odims[DC_MAX_DIMS];
-  in[nin++] = kh_input(m, rank, xdims);
-  in[nin++] = kh_input(m, 2, (int64_t[]){n, k});
-  if (bias) in[nin++] = kh_input(m, 1, (int64_t[]){n});
-  memcpy(odims, xdims, sizeof(int64_t) * (size_t)rank);
-  odims[rank - 1] = act == ACT_GEGLU ? n / 2 : n;
-  if (res == RES_FULL) in[nin++] = kh_input(m, rank, odims);
-  if (res == RES_CHANNEL) in[nin++] = kh_input(m, 1, &odims[rank - 1]);
-  dc_node nd = dc_node_make(OP_LINEAR, nin, in);
-  dc_node_set_int(&nd, "bias", bias);
-  dc_node_set_int(&nd, "act", act);
-  dc_node_set_int(&nd, "residual", res != RES_NONE);
-  return kh_node(m, nd);
-}
-
 /* ---- running a kernel on chosen inputs (gelu grid, timing) ---- */
 
 static double cpu_now(void) {

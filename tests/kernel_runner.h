@@ -17,7 +17,8 @@ typedef struct {
   int64_t n, c, h, w, o, kh, kw, stride, pt, pb, pl, pr;
 } conv_shape;
 
-/* x [N,C,H,W] * w [O,C,kh,kw] (+ bias) (+ residual): the node's id, or -1. */
+/* add_conv and add_linear are in kernel_module.c (no LLVM: test_cuda_gemm uses them).
+ * x [N,C,H,W] * w [O,C,kh,kw] (+ bias) (+ residual): the node's id, or -1. */
 int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res);
 /* x [lead..., k] · w[n, k]ᵀ; res: RES_FULL (output-shaped) or RES_CHANNEL ([nout]). */
 int32_t add_linear(dc_module *m, int rank, const int64_t *xdims, int64_t n, int bias, int act, int res);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/emit_kernels.h"
 #include "driver/compile.h"
 #include "frontend/registry.h"
 #include "passes/passes.h"
@@ -220,6 +221,7 @@ static void print_usage(void) {
   fputs(usage, stdout);
   fwrite(b.data, 1, b.len, stdout);
   fputs(usage_tail, stdout);
+  printf("\ntargets of this build: %s\n", dc_build_targets());
   dc_buf_deinit(&b);
 }
 
@@ -467,7 +469,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "--version")) {
-      printf("diffc %s\n", DIFFC_VERSION);
+      printf("diffc %s\ntargets: %s\n", DIFFC_VERSION, dc_build_targets());
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "--list-passes")) {

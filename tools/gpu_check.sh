@@ -1,38 +1,54 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # functions run through `timeout bash -c`
-# gpu_check.sh — the CUDA backend's check (issue 4), in ONE call on a machine
-# with an NVIDIA GPU, in under 8 minutes on an H200 with 16 cores:
-#   1. check the build dependencies and print what is missing
-#   2. build diffc, diffrun, make_model, cuda_bandwidth, fixture_check (Release)
-#   3. nvidia-smi summary
-#   4. host -> device bandwidth, pinned and pageable (tools/cuda_bandwidth)
-#   5. every fixture on the GPU in f32 and bf16 compute, against diffusers'
-#      recorded outputs and against the CPU llvm backend (tests/fixture_check)
-#   5b. the UNet and VAE fixtures again with --layout nhwc (channels_last)
-#   6. SD1.5-shaped UNet at 64x64 latents (bf16, f32) and SDXL-shaped UNet at
-#      128x128 latents (bf16), batch 2, random weights made from the real
-#      configs (tools/make_model, bench/configs), compiled for sm_90 and timed
-#      with diffrun --repeat 5
+# gpu_check.sh — the CUDA backend's check in ONE prepared call on the GPU
+# machine, in under 8 minutes on an H200 with 16 cores, build included:
+#   1. the dependencies: what the machine has and what .gpu-deps/ brings
+#   2. the .deb files of .gpu-deps/ (tools/gpu_deps.sh fetched them) unpacked
+#      with `dpkg -x` into a prefix under the work folder (never /), which
+#      CMake searches first and LD_LIBRARY_PATH names
+#   3. build diffc, diffrun, make_model, cuda_bandwidth, fixture_check
+#      (Release, -DDIFFC_LLVM=OFF: the machine has no LLVM; ninja if present)
+#   4. nvidia-smi summary; host <-> device bandwidth, pinned and pageable
+#   5. correctness first: every fixture with a case.json on the GPU in f32 and
+#      bf16 compute, against diffusers' recorded outputs and against the
+#      reference backend running the same plan (tests/fixture_check);
+#      then the UNet and VAE fixtures again with --layout nhwc
+#   6. timing: SD1.5-shaped UNet at 64x64 latents (bf16, f32) and SDXL-shaped
+#      UNet at 128x128 latents (bf16), batch 2, random weights from the real
+#      configs (tools/make_model, bench/configs), sm_90, diffrun --repeat 5
 #   7. the memory techniques on the SD1.5 UNet (bf16): channels_last and
-#      offload with prefetch, with the bytes copied per forward and the
-#      overlap achieved: time / max(time without offload, bytes / pinned
-#      host-to-device bandwidth) — 1.0 is perfect overlap (issue 5)
+#      offload with prefetch, the bytes copied per forward and the overlap:
+#      time / max(time without offload, bytes / pinned host-to-device
+#      bandwidth) — 1.0 is perfect overlap
+#   8. microbenchmarks, when tools/gpu_check_bench.sh exists (sourced)
 # Every stage runs under `timeout` inside one time budget; a failure, a
 # timeout or a missing GPU is a row of the tables, never the end of the
-# script.  The tables come LAST.  With $OUT set, the summary and every log
-# are written under it too.
+# script, which exits 0 once the tables are written.  The tables come LAST,
+# as one short set.  What comes back: OUTDIR/summary.md (the tables) and
+# OUTDIR/gpu_check.tar.gz (every log, the summary, the progress lines).
 #
-# usage: bash tools/gpu_check.sh [--dry-run] [--build-dir DIR] [--work DIR]
-#                                [--jobs N] [--budget SECONDS]
-#   --dry-run     a quick pass for a machine without a GPU: incremental build,
-#                 two tiny fixtures, and the reduced-width SD1.5/SDXL fixture
-#                 configs standing in for the real ones; every GPU stage must
-#                 then report "no GPU" cleanly
-#   --build-dir   build directory (default: build-gpu in the repository)
-#   --work        models, plans, kernel cache and logs (default:
-#                 ${TMPDIR:-/tmp}/diffc-gpu-check)
-#   --jobs N      build and fixture parallelism (default: nproc)
-#   --budget S    seconds for all stages together (default 450)
+# usage: bash tools/gpu_check.sh [--out DIR] [--dry-run] [--kernel-cache DIR]
+#                                [--build-dir DIR] [--work DIR] [--jobs N]
+#                                [--budget SECONDS]
+#   --out DIR           where summary.md and gpu_check.tar.gz go (default: $OUT
+#                       when set, else the work folder)
+#   --dry-run           a quick pass for a machine without a GPU: the same
+#                       stages on two tiny fixtures and the reduced-width
+#                       SD1.5/SDXL fixture configs standing in for the real
+#                       ones; every GPU stage must report "no GPU" cleanly
+#   --kernel-cache DIR  compiled kernels brought along (and added to): NVRTC
+#                       images are keyed by source, options, arch AND the
+#                       NVRTC version, so a cache made with another NVRTC
+#                       version is valid but never hit (default: a fresh
+#                       cache in the work folder)
+#   --build-dir DIR     build directory (default: build-gpu in the repository)
+#   --work DIR          prefix, models, plans and logs (default:
+#                       ${TMPDIR:-/tmp}/diffc-gpu-check)
+#   --jobs N            build and fixture parallelism (default: nproc)
+#   --budget S          seconds for all stages together, build included
+#                       (default 450)
+# Before the run, on a machine with Debian's archive: bash tools/gpu_deps.sh
+# (the device tool's carry must then name .gpu-deps).
 set -u
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,14 +57,19 @@ WORK=${TMPDIR:-/tmp}/diffc-gpu-check
 JOBS=$(nproc 2>/dev/null || echo 4)
 BUDGET=450
 DRY=0
+OUTDIR=${OUT:-}
+KCACHE=""
+need_value() { [ $# -ge 2 ] || { echo "gpu_check: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
-    --build-dir) BUILD=$2; shift ;;
-    --work) WORK=$2; shift ;;
-    --jobs) JOBS=$2; shift ;;
-    --budget) BUDGET=$2; shift ;;
-    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --out) need_value "$@"; OUTDIR=$2; shift ;;
+    --kernel-cache) need_value "$@"; KCACHE=$2; shift ;;
+    --build-dir) need_value "$@"; BUILD=$2; shift ;;
+    --work) need_value "$@"; WORK=$2; shift ;;
+    --jobs) need_value "$@"; JOBS=$2; shift ;;
+    --budget) need_value "$@"; BUDGET=$2; shift ;;
+    -h|--help) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -57,7 +78,14 @@ done
 LOGS=$WORK/logs
 mkdir -p "$LOGS" "$WORK/models" "$WORK/plans"
 rm -f "$LOGS"/*
-export DIFFC_CACHE_DIR=$WORK/kcache
+OUTDIR=${OUTDIR:-$WORK}
+mkdir -p "$OUTDIR" || { echo "gpu_check: cannot create $OUTDIR" >&2; exit 2; }
+if [ -n "$KCACHE" ]; then
+  mkdir -p "$KCACHE" && KCACHE=$(cd "$KCACHE" && pwd)
+  export DIFFC_CACHE_DIR=$KCACHE
+else
+  export DIFFC_CACHE_DIR=$WORK/kcache
+fi
 T0=$(date +%s)
 STAGES=()   # "name|status|seconds" rows of the stage table
 FIXROWS=()  # rows of the fixture table
@@ -111,14 +139,47 @@ run() {
   say "$name: $status (${SECS}s)"
 }
 
-# ---- 1. dependencies ----------------------------------------------------------
-check_deps() {
-  local missing=() cc=${CC:-cc}
-  for c in cmake "$cc" timeout nvidia-smi; do command -v "$c" >/dev/null 2>&1 || missing+=("command $c"); done
-  for h in cjson/cJSON.h xxhash.h; do
-    echo "#include <$h>" | "$cc" -E -x c - >/dev/null 2>&1 || missing+=("header $h")
+# ---- 1. dependencies, 2. the .deb prefix ------------------------------------------------
+# The libraries the no-LLVM build links (CMakeLists.txt's find_path calls),
+# by header; .gpu-deps/ brings them where the machine lacks them.
+DEBS=$ROOT/.gpu-deps
+PREFIX=$WORK/prefix
+HEADERS="cjson/cJSON.h xxhash.h sodium.h utf8proc.h png.h zlib.h"
+# Unpacks every .deb of $DEBS into $PREFIX: dpkg -x, or ar + tar where the
+# machine has no dpkg.  A -dev package's unversioned .so link whose target
+# is the runtime of a library every system has (zlib: not fetched, see
+# tools/gpu_deps.sh) is pointed at this machine's copy.
+unpack_debs() {
+  local f link target soname sys data z
+  rm -rf "$PREFIX" && mkdir -p "$PREFIX" || return 1
+  for f in "$DEBS"/*.deb; do
+    if command -v dpkg >/dev/null 2>&1; then dpkg -x "$f" "$PREFIX" || return 1
+    else
+      data=$(ar t "$f" | grep '^data\.tar') || return 1
+      case $data in *.xz) z=-J ;; *.zst) z=--zstd ;; *.gz) z=-z ;; *) z= ;; esac
+      # shellcheck disable=SC2086
+      ar p "$f" "$data" | tar -x $z -C "$PREFIX" -f - || return 1
+    fi
+    echo "unpacked $(basename "$f")"
   done
-  [ -d /usr/lib/llvm-14/lib/cmake/llvm ] || command -v llvm-config-14 >/dev/null 2>&1 || missing+=("LLVM 14 (llvm-14-dev)")
+  while IFS= read -r link; do
+    [ -e "$link" ] && continue
+    target=$(readlink "$link")
+    soname="$(basename "$link").$(echo "${target#*.so.}" | cut -d. -f1)"
+    sys=$({ ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk -v n="$soname" '$1 == n { print $NF; exit }')
+    if [ -n "$sys" ]; then ln -sf "$sys" "$link"; echo "$(basename "$link") -> $sys (this machine's)"
+    else echo "dangling: $link -> $target (no $soname on this machine)"; fi
+  done < <(find "$PREFIX" -type l -name '*.so')
+  find "$PREFIX" -name '*.so*' -printf '%h\n' | sort -u > "$WORK/prefix_libdirs"
+}
+check_deps() {
+  local missing=() cc=${CC:-cc} h inc=""
+  [ -d "$PREFIX/usr/include" ] && inc="-I$PREFIX/usr/include"
+  for c in cmake "$cc" timeout tar nvidia-smi; do command -v "$c" >/dev/null 2>&1 || missing+=("command $c"); done
+  for h in $HEADERS; do
+    # shellcheck disable=SC2086
+    echo "#include <$h>" | "$cc" $inc -E -x c - >/dev/null 2>&1 || missing+=("header $h")
+  done
   local nvrtc=""
   for d in ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda; do
     ls "$d"/lib64/libnvrtc.so* "$d"/lib/libnvrtc.so* >/dev/null 2>&1 && nvrtc=$d
@@ -127,25 +188,47 @@ check_deps() {
   ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1' || missing+=("NVIDIA driver (libcuda.so.1)")
   if [ ${#missing[@]} -eq 0 ]; then echo "all found"; else printf 'missing: %s\n' "${missing[@]}"; fi
 }
-export -f check_deps
+export -f unpack_debs check_deps
+export ROOT WORK DEBS PREFIX HEADERS
+DEB_LINE="none (no .gpu-deps/: the machine's own libraries)"
+if ls "$DEBS"/*.deb >/dev/null 2>&1; then
+  run prefix 60 0 unpack_debs
+  if [ "$RC" -eq 0 ]; then
+    DEB_LINE="$(ls "$DEBS"/*.deb | wc -l) .deb files from $(head -1 "$DEBS/SOURCE" 2>/dev/null || echo "?") in $PREFIX"
+    # CMake searches these first (CMakeLists.txt's find_path/find_library and FindPNG/FindZLIB)
+    export CMAKE_PREFIX_PATH=$PREFIX/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+    export CMAKE_INCLUDE_PATH=$PREFIX/usr/include${CMAKE_INCLUDE_PATH:+:$CMAKE_INCLUDE_PATH}
+    LIBDIRS=$(paste -sd: "$WORK/prefix_libdirs")
+    export CMAKE_LIBRARY_PATH=$LIBDIRS${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  else
+    DEB_LINE="unpacking failed: $(tail -1 "$LOGS/prefix.log")"
+  fi
+  say "prefix: $DEB_LINE"
+fi
 run deps 30 0 check_deps
 DEPS=$(tr '\n' ';' < "$LOGS/deps.log" | sed 's/;$//; s/;/, /g; s/missing: //g')
 grep -q '^missing' "$LOGS/deps.log" && { unset 'STAGES[${#STAGES[@]}-1]'; STAGES+=("deps|missing: $DEPS|$SECS"); }
 say "dependencies: $DEPS"
 
-# ---- 2. build -----------------------------------------------------------------------
+# ---- 3. build (no LLVM) ---------------------------------------------------------------------
 build() {
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$BUILD" -j"$JOBS" --target diffc diffrun make_model cuda_bandwidth fixture_check
+  local gen=() launcher=()
+  [ ! -f "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DDIFFC_LLVM=OFF &&
+    cmake --build "$BUILD" -j"$JOBS" --target diffc diffrun make_model cuda_bandwidth cuda_microbench fixture_check &&
+    "$BUILD/diffc" --version &&
+    { echo "libraries:"; ldd "$BUILD/diffc" | grep -E 'cjson|xxhash|sodium|utf8proc|png|libz'; true; }
 }
 export -f build
-export ROOT BUILD JOBS
+export BUILD JOBS
 run build 300 120 build
 BUILT=$([ "$RC" -eq 0 ] && echo 1 || echo 0)
 BIN=$BUILD
 FC=$BUILD/tests/fixture_check
 
-# ---- 3. the GPU -------------------------------------------------------------------------
+# ---- 4. the GPU -------------------------------------------------------------------------
 run nvidia_smi 20 0 nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv,noheader
 if [ "$RC" -eq 0 ]; then
   GPU_LINE=$(head -1 "$LOGS/nvidia_smi.log")
@@ -181,7 +264,7 @@ make_models() {
 }
 [ "$BUILT" -eq 1 ] && make_models
 
-# ---- 4. bandwidth -------------------------------------------------------------------------
+# ---- 4b. bandwidth -------------------------------------------------------------------------
 H2D_PINNED="-"; H2D_PAGEABLE="-"
 if [ "$BUILT" -eq 1 ]; then
   run bandwidth 60 200 "$BIN/cuda_bandwidth" --size 1G --repeat 5
@@ -191,12 +274,12 @@ if [ "$BUILT" -eq 1 ]; then
   say "host -> device: pinned $H2D_PINNED, pageable $H2D_PAGEABLE"
 fi
 
-# ---- 5. fixtures on the GPU -------------------------------------------------------------------
-# One fixture_check per fixture, up to $PAR at a time (NVRTC and the CPU
-# reference use the cores; timing is not measured here).  The models keep a
-# reserve of the budget.
+# ---- 5. fixtures on the GPU: correctness first -------------------------------------------------
+# One fixture_check per fixture with a case.json, up to $PAR at a time (NVRTC
+# and the reference backend use the cores; timing is not measured here).
+# The models keep a reserve of the budget.
 if [ "$DRY" -eq 1 ]; then FIXTURES="unet_tiny vae_tiny"; PAR=1; MODEL_RESERVE=60
-else FIXTURES=$(for d in "$ROOT"/tests/fixtures/*/; do basename "$d"; done); PAR=4; MODEL_RESERVE=210; fi
+else FIXTURES=$(for c in "$ROOT"/tests/fixtures/*/case.json; do basename "$(dirname "$c")"; done); PAR=4; MODEL_RESERVE=210; fi
 fixture_job() {
   local f=$1 limit=$2 t
   t=$(date +%s)
@@ -228,12 +311,18 @@ fixture_row() {
   if [ "$rc" -eq 125 ]; then status="skipped: time budget"
   elif [ "$rc" -eq 0 ]; then status="ok (${secs}s)"
   else status="$(classify "$rc" "$LOGS/fixture_$f.log" "$limit") (${secs}s)"; fi
-  # The worst output per compute: vs diffusers, and vs the CPU backend.
+  # the plans on the reference backend against diffusers (checked with or without a GPU)
+  local rok rbad
+  rok=$(grep -cE 'reference vs diffusers .* ok$' "$LOGS/fixture_$f.log" 2>/dev/null)
+  rbad=$(grep -cE 'reference vs diffusers .* FAIL$' "$LOGS/fixture_$f.log" 2>/dev/null)
+  [ "${rok:-0}" -gt 0 ] || [ "${rbad:-0}" -gt 0 ] &&
+    status="$status; reference vs diffusers: ${rok:-0} ok$([ "${rbad:-0}" -gt 0 ] && echo ", $rbad FAIL")"
+  # The worst output per compute: vs diffusers, and vs the reference backend on the same plan.
   FIXROWS+=("$(awk -v f="$f" -v st="$status" '
     /^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
                  c = v["compute"]; seen[c] = 1
                  if (!(c in ref) || v["vs_diffusers"] + 0 > ref[c] + 0 || v["vs_diffusers"] == "nan") ref[c] = v["vs_diffusers"]
-                 if (!(c in cpu) || v["vs_cpu"] + 0 > cpu[c] + 0 || v["vs_cpu"] == "nan") cpu[c] = v["vs_cpu"] }
+                 if (!(c in cpu) || v["vs_reference"] + 0 > cpu[c] + 0 || v["vs_reference"] == "nan") cpu[c] = v["vs_reference"] }
     END { r32 = ("f32" in seen) ? ref["f32"] : "-"; r16 = ("bf16" in seen) ? ref["bf16"] : "-"
           c = (("f32" in seen) ? "f32 " cpu["f32"] : "") (("bf16" in seen) ? ", bf16 " cpu["bf16"] : "")
           printf "| %s | %s | %s | %s | %s |", f, r32, r16, (c == "" ? "-" : c), st }' "$LOGS/fixture_$f.log")")
@@ -349,6 +438,20 @@ mem_case "--offload sequential" 0 --offload sequential
 
 for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 
+# ---- 8. microbenchmarks: the hook for tools/gpu_check_bench.sh ------------------------------
+# When that file exists it is sourced here, after the model stages, and must
+# define gpu_bench_stages (called now: its stages go through `run`, `say` and
+# `stage_limit`, with $BIN the build directory, $BUILT 1 when the build
+# succeeded, $WORK, $LOGS and $DRY) and gpu_bench_summary (called in the
+# summary below, to print its tables).
+BENCH_SCRIPT=$ROOT/tools/gpu_check_bench.sh
+if [ -f "$BENCH_SCRIPT" ]; then
+  # shellcheck source=/dev/null
+  . "$BENCH_SCRIPT"
+  if declare -F gpu_bench_stages >/dev/null; then gpu_bench_stages
+  else STAGES+=("bench|FAIL: $BENCH_SCRIPT defines no gpu_bench_stages|0"); fi
+fi
+
 # ---- the tables, last -------------------------------------------------------------------------
 summary() {
   echo
@@ -356,13 +459,15 @@ summary() {
   echo
   echo "GPU: $GPU_LINE"
   echo "host -> device: pinned $H2D_PINNED, pageable $H2D_PAGEABLE"
+  echo "build: -DDIFFC_LLVM=OFF; libraries from .gpu-deps: $DEB_LINE"
   echo "dependencies: $DEPS"
+  echo "kernel cache: $DIFFC_CACHE_DIR"
   echo
   echo "| stage | status | s |"
   echo "| --- | --- | --- |"
   for s in "${STAGES[@]}"; do IFS='|' read -r a b c <<< "$s"; echo "| $a | $b | $c |"; done
   echo
-  echo "| fixture | f32 rel L2 vs diffusers | bf16 rel L2 vs diffusers | vs CPU (f32, bf16) | status |"
+  echo "| fixture | f32 rel L2 vs diffusers | bf16 rel L2 vs diffusers | vs reference backend (f32, bf16) | status |"
   echo "| --- | --- | --- | --- | --- |"
   printf '%s\n' "${FIXROWS[@]}"
   echo
@@ -376,10 +481,13 @@ summary() {
   echo "| diffc options | ms/forward (best of 5) | copied per forward | device memory held | overlap | status |"
   echo "| --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${MEMROWS[@]}"
+  if declare -F gpu_bench_summary >/dev/null; then gpu_bench_summary; fi
 }
-summary | tee "$LOGS/summary.md"
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT/gpu_check"
-  cp "$LOGS"/* "$OUT/gpu_check/" 2>/dev/null
-fi
+# What comes back (at most 8 files leave the GPU machine): the summary, and
+# every log in one archive.
+summary > "$LOGS/summary.md"
+cp "$LOGS/summary.md" "$OUTDIR/summary.md"
+tar -czf "$OUTDIR/gpu_check.tar.gz" -C "$WORK" logs
+echo "gpu_check: $OUTDIR/summary.md, $OUTDIR/gpu_check.tar.gz ($(du -k "$OUTDIR/gpu_check.tar.gz" | cut -f1) KiB)"
+cat "$LOGS/summary.md"
 exit 0
