@@ -51,6 +51,9 @@ typedef struct {
   dc_status *(*read_weight)(void *ctx, int w, uint64_t at, void *dst, uint64_t len);
   void *read_ctx;
   uint64_t bounce_bytes;
+  /* 1: every GEMM step runs its NVRTC kernel, never cuBLASLt (diffrun
+   * --no-cublaslt; DIFFC_CUBLASLT=0 in the environment does the same). */
+  int no_cublaslt;
 } dc_cuda_backend_options;
 
 /* One device of the plan. */
@@ -91,7 +94,21 @@ typedef struct {
   int peer_direct;              /* of them, those with direct peer access (else the driver stages the
                                  * copy through host memory) */
   uint64_t transferred_bytes;   /* copied between devices by the last run */
+  /* GEMMs through cuBLASLt (runtime/cuda_gemm_lt.c): the steps eligible by
+   * its rule, those that run on it, those it had no algorithm for, the
+   * candidates the heuristic offered (timed when more than one), the
+   * workspaces (one per device, outside the arena, in device_bytes too),
+   * why it is not used ("" when it is) and what the algorithm cache did. */
+  int lt_eligible, lt_steps, lt_no_algorithm, lt_candidates;
+  uint64_t lt_workspace_bytes;
+  char lt_note[512];
+  char lt_cache[600];
 } dc_cuda_backend_info;
+
+/* NULL when step s of m runs on cuBLASLt where it is available; else why
+ * not ("a padded conv2d", "an activation cuBLASLt has no epilogue for", ...):
+ * the one rule, stated at the top of runtime/cuda_gemm_lt.c. */
+const char *dc_cuda_lt_why_not(const dc_module *m, int32_t s);
 
 /* Sets up everything; weight_data[w] points at weight w's bytes (m->weights
  * order).  Fails before allocating anything on the device when the plan does

@@ -68,6 +68,12 @@ typedef struct {
    * (diffc --sign) and the signature verifies, checked before any of the
    * plan is parsed.  NULL: signed and unsigned plans load alike. */
   const char *trusted_keys;
+  /* cuda backend: run every GEMM step (linear, 1x1 conv2d) on its NVRTC
+   * kernel, never cuBLASLt (diffrun --no-cublaslt; DIFFC_CUBLASLT=0 in the
+   * environment does the same).  By default the steps cuBLASLt can compute
+   * exactly as the plan defines them (bf16 or f16 operands, the epilogues
+   * it has) run on it when libcublasLt loads. */
+  int no_cublaslt;
 } drt_options;
 
 typedef struct {
@@ -110,6 +116,15 @@ typedef struct {
   int threads;                 /* cpu worker threads; 0 on cuda */
   int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
   const char *reference_ops;   /* their ops, e.g. "blend" (the tiled VAE's seams); "" when none */
+  /* cuda: GEMM steps (linear, 1x1 conv2d) cuBLASLt could run by its rule
+   * (runtime/cuda_gemm_lt.c), those that do, its workspaces (outside the
+   * arena, counted in device_total_bytes), why it is not used ("" when it
+   * is) and what the algorithm cache did ("read FILE", "wrote FILE",
+   * "ignored FILE (why); ..."; "" when it was not consulted).  Zero and ""
+   * on the CPU backends. */
+  int gemm_steps, cublaslt_steps;
+  uint64_t cublaslt_workspace_bytes;
+  const char *cublaslt_note, *cublaslt_cache;
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight
