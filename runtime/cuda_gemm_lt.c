@@ -407,28 +407,70 @@ static void cache_write(dc_cuda_backend *b, const lt_cache *c) {
   dc_buf_deinit(&t);
 }
 
+/* Device d's workspace of `bytes` (none for 0). */
+static dc_status *allocate_workspace(dc_cuda_backend *b, int d, size_t bytes) {
+  struct dc_cuda_lt *lt = b->lt;
+  lt->workspace_bytes[d] = bytes;
+  if (!bytes) return NULL;
+  DC_TRY(dc_cuda_use_device(b, d));
+  return dc_status_annotate(CU(b, MemAlloc, &lt->workspace[d], bytes), "%s: allocating the cuBLASLt workspace on device %d",
+                            b->path, b->dev[d].ordinal);
+}
+
+static void free_workspaces(dc_cuda_backend *b) {
+  struct dc_cuda_lt *lt = b->lt;
+  for (int d = 0; d < b->ndevices; d++) {
+    if (!lt->workspace[d]) continue;
+    b->api.CtxSetCurrent(b->dev[d].ctx);
+    b->api.MemFree(lt->workspace[d]);
+    lt->workspace[d] = 0, lt->workspace_bytes[d] = 0;
+  }
+  b->current = -1;
+}
+
+/* Every GEMM's candidates, timed in a workspace as large as the largest
+ * any of them needs (freed after: the final one fits the winners). */
+static dc_status *time_all(dc_cuda_backend *b, dc_lt_heuristic (*h)[LT_CANDIDATES], const int *count, int *best) {
+  struct dc_cuda_lt *lt = b->lt;
+  size_t most[DC_MAX_DEVICES] = {0};
+  for (int i = 0; i < lt->ngemm; i++)
+    for (int c = 0; c < count[i]; c++)
+      if (h[i][c].workspace_size > most[lt->gemm[i].device]) most[lt->gemm[i].device] = h[i][c].workspace_size;
+  dc_status *st = NULL;
+  for (int d = 0; d < b->ndevices && !st; d++) st = allocate_workspace(b, d, most[d]);
+  for (int i = 0; i < lt->ngemm && !st; i++) {
+    best[i] = 0;
+    if (count[i] < 2) continue;
+    st = dc_cuda_use_device(b, lt->gemm[i].device);
+    if (!st) st = time_candidates(b, &lt->gemm[i], h[i], count[i], &best[i]);
+  }
+  free_workspaces(b);
+  return st;
+}
+
 /* Heuristic, then (with a choice) timing, for each GEMM; a GEMM cuBLASLt
- * has no algorithm for goes back to its NVRTC kernel. */
+ * has no algorithm for goes back to its NVRTC kernel (workspace SIZE_MAX
+ * marks it until drop_unsupported). */
 static dc_status *select_algorithms(dc_cuda_backend *b) {
   struct dc_cuda_lt *lt = b->lt;
-  dc_lt_heuristic h[LT_CANDIDATES];
-  for (int i = 0; i < lt->ngemm; i++) {
-    lt_gemm *g = &lt->gemm[i];
-    int count = 0, best = 0;
-    memset(h, 0, sizeof h);
-    DC_TRY(dc_cuda_use_device(b, g->device));
-    DC_TRY(candidates(b, g, h, &count));
-    if (count <= 0) {
-      g->workspace = SIZE_MAX; /* none: dropped below */
-      continue;
-    }
-    if (count > LT_CANDIDATES) count = LT_CANDIDATES;
-    if (count > 1) DC_TRY(time_candidates(b, g, h, count, &best));
-    g->algo = h[best].algo;
-    g->workspace = h[best].workspace_size;
-    b->info.lt_candidates += count;
+  dc_lt_heuristic(*h)[LT_CANDIDATES] = dc_calloc((size_t)lt->ngemm + 1, sizeof *h);
+  int *count = dc_calloc((size_t)lt->ngemm + 1, 2 * sizeof *count), *best = count ? count + lt->ngemm + 1 : NULL;
+  dc_status *st = h && count ? NULL : dc_nomem("choosing cuBLASLt algorithms");
+  for (int i = 0; i < lt->ngemm && !st; i++) {
+    st = dc_cuda_use_device(b, lt->gemm[i].device);
+    if (!st) st = candidates(b, &lt->gemm[i], h[i], &count[i]);
+    if (count[i] > LT_CANDIDATES) count[i] = LT_CANDIDATES;
   }
-  return NULL;
+  if (!st) st = time_all(b, h, count, best);
+  for (int i = 0; i < lt->ngemm && !st; i++) {
+    lt_gemm *g = &lt->gemm[i];
+    g->workspace = count[i] > 0 ? h[i][best[i]].workspace_size : SIZE_MAX;
+    if (count[i] > 0) g->algo = h[i][best[i]].algo;
+    b->info.lt_candidates += count[i];
+  }
+  dc_free(h);
+  dc_free(count);
+  return st;
 }
 
 /* The GEMMs without an algorithm leave; gemm_of_node follows. */
@@ -453,16 +495,13 @@ static void drop_unsupported(dc_cuda_backend *b) {
 /* One workspace per device: the most its GEMMs' algorithms need. */
 static dc_status *allocate_workspaces(dc_cuda_backend *b) {
   struct dc_cuda_lt *lt = b->lt;
+  size_t most[DC_MAX_DEVICES] = {0};
   for (int i = 0; i < lt->ngemm; i++)
-    if (lt->gemm[i].workspace > lt->workspace_bytes[lt->gemm[i].device])
-      lt->workspace_bytes[lt->gemm[i].device] = lt->gemm[i].workspace;
+    if (lt->gemm[i].workspace > most[lt->gemm[i].device]) most[lt->gemm[i].device] = lt->gemm[i].workspace;
   for (int d = 0; d < b->ndevices; d++) {
-    if (!lt->workspace_bytes[d]) continue;
-    DC_TRY(dc_cuda_use_device(b, d));
-    DC_TRY(dc_status_annotate(CU(b, MemAlloc, &lt->workspace[d], lt->workspace_bytes[d]),
-                              "%s: allocating the cuBLASLt workspace on device %d", b->path, b->dev[d].ordinal));
-    b->info.lt_workspace_bytes += lt->workspace_bytes[d];
-    b->info.device_bytes += lt->workspace_bytes[d];
+    DC_TRY(allocate_workspace(b, d, most[d]));
+    b->info.lt_workspace_bytes += most[d];
+    b->info.device_bytes += most[d];
   }
   return NULL;
 }
