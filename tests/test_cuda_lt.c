@@ -13,6 +13,7 @@
  * the timed choice, the algorithm cache (written, read, a corrupt one
  * replaced), and the fallbacks: the eligibility rule, DIFFC_CUBLASLT=0,
  * no library, no algorithm. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,47 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/kernels.h"
 #include "testutil.h"
+
+#ifdef DC_HAVE_CUBLASLT_H /* the toolkit's header, where installed: our values must be its own */
+#include <cublasLt.h>
+#define SAME(ours, theirs) _Static_assert((int)(ours) == (int)(theirs), #ours " differs from " #theirs)
+SAME(DC_LT_STATUS_SUCCESS, CUBLAS_STATUS_SUCCESS);
+SAME(DC_LT_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED);
+SAME(DC_LT_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED);
+SAME(DC_LT_STATUS_INVALID_VALUE, CUBLAS_STATUS_INVALID_VALUE);
+SAME(DC_LT_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_EXECUTION_FAILED);
+SAME(DC_LT_STATUS_NOT_SUPPORTED, CUBLAS_STATUS_NOT_SUPPORTED);
+SAME(DC_LT_R_32F, CUDA_R_32F);
+SAME(DC_LT_R_16F, CUDA_R_16F);
+SAME(DC_LT_R_16BF, CUDA_R_16BF);
+SAME(DC_LT_COMPUTE_32F, CUBLAS_COMPUTE_32F);
+SAME(DC_LT_OP_N, CUBLAS_OP_N);
+SAME(DC_LT_OP_T, CUBLAS_OP_T);
+SAME(DC_LT_DESC_TRANSA, CUBLASLT_MATMUL_DESC_TRANSA);
+SAME(DC_LT_DESC_TRANSB, CUBLASLT_MATMUL_DESC_TRANSB);
+SAME(DC_LT_DESC_EPILOGUE, CUBLASLT_MATMUL_DESC_EPILOGUE);
+SAME(DC_LT_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_BIAS_POINTER);
+SAME(DC_LT_DESC_BIAS_DATA_TYPE, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
+SAME(DC_LT_LAYOUT_BATCH_COUNT, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT);
+SAME(DC_LT_LAYOUT_STRIDED_BATCH_OFFSET, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET);
+SAME(DC_LT_PREF_MAX_WORKSPACE_BYTES, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+SAME(DC_LT_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES);
+SAME(DC_LT_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES);
+SAME(DC_LT_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES);
+SAME(DC_LT_PREF_MIN_ALIGNMENT_D_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES);
+SAME(DC_LT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_DEFAULT);
+SAME(DC_LT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BIAS);
+SAME(DC_LT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU);
+SAME(DC_LT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_BIAS);
+_Static_assert(sizeof(dc_lt_algo) == sizeof(cublasLtMatmulAlgo_t), "cublasLtMatmulAlgo_t's size");
+_Static_assert(sizeof(dc_lt_heuristic) == sizeof(cublasLtMatmulHeuristicResult_t), "the heuristic result's size");
+_Static_assert(offsetof(dc_lt_heuristic, workspace_size) == offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize) &&
+                   offsetof(dc_lt_heuristic, state) == offsetof(cublasLtMatmulHeuristicResult_t, state),
+               "the heuristic result's layout");
+static const int header_checked = 1;
+#else
+static const int header_checked = 0;
+#endif
 
 enum { NW = 4 };
 static uint16_t W1[10 * 8], B1[10], W2[10 * 8], WC[5 * 8];
@@ -441,6 +483,8 @@ int main(int argc, char **argv) {
   build_kernels(&plan);
   lt_fake = fake_lt_api();
   dc_lt_api_set_override(&lt_fake);
+  printf("runtime/cublaslt.h's values and struct layouts: %s\n",
+         header_checked ? "equal the toolkit's cublasLt.h (compile-time checks)" : "not checked (no cublasLt.h here)");
   test_rule();
   test_runs();
   test_cache();
