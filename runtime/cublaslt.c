@@ -64,7 +64,7 @@ static int pretend_missing;
 void dc_lt_api_set_override(const dc_lt_api *fake) { override_api = fake; }
 void dc_lt_api_set_missing(int missing) { pretend_missing = missing; }
 
-dc_status *dc_lt_api_open(const char *libname, dc_lt_api *out) {
+dc_status *dc_lt_api_open(const char *libname, int real_driver, dc_lt_api *out) {
   memset(out, 0, sizeof *out);
   if (pretend_missing)
     return dc_error(DC_ERR_UNSUPPORTED, "cuBLASLt was not found (%s: cannot open shared object file (test))",
@@ -74,6 +74,9 @@ dc_status *dc_lt_api_open(const char *libname, dc_lt_api *out) {
     out->lib = NULL;
     return NULL;
   }
+  if (!real_driver)
+    return dc_error(DC_ERR_UNSUPPORTED, "cuBLASLt is not used beside a test's fake CUDA driver (no fake cuBLASLt "
+                    "was given)");
   return dc_lt_api_load(libname, out);
 }
 

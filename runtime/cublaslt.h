@@ -126,12 +126,15 @@ dc_status *dc_lt_api_load(const char *libname, dc_lt_api *out);
 void dc_lt_api_unload(dc_lt_api *api);
 
 /* The table the CUDA backend uses: the override when a test set one (a
- * fake; NULL restores the real library), else the loaded library.
+ * fake; NULL restores the real library), else the loaded library — but only
+ * beside the real driver (real_driver: the backend's driver table came from
+ * libcuda): with a test's fake driver, device pointers are host memory the
+ * real cuBLASLt must never see, so the open fails and the NVRTC kernels run.
  * dc_lt_api_set_missing(1) makes every later open fail as if the library
  * were not installed (tests of the fallback). */
 void dc_lt_api_set_override(const dc_lt_api *fake);
 void dc_lt_api_set_missing(int missing);
-dc_status *dc_lt_api_open(const char *libname, dc_lt_api *out);
+dc_status *dc_lt_api_open(const char *libname, int real_driver, dc_lt_api *out);
 
 /* NULL when r is success; else DC_ERR_IO "<call>: CUBLAS_STATUS_... (N)". */
 dc_status *dc_lt_check(const dc_lt_api *api, dc_lt_status r, const char *call);

@@ -568,7 +568,7 @@ dc_status *dc_cuda_lt_setup(dc_cuda_backend *b) {
   }
   b->lt = dc_calloc(1, sizeof *b->lt);
   if (!b->lt) return dc_nomem("setting up cuBLASLt");
-  dc_status *st = dc_lt_api_open(NULL, &b->lt->api);
+  dc_status *st = dc_lt_api_open(NULL, b->api.lib != NULL, &b->lt->api);
   if (!st) st = set_up(b);
   if (!st && b->lt->ngemm) {
     b->info.lt_steps = b->lt->ngemm;

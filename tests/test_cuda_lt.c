@@ -467,6 +467,13 @@ static void test_fallbacks(void) {
   dc_lt_api_set_missing(0);
   if (b) check_fallback(b, "no library", "cuBLASLt was not found");
 
+  fake_reset(9, 0); /* the fake driver without a fake cuBLASLt: never the real library */
+  fl_reset();
+  dc_lt_api_set_override(NULL);
+  b = create(NULL);
+  dc_lt_api_set_override(&lt_fake);
+  if (b) check_fallback(b, "a fake driver alone", "fake CUDA driver");
+
   fake_reset(9, 0);
   fl_reset();
   fl.ncands = 0;
