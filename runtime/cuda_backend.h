@@ -100,6 +100,7 @@ typedef struct {
    * workspaces (one per device, outside the arena, in device_bytes too),
    * why it is not used ("" when it is) and what the algorithm cache did. */
   int lt_eligible, lt_steps, lt_no_algorithm, lt_candidates;
+  int lt_problems;              /* distinct GEMM problems the heuristic was asked about */
   uint64_t lt_workspace_bytes;
   char lt_note[512];
   char lt_cache[600];

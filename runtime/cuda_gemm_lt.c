@@ -36,9 +36,10 @@
  *     both N; D = HW×O (ld HW); batch N with strides C·HW (A), 0 (B),
  *     O·HW (C, D).
  *
- * ALGORITHMS.  Per GEMM, cublasLtMatmulAlgoGetHeuristic gives up to 8
- * candidates that fit a 32 MiB workspace; with more than one, each runs a few
- * times between two events on the step's compute stream at load (the arena's
+ * ALGORITHMS.  Per distinct problem (sizes, types, epilogue, alignments:
+ * the GEMMs that share one share its choice), cublasLtMatmulAlgoGetHeuristic
+ * gives up to 8 candidates that fit a 32 MiB workspace; with more than one,
+ * each runs a few times between two events on the step's compute stream at load (the arena's
  * bytes are scratch then) and the fastest wins.  The choices are cached in
  * the cache root (support.h: dc_cache_root_dir) as cublaslt/<key>.algos, the
  * key a hash of every GEMM's problem, the GPU's name and SM count and the
@@ -350,21 +351,23 @@ static const char *cache_parse(dc_cuda_backend *b, const lt_cache *c, char *text
   return strtok_r(NULL, "\n", &save) ? "it lists more GEMMs than the plan has" : NULL;
 }
 
-/* The whole (small) file, NUL-terminated; NULL when it cannot be read. */
-static char *read_small_file(const char *path) {
+/* The whole file, NUL-terminated (about 160 bytes per GEMM; more than
+ * 64 MiB is not a cache file of ours); NULL when it cannot be read. */
+static char *read_cache_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
-  char *text = dc_malloc(65536 + 1);
-  size_t len = text ? fread(text, 1, 65536, f) : 0;
+  long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  char *text = size >= 0 && size <= (64l << 20) && fseek(f, 0, SEEK_SET) == 0 ? dc_malloc((size_t)size + 1) : NULL;
+  if (text && fread(text, 1, (size_t)size, f) != (size_t)size) dc_free(text), text = NULL;
   fclose(f);
-  if (text) text[len] = 0;
+  if (text) text[size] = 0;
   return text;
 }
 
 /* 1: the cache held a choice for every GEMM (set in gemm[]); 0: select. */
 static int cache_read(dc_cuda_backend *b, const lt_cache *c) {
   struct dc_cuda_lt *lt = b->lt;
-  char *text = c->path ? read_small_file(c->path) : NULL;
+  char *text = c->path ? read_cache_file(c->path) : NULL;
   if (!text) return 0; /* no file yet: the usual first load */
   lt_gemm *chosen = dc_calloc((size_t)lt->ngemm + 1, sizeof *chosen);
   const char *why = chosen ? cache_parse(b, c, text, chosen) : "out of memory";
@@ -428,6 +431,26 @@ static void free_workspaces(dc_cuda_backend *b) {
   b->current = -1;
 }
 
+/* Two GEMMs that are one problem to cuBLASLt: same sizes, types, epilogue
+ * and operand alignments (a UNet repeats a few dozen shapes hundreds of
+ * times): the heuristic and the timing run once for them. */
+static int same_problem(const dc_cuda_backend *b, const lt_gemm *x, const lt_gemm *y) {
+  return x->device == y->device && x->m == y->m && x->n == y->n && x->k == y->k && x->batch == y->batch &&
+         x->a_type == y->a_type && x->d_type == y->d_type && x->epilogue == y->epilogue && x->nchw == y->nchw &&
+         (x->c_src >= 0) == (y->c_src >= 0) && alignment(b->value[x->a_src]) == alignment(b->value[y->a_src]) &&
+         alignment(b->value[x->b_src]) == alignment(b->value[y->b_src]) &&
+         alignment(b->value[x->c_src >= 0 ? x->c_src : x->node]) ==
+             alignment(b->value[y->c_src >= 0 ? y->c_src : y->node]) &&
+         alignment(b->value[x->node]) == alignment(b->value[y->node]);
+}
+
+/* The first GEMM of gemm i's problem (i itself when it is the first). */
+static int first_of_problem(const dc_cuda_backend *b, int i) {
+  for (int j = 0; j < i; j++)
+    if (same_problem(b, &b->lt->gemm[j], &b->lt->gemm[i])) return j;
+  return i;
+}
+
 /* Every GEMM's candidates, timed in a workspace as large as the largest
  * any of them needs (freed after: the final one fits the winners). */
 static dc_status *time_all(dc_cuda_backend *b, dc_lt_heuristic (*h)[LT_CANDIDATES], const int *count, int *best) {
@@ -439,8 +462,9 @@ static dc_status *time_all(dc_cuda_backend *b, dc_lt_heuristic (*h)[LT_CANDIDATE
   dc_status *st = NULL;
   for (int d = 0; d < b->ndevices && !st; d++) st = allocate_workspace(b, d, most[d]);
   for (int i = 0; i < lt->ngemm && !st; i++) {
-    best[i] = 0;
-    if (count[i] < 2) continue;
+    int first = first_of_problem(b, i);
+    best[i] = first < i ? best[first] : 0;
+    if (count[i] < 2 || first < i) continue;
     st = dc_cuda_use_device(b, lt->gemm[i].device);
     if (!st) st = time_candidates(b, &lt->gemm[i], h[i], count[i], &best[i]);
   }
@@ -457,9 +481,16 @@ static dc_status *select_algorithms(dc_cuda_backend *b) {
   int *count = dc_calloc((size_t)lt->ngemm + 1, 2 * sizeof *count), *best = count ? count + lt->ngemm + 1 : NULL;
   dc_status *st = h && count ? NULL : dc_nomem("choosing cuBLASLt algorithms");
   for (int i = 0; i < lt->ngemm && !st; i++) {
+    int first = first_of_problem(b, i);
+    if (first < i) { /* its problem's candidates (an algorithm belongs to the problem, not the pointers) */
+      memcpy(h[i], h[first], sizeof h[i]);
+      count[i] = count[first];
+      continue;
+    }
     st = dc_cuda_use_device(b, lt->gemm[i].device);
     if (!st) st = candidates(b, &lt->gemm[i], h[i], &count[i]);
     if (count[i] > LT_CANDIDATES) count[i] = LT_CANDIDATES;
+    b->info.lt_problems++;
   }
   if (!st) st = time_all(b, h, count, best);
   for (int i = 0; i < lt->ngemm && !st; i++) {
@@ -581,7 +612,7 @@ dc_status *dc_cuda_lt_setup(dc_cuda_backend *b) {
   dc_cuda_lt_destroy(b);
   b->info.device_bytes -= b->info.lt_workspace_bytes;
   b->info.lt_workspace_bytes = 0;
-  b->info.lt_no_algorithm = b->info.lt_candidates = 0;
+  b->info.lt_no_algorithm = b->info.lt_candidates = b->info.lt_problems = 0;
   return NULL;
 }
 
