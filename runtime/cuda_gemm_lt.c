@@ -6,7 +6,7 @@
  * runs its NVRTC kernel: the plan holds one for every step either way.
  *
  * ELIGIBILITY (dc_cuda_lt_why_not says which clause failed):
- *   - linear without a gated residual, or conv2d with a 1x1 kernel, stride 1
+ *   - a non-empty linear without a gated residual, or conv2d with a 1x1 kernel, stride 1
  *     and no padding (NHWC: a plain GEMM over N·H·W rows; NCHW: one GEMM per
  *     sample, batched with strides);
  *   - activation and weight of one dtype that cuBLASLt multiplies with f32
@@ -108,6 +108,7 @@ static const char *conv_shape_why_not(const dc_node *n, const dc_type *w) {
 const char *dc_cuda_lt_why_not(const dc_module *m, int32_t s) {
   const dc_node *n = &m->nodes[s];
   if (n->op != OP_LINEAR && n->op != OP_CONV2D) return "not a GEMM";
+  if (!dc_type_numel(&n->type) || !dc_type_numel(input_type(m, n, 0))) return "an empty GEMM";
   if (n->op == OP_LINEAR && dc_node_int(n, "gate")) return "a gated residual";
   if (n->op == OP_CONV2D) {
     const char *why = conv_shape_why_not(n, input_type(m, n, 1));
@@ -248,8 +249,8 @@ static dc_status *candidates(dc_cuda_backend *b, const lt_gemm *g, dc_lt_heurist
   return st;
 }
 
-/* Each candidate LT_TIMED_REPS times between two events; the fastest (the
- * heuristic's order breaks ties).  The workspace is the largest any needs. */
+/* Each candidate LT_TIMED_REPS times between two events on the GEMM's
+ * compute stream; the fastest (the heuristic's order breaks ties). */
 static dc_status *time_candidates(dc_cuda_backend *b, const lt_gemm *g, const dc_lt_heuristic *h, int count,
                                   int *best) {
   cuda_device *dev = &b->dev[g->device];
@@ -512,7 +513,7 @@ static void drop_unsupported(dc_cuda_backend *b) {
     lt_gemm *g = &lt->gemm[i];
     lt->gemm_of_node[g->node] = -1;
     if (g->workspace == SIZE_MAX) {
-      dc_cuda_use_device(b, g->device);
+      dc_status_free(dc_cuda_use_device(b, g->device)); /* teardown: nothing to do about a failure */
       destroy_descriptors(&lt->api, g);
       b->info.lt_no_algorithm++;
       continue;

@@ -66,14 +66,14 @@ static const int header_checked = 1;
 static const int header_checked = 0;
 #endif
 
-enum { NW = 4 };
-static uint16_t W1[10 * 8], B1[10], W2[10 * 8], WC[5 * 8];
-static const void *WDATA[NW] = {W1, B1, W2, WC};
+enum { NW = 5 };
+static uint16_t W1[10 * 8], B1[10], W2[10 * 8], WC[5 * 8], WH[10 * 8];
+static const void *WDATA[NW] = {W1, B1, W2, WC, WH};
 
 typedef struct {
   dc_module *m;
   dc_plan_cuda k;
-  int32_t lin_bias, lin_res, lin_gelu_tanh, lin_gelu, conv, res_in, hidden, lin_inplace, lin_same;
+  int32_t lin_bias, lin_res, lin_gelu_tanh, lin_gelu, conv, res_in, hidden, lin_inplace, lin_same, conv_nhwc;
 } graph;
 
 static uint64_t rng = 99;
@@ -120,8 +120,12 @@ static void build(graph *g, dc_dtype dt) {
   dc_type xt = {dt, 3, {2, 3, 8}}, rt = {dt, 3, {2, 3, 10}}, ct = {dt, 4, {2, 8, 2, 3}};
   int32_t x = dc_module_add_input(m, "x", &xt, INIT_NORMAL), r = dc_module_add_input(m, "r", &rt, INIT_NORMAL);
   int32_t xc = dc_module_add_input(m, "xc", &ct, INIT_NORMAL);
+  dc_type ht = {dt, 4, {2, 2, 3, 8}}; /* NHWC */
+  int32_t xh = dc_module_add_input(m, "xh", &ht, INIT_NORMAL);
+  m->nodes[xh].layout = LAYOUT_NHWC;
   int32_t w1 = weight(m, "w1", 2, (int64_t[]){10, 8}), b1 = weight(m, "b1", 1, (int64_t[]){10});
   int32_t w2 = weight(m, "w2", 2, (int64_t[]){10, 8}), wc = weight(m, "wc", 4, (int64_t[]){5, 8, 1, 1});
+  int32_t wh = weight(m, "wh", 4, (int64_t[]){10, 1, 1, 8}); /* [O, kh, kw, C] */
   g->res_in = r;
   g->lin_bias = linear(m, x, w1, b1, -1, ACT_NONE, dt);
   g->lin_res = linear(m, x, w2, -1, r, ACT_NONE, dt);
@@ -135,9 +139,16 @@ static void build(graph *g, dc_dtype dt) {
   dc_node_set_int(&conv, "stride", 1);
   conv.scope = "proj";
   g->conv = add(m, conv, dt);
-  const char *names[] = {"bias", "res", "gelu_tanh", "gelu", "conv", "inplace", "same"};
-  int32_t outs[] = {g->lin_bias, g->lin_res, g->lin_gelu_tanh, g->lin_gelu, g->conv, g->lin_inplace, g->lin_same};
-  for (int i = 0; i < 7; i++) CHECK_OK(dc_module_add_output(m, names[i], outs[i]));
+  dc_node convh = dc_node_make(OP_CONV2D, 3, (int32_t[]){xh, wh, b1}); /* channels last, with a bias: one GEMM */
+  dc_node_set_int(&convh, "stride", 1);
+  dc_node_set_int(&convh, "bias", 1);
+  convh.layout = LAYOUT_NHWC;
+  convh.scope = "proj_nhwc";
+  g->conv_nhwc = add(m, convh, dt);
+  const char *names[] = {"bias", "res", "gelu_tanh", "gelu", "conv", "inplace", "same", "conv_nhwc"};
+  int32_t outs[] = {g->lin_bias,    g->lin_res,    g->lin_gelu_tanh, g->lin_gelu,
+                    g->conv,        g->lin_inplace, g->lin_same,      g->conv_nhwc};
+  for (int i = 0; i < 8; i++) CHECK_OK(dc_module_add_output(m, names[i], outs[i]));
   CHECK_OK(dc_memplan(m, NULL));
 }
 
@@ -331,33 +342,33 @@ static void test_runs(void) {
   dc_cuda_backend *b = create(NULL);
   if (!b) return;
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
-  CHECK(bi->lt_eligible == 7 && bi->lt_steps == 7 && bi->lt_candidates == 21 && bi->lt_problems == 6 && !bi->lt_note[0]);
+  CHECK(bi->lt_eligible == 8 && bi->lt_steps == 8 && bi->lt_candidates == 24 && bi->lt_problems == 7 && !bi->lt_note[0]);
   if (bi->lt_note[0]) fprintf(stderr, "note: %s\n", bi->lt_note);
-  CHECK(fl_count(L_CREATE) == 1 && fl_count(L_DESC) == 7 && fl_count(L_LAYOUT) == 28 && fl_count(L_HEURISTIC) == 6);
+  CHECK(fl_count(L_CREATE) == 1 && fl_count(L_DESC) == 8 && fl_count(L_LAYOUT) == 32 && fl_count(L_HEURISTIC) == 7);
   int heur_ok = 1;
   for (int i = 0; i < fl.ncalls; i++)
     if (fl.calls[i].kind == L_HEURISTIC)
       heur_ok &= fl.calls[i].ws_asked == (32u << 20) && fl.calls[i].align[0] >= 2 && fl.calls[i].align[3] >= 2;
   CHECK(heur_ok);
   /* timing: 3 candidates x 3 reps per GEMM; the cheapest (id 2) wins; its workspace is the one allocated */
-  CHECK(fl_count(L_MATMUL) == 6 * 9 && bi->lt_workspace_bytes == fl.ws[1]);
+  CHECK(fl_count(L_MATMUL) == 7 * 9 && bi->lt_workspace_bytes == fl.ws[1]);
   CHECK(strstr(bi->lt_cache, "wrote ") != NULL);
-  int before = fl.ncalls, fk_before = fk.ncalls;
+  int before = fl.ncalls;
   float **in = set_inputs(b);
   CHECK_OK(dc_cuda_backend_run(b, NULL, NULL));
   CHECK(outputs_exact(b, in));
   /* per run: one matmul per GEMM step, in schedule order, on the compute stream; the erf gelu launches its kernel */
-  int32_t order[7] = {plan.lin_bias, plan.lin_res,  plan.lin_gelu_tanh, plan.hidden,
-                      plan.lin_inplace, plan.lin_same, plan.conv};
-  int ok = fl.ncalls - before == 7 && launches_of(plan.lin_gelu) == 1 && launches_of(plan.lin_bias) == 0;
+  int32_t order[8] = {plan.lin_bias,    plan.lin_res,  plan.lin_gelu_tanh, plan.hidden,
+                      plan.lin_inplace, plan.lin_same, plan.conv,          plan.conv_nhwc};
+  int ok = fl.ncalls - before == 8 && launches_of(plan.lin_gelu) == 1 && launches_of(plan.lin_bias) == 0;
   uint64_t wsp = 0;
-  for (int i = 0; i < 7 && ok; i++) {
+  for (int i = 0; i < 8 && ok; i++) {
     const fl_call *c = &fl.calls[before + i];
-    const dc_node *n = &plan.m->nodes[order[i]];
     ok &= c->kind == L_MATMUL && c->algo == 2 && c->workspace_bytes == fl.ws[1];
     wsp = i ? wsp : c->workspace;
     ok &= c->workspace == wsp && wsp;
-    int epi = order[i] == plan.lin_bias || order[i] == plan.lin_inplace || order[i] == plan.lin_same
+    int epi = order[i] == plan.lin_bias || order[i] == plan.lin_inplace || order[i] == plan.lin_same ||
+                      order[i] == plan.conv_nhwc
                   ? DC_LT_EPILOGUE_BIAS
               : order[i] == plan.lin_gelu_tanh ? DC_LT_EPILOGUE_GELU_BIAS : DC_LT_EPILOGUE_DEFAULT;
     ok &= c->desc->epilogue == epi && c->desc->compute == DC_LT_COMPUTE_32F;
@@ -367,17 +378,16 @@ static void test_runs(void) {
     ok &= order[i] == plan.lin_res ? c->beta == 1.0f && c->c != c->d
           : order[i] == plan.lin_inplace ? c->beta == 1.0f && c->c == c->d /* the residual's own bytes */
                                           : c->beta == 0.0f;
-    ok &= n->op == OP_CONV2D ? c->desc->transa == DC_LT_OP_N : c->desc->transa == DC_LT_OP_T;
+    ok &= order[i] == plan.conv ? c->desc->transa == DC_LT_OP_N : c->desc->transa == DC_LT_OP_T;
   }
-  (void)fk_before;
   CHECK(ok);
-  printf("a run: 7 GEMM steps as cuBLASLt matmuls (bias, residual as C with beta 1, bias+gelu_tanh, none, bias + a "
-         "residual in place (C == D), a batched NCHW 1x1 conv, one more of the first's problem: 6 heuristic calls), the erf gelu on its kernel; outputs equal the f32 twin's rounded to bf16, bit for bit; the timed "
+  printf("a run: 8 GEMM steps as cuBLASLt matmuls (bias, residual as C with beta 1, bias+gelu_tanh, none, bias + a "
+         "residual in place (C == D), a batched NCHW 1x1 conv, an NHWC 1x1 conv with a bias, one more of the first's problem: 7 heuristic calls), the erf gelu on its kernel; outputs equal the f32 twin's rounded to bf16, bit for bit; the timed "
          "choice took candidate 2 of 3 (the fake's cheapest), workspace %llu bytes\n",
          (unsigned long long)bi->lt_workspace_bytes);
   free_inputs(in);
   dc_cuda_backend_destroy(b);
-  CHECK(fl_count(L_DESTROY) == 1 && fl_count(L_DESC_DESTROY) == 7 && fl_count(L_LAYOUT_DESTROY) == 28);
+  CHECK(fl_count(L_DESTROY) == 1 && fl_count(L_DESC_DESTROY) == 8 && fl_count(L_LAYOUT_DESTROY) == 32);
   check_no_leaks("cuBLASLt run");
 }
 
@@ -403,7 +413,7 @@ static void test_cache(void) {
   dc_cuda_backend *b = create(NULL);
   if (!b) return;
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
-  CHECK(fl_count(L_HEURISTIC) == 0 && fl_count(L_CHECK) == 7 && bi->lt_steps == 7 && !strncmp(bi->lt_cache, "read ", 5));
+  CHECK(fl_count(L_HEURISTIC) == 0 && fl_count(L_CHECK) == 8 && bi->lt_steps == 8 && !strncmp(bi->lt_cache, "read ", 5));
   float **in = set_inputs(b);
   CHECK_OK(dc_cuda_backend_run(b, NULL, NULL));
   CHECK(outputs_exact(b, in) && matmul_of(0) && matmul_of(0)->algo == 2);
@@ -417,9 +427,9 @@ static void test_cache(void) {
   fl_reset();
   b = create(NULL);
   bi = b ? dc_cuda_backend_get_info(b) : NULL;
-  CHECK(bi && bi->lt_steps == 7 && fl_count(L_HEURISTIC) == 6 && strstr(bi->lt_cache, "ignored ") &&
+  CHECK(bi && bi->lt_steps == 8 && fl_count(L_HEURISTIC) == 7 && strstr(bi->lt_cache, "ignored ") &&
         strstr(bi->lt_cache, "first line"));
-  if (bi) printf("cache: the second load read it (7 algorithms checked, no heuristic); a corrupt one: \"%s\"\n",
+  if (bi) printf("cache: the second load read it (8 algorithms checked, no heuristic); a corrupt one: \"%s\"\n",
                  bi->lt_cache);
   dc_cuda_backend_destroy(b);
   /* rewritten: the next load reads it again */
@@ -438,7 +448,7 @@ static void check_fallback(dc_cuda_backend *b, const char *what, const char *not
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
   float **in = set_inputs(b);
   CHECK_OK(dc_cuda_backend_run(b, NULL, NULL));
-  int ok = outputs_exact(b, in) && bi->lt_steps == 0 && bi->lt_eligible == 7 && !bi->lt_workspace_bytes &&
+  int ok = outputs_exact(b, in) && bi->lt_steps == 0 && bi->lt_eligible == 8 && !bi->lt_workspace_bytes &&
            fl_count(L_MATMUL) == 0 && launches_of(plan.lin_bias) == 1 && launches_of(plan.conv) == 1 &&
            strstr(bi->lt_note, note) != NULL;
   CHECK(ok);
@@ -507,6 +517,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof W1 / 2; i++) W1[i] = dc_f32_to_bf16(small_int(2)), W2[i] = dc_f32_to_bf16(small_int(2));
   for (size_t i = 0; i < sizeof B1 / 2; i++) B1[i] = dc_f32_to_bf16(small_int(4));
   for (size_t i = 0; i < sizeof WC / 2; i++) WC[i] = dc_f32_to_bf16(small_int(2));
+  for (size_t i = 0; i < sizeof WH / 2; i++) WH[i] = dc_f32_to_bf16(small_int(2));
   char *root = tu_path("cache");
   setenv("DIFFC_CACHE_DIR", root, 1);
   free(root);
