@@ -26,7 +26,10 @@
  * peer copy from the source device's arena into its own device's, ordered
  * by events both ways (cuda_backend_run.c says how).  Pinned host buffers
  * hold inputs and outputs; weights go up through two pinned staging
- * chunks, freed once the upload is done. */
+ * chunks, freed once the upload is done.  GEMM steps that cuBLASLt can
+ * compute as the plan defines them run as cuBLASLt matmuls instead of their
+ * kernels when the library loads (cuda_gemm_lt.c: the rule, the algorithms
+ * chosen at load, one workspace per device outside the arena). */
 #ifndef DC_CUDA_BACKEND_H
 #define DC_CUDA_BACKEND_H
 
@@ -82,7 +85,8 @@ typedef struct {
                                  * or on-demand their bytes in the files */
   int on_demand;                /* host_memory on-demand: uploads read the files */
   uint64_t bounce_bytes;        /* on-demand: each of the two pinned bounce chunks */
-  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arenas + weight blocks */
+  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arenas + weight blocks
+                                 * + cuBLASLt workspaces */
   uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights or
                                  * the two bounce chunks (+ the check buffer) */
   uint64_t staging_bytes;       /* pinned staging used while the weights were uploaded */

@@ -4,7 +4,8 @@
  * node's device:
  *   - a launch: on the device's compute stream, its parameters the planned
  *     addresses (that device's arena + offset, its weight block + offset);
- *     it first waits for the uploads it reads, and no others;
+ *     it first waits for the uploads it reads, and no others; a GEMM step
+ *     cuda_gemm_lt.c took enqueues its cuBLASLt matmul there instead;
  *   - an upload (an offloaded weight into its arena place): on the device's
  *     copy stream, once that device's compute scheduled before it is done
  *     (the place may have held a value until then), so prefetched uploads
