@@ -96,9 +96,9 @@ typedef struct {
   uint64_t host_weight_bytes;  /* offloaded weights (diffc --offload): in host memory or on disk */
   uint64_t uploaded_bytes;     /* copied host -> device per run (the uploads of offloaded weights) */
   uint64_t device_total_bytes; /* device memory held: cuda: the arena + the weight block + the
-                                * cuBLASLt workspace (all
-                                * cuMemAlloc; pinned host buffers are not device memory and are in
-                                * pinned_bytes); cpu: the arena (weights stay mapped from their files) */
+                                * cuBLASLt workspace (all cuMemAlloc; pinned host buffers are not
+                                * device memory and are in pinned_bytes); cpu: the arena (weights
+                                * stay mapped from their files) */
   uint64_t pinned_bytes;       /* host memory pinned for the run.  cuda: inputs, outputs, and the
                                 * offloaded weights (--host-memory pinned) or the two bounce chunks
                                 * (on-demand); the resident weights' staging is freed after loading.
