@@ -67,7 +67,7 @@ typedef struct {
   int a_type, d_type, epilogue, nchw;
   int32_t a_src, b_src, bias_src, c_src; /* value nodes: A, B, bias (-1), C (-1: beta 0, C = D) */
   dc_lt_matmul_desc desc;
-  dc_lt_layout la, lb, lc, ld;
+  dc_lt_layout la, lb, lcd; /* A, B, and C = D's */
   dc_lt_algo algo;
   size_t workspace;
 } lt_gemm;
@@ -180,19 +180,18 @@ static dc_status *make_descriptors(const dc_cuda_backend *b, const dc_lt_api *lt
     DC_TRY(LT(lt, MatrixLayoutCreate, &g->la, g->a_type, g->k, g->m, (int64_t)g->k));
     DC_TRY(LT(lt, MatrixLayoutCreate, &g->lb, g->a_type, g->k, g->n, (int64_t)g->k));
   }
-  DC_TRY(LT(lt, MatrixLayoutCreate, &g->lc, g->d_type, g->m, g->n, (int64_t)g->m));
-  DC_TRY(LT(lt, MatrixLayoutCreate, &g->ld, g->d_type, g->m, g->n, (int64_t)g->m));
+  /* C and D share one layout: in place (C == D) needs them identical */
+  DC_TRY(LT(lt, MatrixLayoutCreate, &g->lcd, g->d_type, g->m, g->n, (int64_t)g->m));
   if (g->batch == 1) return NULL;
   int64_t out_stride = (int64_t)(g->m * g->n);
   DC_TRY(batched(lt, g->la, g->batch, (int64_t)(g->m * g->k)));
   DC_TRY(batched(lt, g->lb, g->batch, 0));
-  DC_TRY(batched(lt, g->lc, g->batch, out_stride));
-  return batched(lt, g->ld, g->batch, out_stride);
+  return batched(lt, g->lcd, g->batch, out_stride);
 }
 
 static void destroy_descriptors(const dc_lt_api *lt, lt_gemm *g) {
-  dc_lt_layout *ls[] = {&g->la, &g->lb, &g->lc, &g->ld};
-  for (int i = 0; i < 4; i++)
+  dc_lt_layout *ls[] = {&g->la, &g->lb, &g->lcd};
+  for (int i = 0; i < 3; i++)
     if (*ls[i]) lt->MatrixLayoutDestroy(*ls[i]), *ls[i] = NULL;
   if (g->desc) lt->MatmulDescDestroy(g->desc), g->desc = NULL;
 }
@@ -206,7 +205,7 @@ static dc_status *matmul(dc_cuda_backend *b, const lt_gemm *g, const dc_lt_algo 
   void *d = ptr(b, g->node);
   const void *c = g->c_src >= 0 ? ptr(b, g->c_src) : d;
   return LT(&lt->api, Matmul, lt->handle[g->device], g->desc, &alpha, ptr(b, g->a_src), g->la, ptr(b, g->b_src),
-            g->lb, &beta, c, g->lc, d, g->ld, algo, workspace ? (void *)(uintptr_t)lt->workspace[g->device] : NULL,
+            g->lb, &beta, c, g->lcd, d, g->lcd, algo, workspace ? (void *)(uintptr_t)lt->workspace[g->device] : NULL,
             workspace, b->dev[g->device].compute);
 }
 
@@ -238,7 +237,7 @@ static dc_status *candidates(dc_cuda_backend *b, const lt_gemm *g, dc_lt_heurist
   for (int i = 0; i < 4 && !st; i++)
     st = LT(lt, MatmulPreferenceSetAttribute, pref, DC_LT_PREF_MIN_ALIGNMENT_A_BYTES + i, &al[i], sizeof al[i]);
   if (!st)
-    st = LT(lt, MatmulAlgoGetHeuristic, b->lt->handle[g->device], g->desc, g->la, g->lb, g->lc, g->ld, pref,
+    st = LT(lt, MatmulAlgoGetHeuristic, b->lt->handle[g->device], g->desc, g->la, g->lb, g->lcd, g->lcd, pref,
             LT_CANDIDATES, out, count);
   if (pref) lt->MatmulPreferenceDestroy(pref);
   if (st && dc_status_code_of(st) != DC_ERR_NOMEM) { /* NOT_SUPPORTED: no algorithm for this problem */
@@ -343,7 +342,7 @@ static const char *cache_parse(dc_cuda_backend *b, const lt_cache *c, char *text
     if (*p || ws > LT_MAX_WORKSPACE) return "a line has more than an algorithm, or too large a workspace";
     dc_lt_heuristic check;
     memset(&check, 0, sizeof check);
-    if (lt->api.MatmulAlgoCheck(lt->handle[g->device], g->desc, g->la, g->lb, g->lc, g->ld, &o->algo, &check) !=
+    if (lt->api.MatmulAlgoCheck(lt->handle[g->device], g->desc, g->la, g->lb, g->lcd, g->lcd, &o->algo, &check) !=
             DC_LT_STATUS_SUCCESS ||
         check.workspace_size > ws)
       return "cuBLASLt refuses one of its algorithms for its GEMM (cublasLtMatmulAlgoCheck)";

@@ -7,7 +7,7 @@
  * bias) with the epilogue's bias over D's rows and its GELU the tanh one),
  * reading and writing device memory through the fake driver's blocks, so
  * a wrong transpose, ld, stride, bias or beta gives wrong numbers or an
- * out-of-bounds refusal.  The heuristic offers fl.ncands candidates (algo
+ * out-of-bounds refusal (and C == D with another layout for C, a refusal).  The heuristic offers fl.ncands candidates (algo
  * ids 1.., workspace fl.ws[i]); a matmul with candidate i logs fl.cost[i]
  * extra driver calls, which the fake driver's clock (1 ms per call) turns
  * into time, so a timed choice has something to find. */
@@ -223,6 +223,7 @@ static dc_lt_status l_Matmul(dc_lt_handle h, dc_lt_matmul_desc dsc, const void *
   if (k != kb || D->rows != m || D->cols != n || C->rows != m || C->cols != n || C->type != D->type ||
       A->batch != batch || B->batch != batch || C->batch != batch || A->type != B->type)
     return DC_LT_STATUS_INVALID_VALUE;
+  if (c == d && lc != ldd) return DC_LT_STATUS_INVALID_VALUE; /* in place: C's layout must be D's */
   if (!fl_in_device(a, A) || !fl_in_device(b, B) || !fl_in_device(d, D) || (be != 0 && !fl_in_device(c, C)))
     return DC_LT_STATUS_INVALID_VALUE;
   int bias = x->epilogue & DC_LT_EPILOGUE_BIAS, gelu = x->epilogue & DC_LT_EPILOGUE_GELU;

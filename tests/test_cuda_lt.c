@@ -344,7 +344,7 @@ static void test_runs(void) {
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
   CHECK(bi->lt_eligible == 8 && bi->lt_steps == 8 && bi->lt_candidates == 24 && bi->lt_problems == 7 && !bi->lt_note[0]);
   if (bi->lt_note[0]) fprintf(stderr, "note: %s\n", bi->lt_note);
-  CHECK(fl_count(L_CREATE) == 1 && fl_count(L_DESC) == 8 && fl_count(L_LAYOUT) == 32 && fl_count(L_HEURISTIC) == 7);
+  CHECK(fl_count(L_CREATE) == 1 && fl_count(L_DESC) == 8 && fl_count(L_LAYOUT) == 24 && fl_count(L_HEURISTIC) == 7);
   int heur_ok = 1;
   for (int i = 0; i < fl.ncalls; i++)
     if (fl.calls[i].kind == L_HEURISTIC)
@@ -387,7 +387,7 @@ static void test_runs(void) {
          (unsigned long long)bi->lt_workspace_bytes);
   free_inputs(in);
   dc_cuda_backend_destroy(b);
-  CHECK(fl_count(L_DESTROY) == 1 && fl_count(L_DESC_DESTROY) == 8 && fl_count(L_LAYOUT_DESTROY) == 32);
+  CHECK(fl_count(L_DESTROY) == 1 && fl_count(L_DESC_DESTROY) == 8 && fl_count(L_LAYOUT_DESTROY) == 24);
   check_no_leaks("cuBLASLt run");
 }
 
