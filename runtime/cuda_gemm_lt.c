@@ -100,7 +100,8 @@ static const char *conv_shape_why_not(const dc_node *n, const dc_type *w) {
     if (dc_node_int(n, pads[i])) return "a padded conv2d";
   if (dc_node_int(n, "stride") != 1) return "a strided conv2d";
   int nhwc = n->layout == LAYOUT_NHWC;
-  if (w->rank != 4 || w->dims[nhwc ? 1 : 2] != 1 || w->dims[nhwc ? 2 : 3] != 1) return "a conv2d kernel larger than 1x1";
+  if (w->rank != 4 || w->dims[nhwc ? 1 : 2] != 1 || w->dims[nhwc ? 2 : 3] != 1)
+    return "a conv2d kernel larger than 1x1";
   if (!nhwc && dc_node_int(n, "bias")) return "an NCHW conv2d with a bias (its channels are D's columns)";
   return NULL;
 }
@@ -416,8 +417,8 @@ static dc_status *allocate_workspace(dc_cuda_backend *b, int d, size_t bytes) {
   lt->workspace_bytes[d] = bytes;
   if (!bytes) return NULL;
   DC_TRY(dc_cuda_use_device(b, d));
-  return dc_status_annotate(CU(b, MemAlloc, &lt->workspace[d], bytes), "%s: allocating the cuBLASLt workspace on device %d",
-                            b->path, b->dev[d].ordinal);
+  return dc_status_annotate(CU(b, MemAlloc, &lt->workspace[d], bytes),
+                            "%s: allocating the cuBLASLt workspace on device %d", b->path, b->dev[d].ordinal);
 }
 
 static void free_workspaces(dc_cuda_backend *b) {

@@ -7,8 +7,9 @@
  * bias) with the epilogue's bias over D's rows and its GELU the tanh one),
  * reading and writing device memory through the fake driver's blocks, so
  * a wrong transpose, ld, stride, bias or beta gives wrong numbers or an
- * out-of-bounds refusal (and C == D with another layout for C, a refusal).  The heuristic offers fl.ncands candidates (algo
- * ids 1.., workspace fl.ws[i]); a matmul with candidate i logs fl.cost[i]
+ * out-of-bounds refusal (and C == D with another layout for C, a refusal).
+ * The heuristic offers fl.ncands candidates (algo ids 1.., workspace
+ * fl.ws[i]); a matmul with candidate i logs fl.cost[i]
  * extra driver calls, which the fake driver's clock (1 ms per call) turns
  * into time, so a timed choice has something to find. */
 #ifndef DC_CUDA_FAKE_LT_H
@@ -18,7 +19,9 @@
 #include "runtime/kernels_ref_internal.h"
 #include "support/dtype_convert.h"
 
-enum { L_CREATE, L_DESTROY, L_DESC, L_DESC_DESTROY, L_LAYOUT, L_LAYOUT_DESTROY, L_PREF, L_HEURISTIC, L_CHECK, L_MATMUL };
+enum {
+  L_CREATE, L_DESTROY, L_DESC, L_DESC_DESTROY, L_LAYOUT, L_LAYOUT_DESTROY, L_PREF, L_HEURISTIC, L_CHECK, L_MATMUL
+};
 #define C_LT_WORK 100 /* a fake driver call kind: a matmul's simulated work */
 #define FL_MAX 256
 
@@ -88,7 +91,8 @@ static dc_lt_status l_Destroy(dc_lt_handle h) {
 }
 static size_t l_GetVersion(void) { return 130100; }
 static const char *l_GetStatusName(dc_lt_status s) {
-  return s == DC_LT_STATUS_NOT_SUPPORTED ? "CUBLAS_STATUS_NOT_SUPPORTED" : s == DC_LT_STATUS_INVALID_VALUE ? "CUBLAS_STATUS_INVALID_VALUE" : NULL;
+  if (s == DC_LT_STATUS_NOT_SUPPORTED) return "CUBLAS_STATUS_NOT_SUPPORTED";
+  return s == DC_LT_STATUS_INVALID_VALUE ? "CUBLAS_STATUS_INVALID_VALUE" : NULL;
 }
 static dc_lt_status l_MatmulDescCreate(dc_lt_matmul_desc *d, int compute, int scale) {
   if (fl.ndescs == FL_MAX) abort();
@@ -145,7 +149,9 @@ static dc_lt_status l_MatmulPreferenceCreate(dc_lt_preference *p) {
   *p = (dc_lt_preference)&fl.prefs;
   return fl_log(L_PREF), 0;
 }
-static dc_lt_status l_MatmulPreferenceDestroy(dc_lt_preference p) { return fl.prefs-- > 0 ? 0 : DC_LT_STATUS_INVALID_VALUE; }
+static dc_lt_status l_MatmulPreferenceDestroy(dc_lt_preference p) {
+  return fl.prefs-- > 0 ? 0 : DC_LT_STATUS_INVALID_VALUE;
+}
 static dc_lt_status l_MatmulPreferenceSetAttribute(dc_lt_preference p, int attr, const void *buf, size_t size) {
   if (attr == DC_LT_PREF_MAX_WORKSPACE_BYTES && size == 8) return memcpy(&fl.pref_ws, buf, 8), 0;
   if (attr >= DC_LT_PREF_MIN_ALIGNMENT_A_BYTES && attr <= DC_LT_PREF_MIN_ALIGNMENT_D_BYTES && size == 4)

@@ -190,7 +190,8 @@ static void free_kernels(dc_plan_cuda *k) {
 
 /* The NVRTC kernels, emulated: decode the bf16 inputs, run the twin's
  * reference kernel, round the output to bf16. */
-static int run_kernel_on_twin(int kernel, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
+static int run_kernel_on_twin(int kernel, const unsigned grid[3], const unsigned block[3], unsigned smem,
+                              void **params) {
   int32_t s = fk.kernel_node[kernel];
   const dc_node *n = &twin.m->nodes[s];
   const void *in[DC_MAX_INPUTS];
@@ -320,7 +321,8 @@ static void test_rule(void) {
   for (int i = 0; i < 5; i++) why[i] = dc_cuda_lt_why_not(plan.m, steps[i]);
   CHECK(!why[0] && !why[1] && !why[2] && !why[4]);
   CHECK(why[3] && strstr(why[3], "no epilogue"));
-  CHECK(dc_cuda_lt_why_not(twin.m, twin.lin_bias) && strstr(dc_cuda_lt_why_not(twin.m, twin.lin_bias), "different dtypes"));
+  const char *mixed = dc_cuda_lt_why_not(twin.m, twin.lin_bias);
+  CHECK(mixed && strstr(mixed, "different dtypes"));
   dc_node n = plan.m->nodes[plan.lin_res];
   dc_node_set_int(&n, "act", ACT_GELU_TANH);
   dc_module *m = plan.m;
@@ -329,7 +331,8 @@ static void test_rule(void) {
   const char *res_act = dc_cuda_lt_why_not(m, plan.lin_res);
   m->nodes[plan.lin_res] = saved;
   CHECK(res_act && strstr(res_act, "residual after an activation"));
-  printf("rule: bias, residual, bias+gelu_tanh and an NCHW 1x1 conv run on cuBLASLt; erf gelu: \"%s\"; f32 activations, bf16 weights: \"%s\"; "
+  printf("rule: bias, residual, bias+gelu_tanh and an NCHW 1x1 conv run on cuBLASLt; erf gelu: \"%s\"; "
+         "f32 activations, bf16 weights: \"%s\"; "
          "residual after gelu_tanh: \"%s\"\n",
          why[3], dc_cuda_lt_why_not(twin.m, twin.lin_bias), res_act);
 }
@@ -342,7 +345,8 @@ static void test_runs(void) {
   dc_cuda_backend *b = create(NULL);
   if (!b) return;
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
-  CHECK(bi->lt_eligible == 8 && bi->lt_steps == 8 && bi->lt_candidates == 24 && bi->lt_problems == 7 && !bi->lt_note[0]);
+  CHECK(bi->lt_eligible == 8 && bi->lt_steps == 8 && bi->lt_candidates == 24 && bi->lt_problems == 7 &&
+        !bi->lt_note[0]);
   if (bi->lt_note[0]) fprintf(stderr, "note: %s\n", bi->lt_note);
   CHECK(fl_count(L_CREATE) == 1 && fl_count(L_DESC) == 8 && fl_count(L_LAYOUT) == 24 && fl_count(L_HEURISTIC) == 7);
   int heur_ok = 1;
