@@ -386,8 +386,9 @@ static void test_runs(void) {
   }
   CHECK(ok);
   printf("a run: 8 GEMM steps as cuBLASLt matmuls (bias, residual as C with beta 1, bias+gelu_tanh, none, bias + a "
-         "residual in place (C == D), a batched NCHW 1x1 conv, an NHWC 1x1 conv with a bias, one more of the first's problem: 7 heuristic calls), the erf gelu on its kernel; outputs equal the f32 twin's rounded to bf16, bit for bit; the timed "
-         "choice took candidate 2 of 3 (the fake's cheapest), workspace %llu bytes\n",
+         "residual in place (C == D), a batched NCHW 1x1 conv, an NHWC 1x1 conv with a bias, one more of the first's "
+         "problem: 7 heuristic calls), the erf gelu on its kernel; outputs equal the f32 twin's rounded to bf16, bit "
+         "for bit; the timed choice took candidate 2 of 3 (the fake's cheapest), workspace %llu bytes\n",
          (unsigned long long)bi->lt_workspace_bytes);
   free_inputs(in);
   dc_cuda_backend_destroy(b);
@@ -417,7 +418,8 @@ static void test_cache(void) {
   dc_cuda_backend *b = create(NULL);
   if (!b) return;
   const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(b);
-  CHECK(fl_count(L_HEURISTIC) == 0 && fl_count(L_CHECK) == 8 && bi->lt_steps == 8 && !strncmp(bi->lt_cache, "read ", 5));
+  CHECK(fl_count(L_HEURISTIC) == 0 && fl_count(L_CHECK) == 8 && bi->lt_steps == 8 &&
+        !strncmp(bi->lt_cache, "read ", 5));
   float **in = set_inputs(b);
   CHECK_OK(dc_cuda_backend_run(b, NULL, NULL));
   CHECK(outputs_exact(b, in) && matmul_of(0) && matmul_of(0)->algo == 2);
