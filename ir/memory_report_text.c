@@ -161,7 +161,8 @@ static void workspace_lines(const dc_mem_report *r, dc_buf *b) {
   if (!t) dc_buf_printf(b, "  target not known: kernel workspace is known once the plan is written\n");
   else if (cuda)
     dc_buf_printf(b, "  kernels: no device workspace (device memory = arena + weight block, each weight 256-byte "
-                     "aligned); the CUDA context is not counted\n  pinned host: inputs %s, outputs %s\n",
+                     "aligned); GEMM steps on cuBLASLt: one workspace per GPU of at most 32 MiB, sized at load; "
+                     "the CUDA context is not counted\n  pinned host: inputs %s, outputs %s\n",
                   dc_format_bytes(r->input_bytes, b1, sizeof b1), dc_format_bytes(r->output_bytes, b2, sizeof b2));
   else if (r->ctx.cpu_kernels)
     dc_buf_printf(b, "  kernel scratch: %s per worker thread (llvm backend; threads are chosen at run time: "

@@ -289,6 +289,7 @@ void dc_cuda_backend_destroy(dc_cuda_backend *b) {
     if (b->dev[d].compute) a->StreamSynchronize(b->dev[d].compute);
     if (b->dev[d].copy) a->StreamSynchronize(b->dev[d].copy);
   }
+  dc_cuda_lt_destroy(b);
   for (int d = 0; d < b->ndevices; d++)
     if (b->dev[d].ctx_retained) release_device(b, d);
   if (b->dev[0].ctx_retained) free_pinned(b); /* pinned memory exists only once every context was retained */

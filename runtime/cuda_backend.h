@@ -28,7 +28,10 @@
  * hold inputs and outputs; weights go up through two pinned staging
  * chunks, freed once the upload is done.  With options.graphs, a run's
  * steps are captured into a CUDA graph on its first run and replayed after
- * (cuda_graphs.c says what is captured and when streams are kept). */
+ * (cuda_graphs.c says what is captured and when streams are kept).  GEMM
+ * steps that cuBLASLt can compute as the plan defines them run as cuBLASLt
+ * matmuls instead of their kernels when the library loads (cuda_gemm_lt.c: the rule, the algorithms
+ * chosen at load, one workspace per device outside the arena). */
 #ifndef DC_CUDA_BACKEND_H
 #define DC_CUDA_BACKEND_H
 
@@ -59,6 +62,9 @@ typedef struct {
    * zeroed default here; the runtime turns it on): every run enqueues its
    * steps on the streams. */
   int graphs;
+  /* 1: every GEMM step runs its NVRTC kernel, never cuBLASLt (diffrun
+   * --no-cublaslt; DIFFC_CUBLASLT=0 in the environment does the same). */
+  int no_cublaslt;
 } dc_cuda_backend_options;
 
 /* One device of the plan. */
@@ -87,7 +93,8 @@ typedef struct {
                                  * or on-demand their bytes in the files */
   int on_demand;                /* host_memory on-demand: uploads read the files */
   uint64_t bounce_bytes;        /* on-demand: each of the two pinned bounce chunks */
-  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arenas + weight blocks */
+  uint64_t device_bytes;        /* everything allocated with cuMemAlloc: arenas + weight blocks
+                                 * + cuBLASLt workspaces */
   uint64_t pinned_bytes;        /* pinned host memory kept: inputs, outputs, offloaded weights or
                                  * the two bounce chunks (+ the check buffer) */
   uint64_t staging_bytes;       /* pinned staging used while the weights were uploaded */
@@ -102,7 +109,22 @@ typedef struct {
   int graphs_captured;          /* step ranges captured into CUDA graphs */
   uint64_t graph_launches;      /* runs that replayed a graph */
   int last_run_graph;           /* the last run replayed one */
+  /* GEMMs through cuBLASLt (runtime/cuda_gemm_lt.c): the steps eligible by
+   * its rule, those that run on it, those it had no algorithm for, the
+   * candidates the heuristic offered (timed when more than one), the
+   * workspaces (one per device, outside the arena, in device_bytes too),
+   * why it is not used ("" when it is) and what the algorithm cache did. */
+  int lt_eligible, lt_steps, lt_no_algorithm, lt_candidates;
+  int lt_problems;              /* distinct GEMM problems the heuristic was asked about */
+  uint64_t lt_workspace_bytes;
+  char lt_note[512];
+  char lt_cache[600];
 } dc_cuda_backend_info;
+
+/* NULL when step s of m runs on cuBLASLt where it is available; else why
+ * not ("a padded conv2d", "an activation cuBLASLt has no epilogue for", ...):
+ * the one rule, stated at the top of runtime/cuda_gemm_lt.c. */
+const char *dc_cuda_lt_why_not(const dc_module *m, int32_t s);
 
 /* Sets up everything; weight_data[w] points at weight w's bytes (m->weights
  * order).  Fails before allocating anything on the device when the plan does

@@ -109,7 +109,7 @@ static dc_status *create(const drt_backend_setup *s, void **out) {
     return no_driver(s->path, st);
   }
   dc_cuda_backend_options o = {s->opt->device, 0, s->check_step, s->check_ctx, s->plan->options_json,
-                               read_weight, s->host, s->opt->bounce_bytes, graphs};
+                               read_weight, s->host, s->opt->bounce_bytes, graphs, s->opt->no_cublaslt};
   st = dc_cuda_backend_open(s->path, s->plan->module, &s->plan->cuda, &c->api, &o, &c->gpu);
   if (st) {
     destroy(c);
@@ -162,6 +162,11 @@ static void stats(const void *be, drt_stats *st) {
   st->device_total_bytes = bi->device_bytes;
   st->pinned_bytes = bi->pinned_bytes;
   st->cuda_graph = bi->last_run_graph;
+  st->gemm_steps = bi->lt_eligible;
+  st->cublaslt_steps = bi->lt_steps;
+  st->cublaslt_workspace_bytes = bi->lt_workspace_bytes;
+  st->cublaslt_note = bi->lt_note;
+  st->cublaslt_cache = bi->lt_cache;
 }
 
 static const char *device(const void *be) { return ((const cuda_iface *)be)->device; }

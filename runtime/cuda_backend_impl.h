@@ -92,6 +92,7 @@ struct dc_cuda_backend {
   int ngraphs;
   char **notes;                  /* dc_cuda_backend_note */
   int nnotes;
+  struct dc_cuda_lt *lt;         /* the GEMMs on cuBLASLt (cuda_gemm_lt.c); NULL: none */
 };
 
 
@@ -120,5 +121,14 @@ dc_status *dc_cuda_choose_images(dc_cuda_backend *b, int d);
  * then whether device d has room for its arena and weight block. */
 dc_status *dc_cuda_lay_out(dc_cuda_backend *b);
 dc_status *dc_cuda_check_free_memory(dc_cuda_backend *b, int d);
+
+/* cuda_gemm_lt.c: the GEMM steps cuBLASLt runs, set up after the kernels
+ * are loaded (never an error for cuBLASLt's sake: info.lt_note says why it
+ * is not used), whether step s is one, its matmul on its device's compute
+ * stream (the caller made the context current), and the teardown. */
+dc_status *dc_cuda_lt_setup(dc_cuda_backend *b);
+int dc_cuda_lt_runs(const dc_cuda_backend *b, int32_t s);
+dc_status *dc_cuda_lt_launch(dc_cuda_backend *b, int32_t s);
+void dc_cuda_lt_destroy(dc_cuda_backend *b);
 
 #endif

@@ -4,7 +4,8 @@
  * node's device:
  *   - a launch: on the device's compute stream, its parameters the planned
  *     addresses (that device's arena + offset, its weight block + offset);
- *     it first waits for the uploads it reads, and no others;
+ *     it first waits for the uploads it reads, and no others; a GEMM step
+ *     cuda_gemm_lt.c took enqueues its cuBLASLt matmul there instead;
  *   - an upload (an offloaded weight into its arena place): on the device's
  *     copy stream, once that device's compute scheduled before it is done
  *     (the place may have held a value until then), so prefetched uploads
@@ -158,7 +159,8 @@ static dc_status *launch_step(dc_cuda_backend *b, int32_t s, int profiling) {
   for (int i = 0; i < n->ninputs; i++) /* a kernel waits for the uploads it reads, and no others */
     if (b->m->nodes[n->inputs[i]].op == OP_UPLOAD)
       DC_TRY(CU(b, StreamWaitEvent, g->compute, b->copied[n->inputs[i]], 0));
-  DC_TRY(CU(b, LaunchKernel, g->kern[b->k->kernel_of_node[s]].fn, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
+  if (dc_cuda_lt_runs(b, s)) DC_TRY(dc_cuda_lt_launch(b, s));
+  else DC_TRY(CU(b, LaunchKernel, g->kern[b->k->kernel_of_node[s]].fn, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
             kk->block[1], kk->block[2], kk->smem_bytes, g->compute, &b->params[(size_t)s * NPARAMS], NULL));
   if (profiling) DC_TRY(CU(b, EventRecord, b->step_done[s], g->compute));
   if (b->opt.check_step) DC_TRY(check_step(b, s));

@@ -149,5 +149,5 @@ dc_status *dc_cuda_backend_load_kernels(dc_cuda_backend *b) {
     for (int i = 0; i < b->k->nkernels; i++)
       if (b->dev[d].kern[i].used) DC_TRY(load_module(b, d, i));
   }
-  return NULL;
+  return dc_cuda_lt_setup(b);
 }

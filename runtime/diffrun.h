@@ -76,6 +76,12 @@ typedef struct {
    * check_finite, on-demand uploads and --device-map plans use streams
    * either way; drt_note says what was chosen. */
   int no_cuda_graphs;
+  /* cuda backend: run every GEMM step (linear, 1x1 conv2d) on its NVRTC
+   * kernel, never cuBLASLt (diffrun --no-cublaslt; DIFFC_CUBLASLT=0 in the
+   * environment does the same).  By default the steps cuBLASLt can compute
+   * exactly as the plan defines them (bf16 or f16 operands, the epilogues
+   * it has) run on it when libcublasLt loads. */
+  int no_cublaslt;
 } drt_options;
 
 typedef struct {
@@ -97,9 +103,10 @@ typedef struct {
   uint64_t weight_bytes;       /* resident weights */
   uint64_t host_weight_bytes;  /* offloaded weights (diffc --offload): in host memory or on disk */
   uint64_t uploaded_bytes;     /* copied host -> device per run (the uploads of offloaded weights) */
-  uint64_t device_total_bytes; /* device memory held: cuda: the arena + the weight block (all
-                                * cuMemAlloc; pinned host buffers are not device memory and are in
-                                * pinned_bytes); cpu: the arena (weights stay mapped from their files) */
+  uint64_t device_total_bytes; /* device memory held: cuda: the arena + the weight block + the
+                                * cuBLASLt workspace (all cuMemAlloc; pinned host buffers are not
+                                * device memory and are in pinned_bytes); cpu: the arena (weights
+                                * stay mapped from their files) */
   uint64_t pinned_bytes;       /* host memory pinned for the run.  cuda: inputs, outputs, and the
                                 * offloaded weights (--host-memory pinned) or the two bounce chunks
                                 * (on-demand); the resident weights' staging is freed after loading.
@@ -119,6 +126,15 @@ typedef struct {
   int reference_steps;         /* llvm backend: nodes that ran a reference kernel (no LLVM kernel yet) */
   const char *reference_ops;   /* their ops, e.g. "blend" (the tiled VAE's seams); "" when none */
   int cuda_graph;              /* cuda: the (last phase's) run replayed a CUDA graph */
+  /* cuda: GEMM steps (linear, 1x1 conv2d) cuBLASLt could run by its rule
+   * (runtime/cuda_gemm_lt.c), those that do, its workspaces (outside the
+   * arena, counted in device_total_bytes), why it is not used ("" when it
+   * is) and what the algorithm cache did ("read FILE", "wrote FILE",
+   * "ignored FILE (why); ..."; "" when it was not consulted).  Zero and ""
+   * on the CPU backends. */
+  int gemm_steps, cublaslt_steps;
+  uint64_t cublaslt_workspace_bytes;
+  const char *cublaslt_note, *cublaslt_cache;
 } drt_stats;
 
 /* Loads the plan and binds its weights (mmap).  Refuses plans whose weight

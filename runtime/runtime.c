@@ -487,6 +487,7 @@ static void fill_stats(const drt_plan *p, double seconds, drt_stats *stats, int3
   const dc_module *m = p->plan.module;
   memset(stats, 0, sizeof *stats);
   stats->seconds = seconds;
+  stats->cublaslt_note = stats->cublaslt_cache = ""; /* the cuda backend's stats fill them */
   stats->kernel_seconds = seconds; /* unless the backend times the device itself */
   stats->flops = (double)p->info.flops;
   stats->device_predicted_bytes = m->arena_bytes;

@@ -267,6 +267,7 @@ static int f_DeviceGetAttribute(int *v, int attr, dc_cu_device d) {
     case DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return *v = fk.cc_major, 0;
     case DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return *v = fk.cc_minor, 0;
     case DC_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return *v = fk.optin, 0;
+    case DC_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return *v = 132, 0;
     default: return DC_CUDA_ERROR_INVALID_VALUE;
   }
 }

@@ -70,6 +70,11 @@ static const char usage[] =
     "                      kernels every backend is tested against, on the CPU, for any plan;\n"
     "                      on a CUDA plan llvm means reference too: it holds no CPU kernels)\n"
     "  --device N          CUDA device to run on (default 0)\n"
+    "  --no-cublaslt       cuda: run every GEMM step on diffc's NVRTC kernel instead of cuBLASLt\n"
+    "                      (DIFFC_CUBLASLT=0 does the same).  By default linear and 1x1 conv2d\n"
+    "                      steps with bf16 or f16 operands whose epilogue cuBLASLt has (bias,\n"
+    "                      gelu_tanh, a residual) run on cuBLASLt when libcublasLt loads, with\n"
+    "                      algorithms chosen at load and cached under the cache root\n"
     "  --device-memory SIZE  CPU backends: model a device of SIZE (e.g. 4GiB, 512MiB, 3GB): a plan\n"
     "                      that needs more fails before running, naming the diffc options that fit\n"
     "  --threads N         worker threads for the llvm backend (default: one per online CPU)\n"
@@ -144,6 +149,7 @@ typedef struct {
   int random_inputs, repeat, print_ir, info, quiet, threads, profile, check_finite, device;
   int no_verify_weights, no_cuda_graphs, verbose;
   int notes_printed; /* -v: drt_note's notes printed so far */
+  int no_cublaslt;
   int calibrate;              /* --calibrate[=FILE] */
   const char *calibrate_file; /* its FILE, or NULL for the default location */
   int json; /* --format json */
@@ -249,6 +255,17 @@ static dc_status *check_writable(const char *path) {
   return NULL;
 }
 
+/* How many GEMM steps ran on cuBLASLt, or why none did (once per run). */
+static void print_cublaslt(const drt_stats *s) {
+  char b1[32];
+  if (!s->gemm_steps) return;
+  printf("cuBLASLt: %d of %d GEMM step(s) eligible by its rule ran on it", s->cublaslt_steps, s->gemm_steps);
+  if (s->cublaslt_workspace_bytes)
+    printf(", workspace %s outside the arena", dc_format_bytes(s->cublaslt_workspace_bytes, b1, sizeof b1));
+  printf("%s%s\n", *s->cublaslt_note ? "; " : "", s->cublaslt_note);
+  if (*s->cublaslt_cache) printf("cuBLASLt algorithm cache: %s\n", s->cublaslt_cache);
+}
+
 static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   memset(o, 0, sizeof *o);
   o->repeat = 1;
@@ -270,6 +287,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     else if (!strcmp(a, "--no-verify-weights")) o->no_verify_weights = 1;
     else if (!strcmp(a, "--no-cuda-graphs")) o->no_cuda_graphs = 1;
     else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
+    else if (!strcmp(a, "--no-cublaslt")) o->no_cublaslt = 1;
     else if (!strcmp(a, "--calibrate") || !strncmp(a, "--calibrate=", 12)) {
       if (a[11] == '=' && !a[12]) return dc_error(DC_ERR_ARGUMENT, "--calibrate=: name the profile's FILE, or drop '='");
       o->calibrate = 1;
@@ -788,7 +806,8 @@ static dc_status *run(options *o) {
   drt_options ro = {.backend = o->backend, .threads = o->threads, .check_finite = o->check_finite,
                     .device = o->device, .inspect = o->print_ir || o->info, .device_memory = o->device_memory,
                     .no_verify_weights = o->no_verify_weights, .trusted_keys = o->trusted_keys,
-                    .no_cuda_graphs = o->no_cuda_graphs};
+                    .no_cuda_graphs = o->no_cuda_graphs,
+                    .no_cublaslt = o->no_cublaslt};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
@@ -837,9 +856,13 @@ static dc_status *run(options *o) {
         printf(" (%d steps on reference kernels, for ops with no LLVM kernel yet: %s)", s.reference_steps,
                s.reference_ops);
       printf("\n");
-      if (!strcmp(s.backend, "cuda"))
-        printf("device memory held: %s (arena + weight block); pinned host buffers: %s\n",
-               dc_format_bytes(s.device_total_bytes, b1, sizeof b1), dc_format_bytes(s.pinned_bytes, b2, sizeof b2));
+      if (!strcmp(s.backend, "cuda")) {
+        printf("device memory held: %s (arena + weight block%s); pinned host buffers: %s\n",
+               dc_format_bytes(s.device_total_bytes, b1, sizeof b1),
+               s.cublaslt_workspace_bytes ? " + cuBLASLt workspace" : "",
+               dc_format_bytes(s.pinned_bytes, b2, sizeof b2));
+        print_cublaslt(&s);
+      }
       printf("device arena peak: %s measured, %s predicted by the plan (%llu bytes)%s\n",
              dc_format_bytes(s.device_peak_bytes, b1, sizeof b1), dc_format_bytes(s.device_predicted_bytes, b2, sizeof b2),
              (unsigned long long)s.device_peak_bytes, s.device_peak_bytes == s.device_predicted_bytes ? "" : "  MISMATCH");
