@@ -91,7 +91,8 @@ static void run_case(const mb_case *c, dc_cuda_compute compute, const dc_nvrtc *
     fk.execute = emulate;
     enum { REPEAT = 3 };
     double t[REPEAT] = {0};
-    CHECK_OK(mb_time(c, &k, 0, 1, REPEAT, t));
+    char note[600];
+    CHECK_OK(mb_time(c, &k, 0, 1, REPEAT, t, note, sizeof note));
     CHECK(t[0] > 0 && t[0] == t[REPEAT - 1]); /* the fake's clock: every run alike */
     char row[1024], want[256];
     mb_row(c, &k, compute, t, REPEAT, 100.0, "ok", row, sizeof row);

@@ -260,9 +260,11 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int mb_cublaslt_in_build(void) { return 0; }
-
-dc_status *mb_time(const mb_case *c, const mb_compiled *k, int device, int warmup, int repeat, double *t) {
+dc_status *mb_time(const mb_case *c, const mb_compiled *k, int device, int warmup, int repeat, double *t, char *note,
+                   size_t note_cap) {
+  drt_stats stats;
+  memset(&stats, 0, sizeof stats);
+  if (note_cap) note[0] = 0;
   if (c->cublaslt) unsetenv("DIFFC_CUBLASLT");
   else setenv("DIFFC_CUBLASLT", "0", 1); /* the generated kernel, also where cuBLASLt could run it */
   drt_options ro = {.backend = "cuda", .device = device, .no_verify_weights = 1};
@@ -273,9 +275,13 @@ dc_status *mb_time(const mb_case *c, const mb_compiled *k, int device, int warmu
   for (int r = 0; !st && r < warmup; r++) st = drt_run(p, NULL);
   for (int r = 0; !st && r < repeat; r++) {
     double before = drt_step_seconds(p, k->step);
-    st = drt_run(p, NULL);
+    st = drt_run(p, &stats);
     t[r] = drt_step_seconds(p, k->step) - before;
   }
+  /* A cuBLASLt row says so when the runtime kept the step on its kernel. */
+  if (!st && c->cublaslt && !stats.cublaslt_steps && note_cap)
+    snprintf(note, note_cap, "cuBLASLt did not run it (%s)",
+             stats.cublaslt_note && *stats.cublaslt_note ? stats.cublaslt_note : "not eligible");
   drt_destroy(p);
   if (!st) qsort(t, (size_t)repeat, sizeof *t, cmp_double);
   return st;

@@ -54,15 +54,13 @@ dc_status *mb_compile(const mb_case *c, dc_cuda_compute compute, const char *wor
                       const dc_cuda_arch *archs, int narchs, mb_compiled *out);
 /* The op's step time of each of `repeat` runs after `warmup` runs, in
  * seconds, into t[repeat] (sorted, fastest first). */
-dc_status *mb_time(const mb_case *c, const mb_compiled *k, int device, int warmup, int repeat, double *t);
+/* note: "" or, for a cuBLASLt row whose step ran on the generated kernel,
+ * why (the runtime's cuBLASLt note). */
+dc_status *mb_time(const mb_case *c, const mb_compiled *k, int device, int warmup, int repeat, double *t, char *note,
+                   size_t note_cap);
 /* The BENCH line, without its newline, into buf: t (sorted) NULL for a row
  * without times; status is free text and comes last. */
 void mb_row(const mb_case *c, const mb_compiled *k, dc_cuda_compute compute, const double *t, int repeat, double peak,
             const char *status, char *buf, size_t cap);
-/* Whether this build's runtime can run a linear through cuBLASLt and say
- * so: 0 here (no cuBLASLt path, or none that reports the steps it ran),
- * so the cuBLASLt row would time the generated kernel again and says
- * "cuBLASLt: not in this build" instead. */
-int mb_cublaslt_in_build(void);
 
 #endif
