@@ -163,7 +163,10 @@ static void emit_constants(dc_buf *b, const fl_geom *g) {
                 "#define FL_NKT %lld\n#define FL_CAUSAL %d\n#define FL_BIAS %d\n"
                 "#define FL_SCALE_LOG2 ((float)%.9g) /* scale * log2(e) */\n"
                 "#define FL_OFF_K %llu\n#define FL_OFF_V %llu\n"
-                "#define FL_MMA dc_mma_16816_%s\n#define FL_PACK dc_pack_%sx2\n"
+                "#define FL_MMA dc_mma_16816_%s\n"
+                /* CUDA's own rounding (cvt.rn, one instruction each; the emulator's is bit-exact) */
+                "#define FL_ROUND(x) %s\n"
+                "#define FL_PACK(lo, hi) ((unsigned)FL_ROUND(lo) | ((unsigned)FL_ROUND(hi) << 16))\n"
                 "#if defined(__CUDA_ARCH__)\n#define FL_UNROLL _Pragma(\"unroll\")\n#else\n#define FL_UNROLL\n#endif\n",
                 dc_op_get(g->op)->name, dc_cuda_compute_name(g->compute), (long long)g->batch, (long long)g->heads,
                 (long long)g->sq, (long long)g->sk, (long long)g->d, g->nw, g->bq, g->bk,
@@ -171,7 +174,7 @@ static void emit_constants(dc_buf *b, const fl_geom *g) {
                 (long long)g->d, (long long)g->dp, (long long)g->hd, (long long)ld_row(g), g->bq, g->bk, g->nw,
                 (long long)ceil_div(g->sk, g->bk), g->causal, g->bias, (double)g->scale * 1.4426950408889634,
                 (unsigned long long)g->off_k, (unsigned long long)g->off_v, bf16 ? "bf16" : "f16",
-                bf16 ? "bf16" : "f16");
+                bf16 ? "__bfloat16_as_ushort(__float2bfloat16_rn(x))" : "__half_as_ushort(__float2half_rn(x))");
 }
 
 /* Staging one tile of `tile_rows` rows (D columns, padded with zeros to DP)
