@@ -132,11 +132,12 @@ static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_
   double scale = dc_node_float(n, "scale");
   g->scale = (float)scale;
   if (!isfinite(g->scale)) return dc_error(DC_ERR_UNSUPPORTED, "attention scale %g is not a finite float", scale);
-  if (g->sq > INT32_MAX - 128 || g->sk > INT32_MAX - 128 || g->heads > 65535 || g->batch > 65535)
+  if (g->sq > INT32_MAX - 128 || g->sk > INT32_MAX - 128 || g->heads > 65535 || g->batch > 65535 ||
+      g->hd > INT32_MAX / 128)
     return dc_error(DC_ERR_UNSUPPORTED,
-                    "attention B=%lld H=%lld Sq=%lld Sk=%lld is too large for one launch (at most 65535 batches "
-                    "and heads, 2^31 - 128 queries and keys)",
-                    (long long)g->batch, (long long)g->heads, (long long)g->sq, (long long)g->sk);
+                    "attention B=%lld H=%lld Sq=%lld Sk=%lld H*D=%lld is too large for one launch (at most 65535 "
+                    "batches and heads, 2^31 - 128 queries and keys, rows of 2^24 - 1 values)",
+                    (long long)g->batch, (long long)g->heads, (long long)g->sq, (long long)g->sk, (long long)g->hd);
   g->compute = o->compute;
   g->dp = ceil_div(g->d, 16) * 16;
   dc_dtype want = o->compute == DC_CUDA_COMPUTE_BF16 ? DT_BF16 : DT_F16;
@@ -163,6 +164,7 @@ static void emit_constants(dc_buf *b, const fl_geom *g) {
                 "#define FL_NKT %lld\n#define FL_CAUSAL %d\n#define FL_BIAS %d\n"
                 "#define FL_SCALE_LOG2 ((float)%.9g) /* scale * log2(e) */\n"
                 "#define FL_OFF_K %llu\n#define FL_OFF_V %llu\n"
+
                 "#define FL_MMA dc_mma_16816_%s\n"
                 /* CUDA's own rounding (cvt.rn, one instruction each; the emulator's is bit-exact) */
                 "#define FL_ROUND(x) %s\n"
@@ -173,33 +175,36 @@ static void emit_constants(dc_buf *b, const fl_geom *g) {
                 g->async ? "cp.async" : "registers", (unsigned long long)g->bytes, (long long)g->sq, (long long)g->sk,
                 (long long)g->d, (long long)g->dp, (long long)g->hd, (long long)ld_row(g), g->bq, g->bk, g->nw,
                 (long long)ceil_div(g->sk, g->bk), g->causal, g->bias, (double)g->scale * 1.4426950408889634,
-                (unsigned long long)g->off_k, (unsigned long long)g->off_v, bf16 ? "bf16" : "f16",
+                (unsigned long long)g->off_k, (unsigned long long)g->off_v,
+bf16 ? "bf16" : "f16",
                 bf16 ? "__bfloat16_as_ushort(__float2bfloat16_rn(x))" : "__half_as_ushort(__float2half_rn(x))");
 }
 
-/* Staging one tile of `tile_rows` rows (D columns, padded with zeros to DP)
+/* Staging one tile of TILE_ROWS rows (D columns, padded with zeros to DP)
  * from src (row stride HD) into t (row stride LD); rows past `rows` are 0. */
 static void emit_stage(dc_buf *b, const fl_geom *g, int input) {
   const char *ct = dc_cuda_ctype(g->tin[input]);
   if (g->async) {
     dc_buf_printf(b,
-                  "DC_DEVICE void fl_stage%d(unsigned short *t, const %s *src, int rows, int tile_rows) {\n"
-                  "  for (int c = threadIdx.x; c < tile_rows * (FL_DP / 8); c += FL_NT) {\n"
-                  "    const int r = c / (FL_DP / 8), col = c %% (FL_DP / 8) * 8;\n"
+                  "template <int TILE_ROWS> DC_DEVICE void fl_stage%d(unsigned short *t, const %s *src, int rows) {\n"
+                  "  FL_UNROLL for (int i = 0; i < (TILE_ROWS * (FL_DP / 8) + FL_NT - 1) / FL_NT; i++) {\n"
+                  "    const int c = threadIdx.x + i * FL_NT, r = c / (FL_DP / 8), col = c %% (FL_DP / 8) * 8;\n"
+                  "    if (r >= TILE_ROWS) break;\n"
                   "    const bool in = r < rows && col < FL_D;\n"
-                  "    dc_cp_async_16(t + r * FL_LD + col, in ? src + (long long)r * FL_HD + col : src, in ? 16 : 0);\n"
+                  "    dc_cp_async_16(t + r * FL_LD + col, in ? src + r * FL_HD + col : src, in ? 16 : 0);\n"
                   "  }\n"
                   "}\n",
                   input, ct);
     return;
   }
   dc_buf_printf(b,
-                "DC_DEVICE void fl_stage%d(unsigned short *t, const %s *src, int rows, int tile_rows) {\n"
-                "  for (int c = threadIdx.x; c < tile_rows * (FL_DP / 8); c += FL_NT) {\n"
-                "    const int r = c / (FL_DP / 8), col = c %% (FL_DP / 8) * 8;\n"
+                "template <int TILE_ROWS> DC_DEVICE void fl_stage%d(unsigned short *t, const %s *src, int rows) {\n"
+                "  FL_UNROLL for (int i = 0; i < (TILE_ROWS * (FL_DP / 8) + FL_NT - 1) / FL_NT; i++) {\n"
+                "    const int c = threadIdx.x + i * FL_NT, r = c / (FL_DP / 8), col = c %% (FL_DP / 8) * 8;\n"
+                "    if (r >= TILE_ROWS) break;\n"
                 "    unsigned w[4];\n"
                 "    FL_UNROLL for (int e = 0; e < 8; e += 2) {\n"
-                "      const long long at = (long long)r * FL_HD + col + e;\n"
+                "      const int at = r * FL_HD + col + e;\n"
                 "      const float lo = r < rows && col + e < FL_D ? %s(src, at) : 0.0f;\n"
                 "      const float hi = r < rows && col + e + 1 < FL_D ? %s(src, at + 1) : 0.0f;\n"
                 "      w[e / 2] = FL_PACK(lo, hi);\n"
@@ -303,9 +308,9 @@ static void emit_kernel(dc_buf *b, const fl_geom *g, const char *name) {
                 "  const %s *bb = %s;\n"
                 "  /* causal: the key tiles up to the block's last query */\n"
                 "  const int nkt = FL_CAUSAL && (q0 + rows + FL_BK - 1) / FL_BK < FL_NKT ? (q0 + rows + FL_BK - 1) / FL_BK : FL_NKT;\n"
-                "  fl_stage0(qs, q + qrow * FL_HD + head, rows, FL_BQ);\n"
-                "  fl_stage1(ks, k + krow * FL_HD + head, FL_SK < FL_BK ? FL_SK : FL_BK, FL_BK);\n"
-                "  fl_stage2(vs, v + krow * FL_HD + head, FL_SK < FL_BK ? FL_SK : FL_BK, FL_BK);\n"
+                "  fl_stage0<FL_BQ>(qs, q + qrow * FL_HD + head, rows);\n"
+                "  fl_stage1<FL_BK>(ks, k + krow * FL_HD + head, FL_SK < FL_BK ? FL_SK : FL_BK);\n"
+                "  fl_stage2<FL_BK>(vs, v + krow * FL_HD + head, FL_SK < FL_BK ? FL_SK : FL_BK);\n"
                 "  dc_cp_async_commit();\n"
                 "  unsigned qf[FL_DP / 16][4];\n"
                 "  float m[2] = {-DC_INF, -DC_INF}, l[2] = {0.0f, 0.0f}, o[FL_DP / 8][4], s[FL_BK / 8][4];\n"
@@ -316,8 +321,8 @@ static void emit_kernel(dc_buf *b, const fl_geom *g, const char *name) {
                 "    if (kt + 1 < nkt) {\n"
                 "      const int k1 = (kt + 1) * FL_BK, keys = FL_SK - k1 < FL_BK ? FL_SK - k1 : FL_BK;\n"
                 "      const int next = ((kt + 1) & 1) * FL_BK * FL_LD;\n"
-                "      fl_stage1(ks + next, k + (krow + k1) * FL_HD + head, keys, FL_BK);\n"
-                "      fl_stage2(vs + next, v + (krow + k1) * FL_HD + head, keys, FL_BK);\n"
+                "      fl_stage1<FL_BK>(ks + next, k + (krow + k1) * FL_HD + head, keys);\n"
+                "      fl_stage2<FL_BK>(vs + next, v + (krow + k1) * FL_HD + head, keys);\n"
                 "      dc_cp_async_commit();\n"
                 "    }\n"
                 "    if (kt == 0)\n"
