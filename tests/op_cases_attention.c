@@ -172,6 +172,12 @@ int oc_attention_rows(op_case *out) {
   out[k++] = with(attn(1, 2, 40, 70, 150, 0, 4.0), OC_CC_F32 | OC_CC_F16);
   out[k] = with(attn(1, 2, 40, 70, 150, 0, 2.0), OC_CC_BF16);
   out[k].where = OC_CUDA, out[k++].why = "bf16's peaky row; the x4 row runs on the CPU backends";
+  /* the mma.sync kernel (g_flash.c, bf16/f16 with D <= 160): Flux's D = 128
+   * over three key tiles with a partial query block, causal across two
+   * query blocks, a -inf-masked bias over four key tiles with Sq != Sk */
+  out[k++] = with(attn(1, 2, 128, 70, 130, 0, 1), OC_CC_GEMM | OC_CC_F16);
+  out[k++] = with(causal(1, 2, 128, 100, 1), OC_CC_BF16 | OC_CC_F16);
+  out[k++] = with(biased(1, 3, 64, 50, 200, 0, OC_MASK), OC_CC_BF16 | OC_CC_F16);
   out[k++] = attn(2, 3, 3, 7, 1, 0, 1);  /* one key */
   out[k++] = attn(1, 2, 40, 1, 77, 0, 1); /* one query */
   out[k++] = attn(1, 1, 1, 5, 5, 0, 1);

@@ -5,8 +5,9 @@
  * geometry of full-size SD shapes (grid, block, shared memory within the
  * 160 KiB one kernel may use on sm_80 and sm_90), some of them compiled
  * with NVRTC for sm_80 and sm_90 when NVRTC is found (no error, no
- * warning), the empty case, and the errors for what the kernel cannot
- * take. */
+ * warning), which kernel each compute and head size gets (FMA, mma.sync up
+ * to D = 160, wmma above), the empty case, and the errors for what the
+ * kernels cannot take. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,13 +61,16 @@ static void check_geometry(const dc_nvrtc *nv, dc_cuda_compute compute, int64_t 
   dc_status *st = dc_cuda_gen_node(m, y, &o, "k0_attention", &k);
   CHECK_OK(st);
   if (!st) {
-    CHECK(k.block[0] == (compute != DC_CUDA_COMPUTE_F32 && d > 128 ? 256u : 128u) && k.block[1] == 1 && k.block[2] == 1);
+    /* f32: FMA; bf16/f16 up to D = 160: mma.sync (g_flash.c); wider: wmma, 8 warps */
+    const int tensor = compute != DC_CUDA_COMPUTE_F32, flash = tensor && d <= 160;
+    CHECK(k.block[0] == (tensor && !flash ? 256u : 128u) && k.block[1] == 1 && k.block[2] == 1);
     CHECK(k.grid[1] == (uint32_t)h && k.grid[2] == (uint32_t)b);
     CHECK(k.grid[0] >= 1 && (int64_t)k.grid[0] * 64 >= sq && (int64_t)k.grid[0] <= (sq + 15) / 16);
     CHECK(k.smem_bytes > 0 && k.smem_bytes <= 160u << 10);
     CHECK(strstr(k.source, "#include \"dc_cuda.cuh\"") == k.source);
     CHECK(strstr(k.source, "k0_attention(") != NULL);
-    CHECK((compute == DC_CUDA_COMPUTE_F32) == (strstr(k.source, "wmma::") == NULL));
+    CHECK((tensor && !flash) == (strstr(k.source, "wmma::") != NULL));
+    CHECK(flash == (strstr(k.source, "#include \"dc_mma.cuh\"") != NULL));
     printf("geometry %-4s B=%lld H=%-2lld D=%-3lld Sq=%-4lld Sk=%-4lld: grid %u x %u x %u, %u threads, %u bytes of "
            "shared memory\n",
            dc_cuda_compute_name(compute), (long long)b, (long long)h, (long long)d, (long long)sq, (long long)sk,
@@ -128,7 +132,9 @@ static void test_errors(void) {
   CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
             "attention head size D=4096 needs");
   dc_module_destroy(m);
-  /* a bf16 operand: activations reach attention as f32 */
+  /* a bf16 operand with f32 compute: the FMA kernel takes f32 activations
+   * (16-bit ones go to the mma.sync kernel with bf16/f16 compute:
+   * test_cuda_flash) */
   m = dc_module_create();
   dc_type t = {DT_BF16, 3, {1, 8, 16}};
   int32_t ins[3] = {dc_module_add_input(m, "q", &t, INIT_NORMAL), dc_module_add_input(m, "k", &t, INIT_NORMAL),
@@ -140,8 +146,13 @@ static void test_errors(void) {
   y = dc_module_add_node(m, &n);
   CHECK(y >= 0);
   if (y >= 0)
-    CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
+    CHECK_ERR(dc_cuda_gen_node(m, y, &(dc_cuda_options){DC_CUDA_COMPUTE_F32}, "k0_attention", &k),
               "attention input 0 is bf16[rank 3]; the kernel takes rank-3 f32 activations");
+  /* an integer operand reaching the mma.sync kernel */
+  m->nodes[ins[1]].type.dtype = DT_I32;
+  if (y >= 0)
+    CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
+              "attention input 1 is i32[rank 3]; the kernel takes rank-3 f32, bf16 or f16 activations");
   dc_module_destroy(m);
   /* a scale that is not a finite float */
   m = dc_module_create();

@@ -7,7 +7,9 @@
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
  *   g_norm.c         group_norm layer_norm mod_layer_norm rms_norm
  *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
- *   g_attention.c    attention, causal_attention, attention_bias (flash: online softmax, never an Sq x Sk matrix)
+ *   g_attention.c    attention, causal_attention, attention_bias (flash: online softmax, never an Sq x Sk matrix;
+ *                    f32 FMA, and wmma for bf16/f16 heads over 160)
+ *   g_flash.c        the same ops with bf16/f16 compute and D <= 160 on mma.sync (dc_mma.cuh), FlashAttention-2
  *   g_position.c     rope_freqs rope relative_position_bias (position encodings)
  *   g_text.c         embedding eos_pool (the ops that read token ids)
  *   g_blend.c        blend (the tiled VAE's seams)
@@ -74,6 +76,12 @@ dc_status *dc_cuda_gen_layer_norm(const dc_module *, const dc_node *, const dc_c
 dc_status *dc_cuda_gen_conv2d(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_linear(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_blend(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+/* Whether g_flash.c's mma.sync kernel takes node n (bf16/f16 compute,
+ * D <= 160, nothing empty); dc_cuda_gen_attention asks, so the choice
+ * between the attention kernels is made in one place. */
+int dc_cuda_flash_takes(const dc_module *m, const dc_node *n, const dc_cuda_options *o);
+dc_status *dc_cuda_gen_flash_attention(const dc_module *, const dc_node *, const dc_cuda_options *, const char *,
+                                       dc_cuda_kernel *);
 dc_status *dc_cuda_gen_attention(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_quick_gelu(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_embedding(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);

@@ -16,6 +16,9 @@
  * are all -inf takes 0 as that tile's max in the exponents, so it adds
  * exact zeros instead of NaNs (exp(-inf - -inf)).
  *
+ * bf16/f16 compute with D <= 160 goes to g_flash.c's mma.sync kernel
+ * instead (dc_cuda_flash_takes); what stays here:
+ *
  * Two variants, by dc_cuda_options.compute:
  *   f32        FMA only (no TF32), so fp32 plans match the CPU to ~1e-5.  The
  *              query and key tiles are staged transposed ([d][row], one
@@ -476,6 +479,7 @@ static dc_status *gen_empty(const char *name, int bias, dc_cuda_kernel *out) {
 
 dc_status *dc_cuda_gen_attention(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
                                  dc_cuda_kernel *out) {
+  if (dc_cuda_flash_takes(m, n, o)) return dc_cuda_gen_flash_attention(m, n, o, name, out);
   att_geom g;
   DC_TRY(read_geom(m, n, o, &g));
   if (g.batch == 0 || g.sq == 0 || g.sk == 0) return gen_empty(name, g.bias, out);
