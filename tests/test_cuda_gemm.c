@@ -26,7 +26,7 @@ static void check_node(const dc_module *m, int32_t y, dc_cuda_compute c, int res
     CHECK(!"node type inference failed");
     return;
   }
-  dc_cuda_options o = {c};
+  dc_cuda_options o = {.compute = c};
   kh_result r;
   dc_status *st = res_input >= 0 ? ch_compare_aliased(m, y, &o, 11, 1.0, res_input, &r)
                                  : ch_compare(m, y, &o, 11, 1.0, &r);
@@ -52,7 +52,7 @@ static void check_node(const dc_module *m, int32_t y, dc_cuda_compute c, int res
  * small so the emulator (which runs every lane's WMMA in full) takes
  * seconds. */
 static void check_big_tile(int32_t y, dc_module *m, const char *what) {
-  dc_cuda_options o = {DC_CUDA_COMPUTE_BF16};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_BF16};
   dc_cuda_kernel k;
   dc_status *st = dc_cuda_gen_node(m, y, &o, "k_big", &k);
   CHECK_OK(st);
@@ -75,7 +75,7 @@ static void big_tile_cases(void) {
 static void error_cases(void) {
   dc_module *m = dc_module_create();
   int32_t y = add_linear(m, 2, (int64_t[]){3, 8}, 4, 0, ACT_NONE, RES_NONE);
-  dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
   m->nodes[m->nodes[y].inputs[0]].type.dtype = DT_BF16; /* activations must be f32 */
   CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 0 is bf16[3,8]; expected f32");

@@ -29,7 +29,7 @@ static void row_sources(void) {
       static const dc_cuda_compute computes[3] = {DC_CUDA_COMPUTE_F32, DC_CUDA_COMPUTE_BF16, DC_CUDA_COMPUTE_F16};
       dc_module *m = dc_module_create();
       int32_t y = oc_build(c, m);
-      dc_cuda_options o = {computes[p]};
+      dc_cuda_options o = {.compute = computes[p]};
       dc_cuda_kernel k;
       dc_status *st = y >= 0 ? dc_cuda_gen_node(m, y, &o, "k_nhwc", &k) : dc_error(DC_ERR_MISMATCH, "oc_build");
       CHECK_OK(st);
@@ -67,7 +67,7 @@ static void error_cases(void) {
   n.layout = LAYOUT_NHWC;
   CHECK_OK(dc_infer_type(m, &n, &n.type));
   int32_t y = dc_module_add_node(m, &n);
-  dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
   CHECK(y >= 0);
   if (y >= 0) {
