@@ -13,7 +13,8 @@
  * test process, and CI's sanitizer stage, which builds them identically).
  * An entry is named by a hash of everything the shared object is made from
  * (the kernel source and entry wrapper, dc_common.cuh, the emulator's own
- * files in tests/cuda_emu/, the compile commands and `c++ --version`), and
+ * files in tests/cuda_emu/ (dc_mma.cuh included, which kernels reach through
+ * the same -I), the compile commands and `c++ --version`), and
  * written under a temporary name, then renamed; one that does not load is
  * rebuilt. */
 #include "cuda_harness.h"
@@ -133,9 +134,9 @@ static void disk_cache_open(void) {
   int ok = cmd && system(cmd) == 0;
   dc_free(cmd);
   uint64_t h = 0;
-  const char *files[] = {"dc_emu.cpp", "dc_emu.h", "dc_cuda.cuh"};
+  const char *files[] = {"dc_emu.cpp", "dc_emu.h", "dc_cuda.cuh", "dc_mma.cuh"};
   char *emu_src = ok ? dc_path_join(tests_dir, "cuda_emu") : NULL;
-  for (int i = 0; ok && i < 3; i++) ok = hash_file(&h, emu_src, files[i]);
+  for (int i = 0; ok && i < (int)(sizeof files / sizeof files[0]); i++) ok = hash_file(&h, emu_src, files[i]);
   ok = ok && hash_file(&h, emu_root, "version.txt");
   dc_free(emu_src);
   if (!ok) {

@@ -24,7 +24,26 @@
  * DC_DYNAMIC_SMEM(name) for dynamic shared memory, nvcuda::wmma with
  * 16x16x16 bf16/half fragments (element access to fragments is NOT allowed:
  * layouts are opaque; go through shared memory), the math in dc_common.cuh,
- * and the bf16/half/fp8 conversions that header names. */
+ * and the bf16/half/fp8 conversions that header names.
+ *
+ * A source may also include "dc_mma.cuh" (after "dc_cuda.cuh"): the
+ * tensor-core primitives with their layouts exposed, as inline PTX on the
+ * GPU (dc_cuda_mma_text) and emulated in tests/cuda_emu/dc_mma.cuh.  With
+ * g = lane >> 2, t = lane & 3, each unsigned two 16-bit values, low first:
+ *   dc_mma_16816_bf16 / _f16(float d[4], const unsigned a[4], const unsigned b[2]):
+ *     d += A.B for one 16x8x16 tile (mma.sync m16n8k16 row.col, f32 accumulate);
+ *     a[0] A[g][2t..2t+1], a[1] A[g+8][2t..], a[2] A[g][2t+8..], a[3] A[g+8][2t+8..];
+ *     b[0] B[2t..2t+1][g], b[1] B[2t+8..2t+9][g] (B is K x N);
+ *     d[0..1] D[g][2t..2t+1], d[2..3] D[g+8][2t..2t+1].  A warp collective.
+ *   dc_ldmatrix_x1/_x2/_x4[_trans](unsigned r[], const void *row): lanes
+ *     8i..8i+7 give the 16-byte-aligned shared addresses of matrix i's 8
+ *     rows (of 8 16-bit values); r[i] of lane L is matrix i's row L >> 2,
+ *     columns 2(L & 3)..+1 (of the transpose with _trans).  A warp collective.
+ *   dc_cp_async_16(void *smem, const void *gmem, int src_bytes): 16 bytes
+ *     global -> shared, both 16-byte aligned; src_bytes 16, or 0 to zero-fill
+ *     without reading.  dc_cp_async_commit() closes a group;
+ *     DC_CP_ASYNC_WAIT(n) (n a literal) waits until at most n of this
+ *     thread's groups are pending.  A thread must not exit with copies pending. */
 #ifndef DC_CUDA_CODEGEN_H
 #define DC_CUDA_CODEGEN_H
 
@@ -71,5 +90,7 @@ int dc_cuda_has_generator(dc_op op);
 const char *dc_cuda_prelude_text(void);
 /* The text of dc_common.cuh alone (shared by the emulator's prelude). */
 const char *dc_cuda_common_text(void);
+/* The text of "dc_mma.cuh" for NVRTC (the primitives above, inline PTX). */
+const char *dc_cuda_mma_text(void);
 
 #endif

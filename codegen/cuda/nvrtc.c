@@ -417,12 +417,13 @@ dc_status *dc_nvrtc_compile(const dc_nvrtc *nv, const char *name, const char *so
                             dc_nvrtc_output *out) {
   memset(out, 0, sizeof *out);
   dc_buf_init(&out->image);
-  const char *opts[8], *header = dc_cuda_prelude_text(), *header_name = "dc_cuda.cuh";
+  const char *opts[8], *headers[2] = {dc_cuda_prelude_text(), dc_cuda_mma_text()};
+  const char *header_names[2] = {"dc_cuda.cuh", "dc_mma.cuh"};
   char arch_opt[64], file[160];
   int nopts = compile_options(nv, arch, arch_opt, sizeof arch_opt, opts);
   snprintf(file, sizeof file, "%s.cu", name);
   nvrtcProgram prog = NULL;
-  nvrtcResult r = nv->api.CreateProgram(&prog, source, file, 1, &header, &header_name);
+  nvrtcResult r = nv->api.CreateProgram(&prog, source, file, 2, headers, header_names);
   if (r) return compile_error(name, arch, result_name(nv, r), NULL);
   r = nv->api.CompileProgram(prog, nopts, opts);
   char *log = program_log(nv, prog);
@@ -448,6 +449,9 @@ int dc_nvrtc_cache_key(const dc_nvrtc *nv, const char *source, const dc_cuda_arc
   dc_buf_str(&b, "diffc CUDA kernel cache key 1");
   dc_buf_str(&b, source);
   dc_buf_str(&b, dc_cuda_prelude_text());
+  /* Only for the sources that use it, so the keys of all others stay as
+   * they were before dc_mma.cuh existed. */
+  if (strstr(source, "#include \"dc_mma.cuh\"")) dc_buf_str(&b, dc_cuda_mma_text());
   for (int i = 0; i < nopts; i++) dc_buf_str(&b, opts[i]);
   dc_buf_str(&b, nv->version);
   dc_buf_str(&b, arch->name);

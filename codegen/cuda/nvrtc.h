@@ -3,7 +3,8 @@
  * and `--target cuda` without one is a single message saying what was
  * searched.  Sources are compiled ahead of time to a cubin per real
  * architecture (sm_80) or to PTX for a virtual one (compute_90), with the
- * generated header "dc_cuda.cuh" (codegen/cuda/prelude.c) given in memory.
+ * generated headers "dc_cuda.cuh" and "dc_mma.cuh" (codegen/cuda/prelude.c)
+ * given in memory.
  *
  * Where NVRTC is looked for, in order:
  *   $DIFFC_NVRTC (a full path; when set, nothing else is tried),
@@ -66,7 +67,8 @@ dc_status *dc_nvrtc_compile(const dc_nvrtc *nv, const char *name, const char *so
                             dc_nvrtc_output *out);
 
 /* The disk-cache key of that compile: xxh64 of everything that decides its
- * output: the source, the text of dc_cuda.cuh, the options, the NVRTC
+ * output: the source, the text of dc_cuda.cuh (and of dc_mma.cuh when the
+ * source includes it), the options, the NVRTC
  * version and the arch.  Returns 0 (no key: do not use the cache) when
  * memory ran out. */
 int dc_nvrtc_cache_key(const dc_nvrtc *nv, const char *source, const dc_cuda_arch *arch, uint64_t *key);

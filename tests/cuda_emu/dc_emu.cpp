@@ -33,12 +33,23 @@ namespace {
 
 enum fiber_state { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
 
+/* One cp.async copy in flight: its bytes were read at issue. */
+struct async_copy {
+  unsigned char *dst;
+  unsigned char bytes[16];
+  unsigned group; /* the thread's commit count when it was issued */
+  const char *file;
+  int line;
+};
+
 struct fiber {
   dc_emu_ids ids;
   ucontext_t ctx;
   fiber_state state;
   unsigned linear; /* thread index within the block */
   dc_emu_coll *coll; /* while AT_WARP */
+  async_copy *copies; /* queued cp.async copies, oldest first (malloc'd on first use) */
+  unsigned ncopies, copy_cap, committed;
 };
 
 struct warp {
@@ -83,7 +94,11 @@ void yield_to_scheduler() {
 
 void fiber_main() {
   L->entry(L->params);
-  L->cur->state = EXITED;
+  fiber *f = L->cur;
+  if (f->ncopies)
+    dc_emu_fail("exited with %u cp.async copies not waited for (the first issued at %s:%d): a missing "
+                "cp.async.commit_group / wait_group", f->ncopies, f->copies[0].file, f->copies[0].line);
+  f->state = EXITED;
   /* returning resumes uc_link: the scheduler */
 }
 
@@ -95,8 +110,10 @@ int same_coll(const dc_emu_coll *a, const dc_emu_coll *b) {
 }
 
 void describe_coll(const dc_emu_coll *c, char *buf, size_t cap) {
-  if (c->file && *c->file)
+  if (c->file && *c->file && !strcmp(c->what, "__shfl_xor_sync"))
     snprintf(buf, cap, "%s at %s:%d (lane mask %llu)", c->what, c->file, c->line, c->key[0]);
+  else if (c->file && *c->file)
+    snprintf(buf, cap, "%s at %s:%d", c->what, c->file, c->line);
   else
     snprintf(buf, cap, "%s (pointer %#llx, ldm %llu, layout %llu)", c->what, c->key[0], c->key[1], c->key[2]);
 }
@@ -170,6 +187,50 @@ dc_emu_coll *const *dc_emu_warp_sync(dc_emu_coll *mine) {
   return lanes;
 }
 
+int dc_emu_in_shared(const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  const unsigned char *lo = __start_dc_emu_shared, *hi = __stop_dc_emu_shared;
+  if (L->smem && b >= L->smem && n <= L->smem_bytes && b <= L->smem + (L->smem_bytes - n)) return 1;
+  return lo != hi && b >= lo && n <= (size_t)(hi - lo) && b <= hi - n;
+}
+
+void dc_emu_cp_async(void *dst, const void *src, int src_bytes, const char *file, int line) {
+  fiber *f = L->cur;
+  if ((unsigned long long)dst % 16 || (unsigned long long)src % 16)
+    dc_emu_fail("%s:%d: cp.async from %p to %p: both addresses must be 16-byte aligned", file, line, src, dst);
+  if (!dc_emu_in_shared(dst, 16))
+    dc_emu_fail("%s:%d: cp.async destination %p is not inside the block's shared memory", file, line, dst);
+  if (src_bytes != 16 && src_bytes != 0)
+    dc_emu_fail("%s:%d: cp.async with src_bytes %d (16, or 0 to zero-fill)", file, line, src_bytes);
+  if (f->ncopies == f->copy_cap) {
+    unsigned cap = f->copy_cap ? 2 * f->copy_cap : 16;
+    async_copy *more = (async_copy *)realloc(f->copies, cap * sizeof *more);
+    if (!more) dc_emu_fail("%s:%d: out of memory queueing a cp.async", file, line);
+    f->copies = more, f->copy_cap = cap;
+  }
+  async_copy *c = &f->copies[f->ncopies++];
+  c->dst = (unsigned char *)dst;
+  if (src_bytes) memcpy(c->bytes, src, 16);
+  else memset(c->bytes, 0, 16);
+  c->group = f->committed, c->file = file, c->line = line;
+  memset(dst, 0xff, 16); /* until a wait lands it: NaN as f32, bf16 and f16 */
+}
+
+void dc_emu_cp_async_commit(void) { L->cur->committed++; }
+
+void dc_emu_cp_async_wait(int n, const char *file, int line) {
+  fiber *f = L->cur;
+  if (n < 0) dc_emu_fail("%s:%d: cp.async.wait_group %d", file, line, n);
+  /* Groups below `done` are complete; copies not yet committed stay queued. */
+  unsigned done = f->committed > (unsigned)n ? f->committed - (unsigned)n : 0, kept = 0;
+  for (unsigned i = 0; i < f->ncopies; i++) {
+    async_copy *c = &f->copies[i];
+    if (c->group < done) memcpy(c->dst, c->bytes, 16);
+    else f->copies[kept++] = *c;
+  }
+  f->ncopies = kept;
+}
+
 void dc_emu_wmma_check(const char *what, const void *p, unsigned ldm, unsigned elem_bytes) {
   if ((unsigned long long)p % 32)
     dc_emu_fail("%s: pointer %p is not 256-bit aligned", what, p);
@@ -235,6 +296,7 @@ int run_block(launch *l, const dc_emu_uint3 &b, int descending) {
     f->ids.blockIdx = b;
     f->state = RUNNABLE;
     f->coll = nullptr;
+    f->ncopies = f->committed = 0;
     getcontext(&f->ctx);
     f->ctx.uc_stack.ss_sp = stack_of(l, i);
     f->ctx.uc_stack.ss_size = l->stack_bytes;
@@ -288,6 +350,7 @@ int launch_init(launch *l, const unsigned block[3], unsigned smem) {
 
 void launch_deinit(launch *l) {
   if (l->stacks) munmap(l->stacks, l->map_bytes);
+  for (unsigned i = 0; l->fibers && i < l->nthreads; i++) free(l->fibers[i].copies);
   free(l->fibers);
   free(l->warps);
   free(l->smem);

@@ -42,6 +42,20 @@ unsigned char *dc_emu_dynamic_smem(void);
  * 16 bytes, as CUDA requires; else the launch fails. */
 extern "C" void dc_emu_wmma_check(const char *what, const void *p, unsigned ldm, unsigned elem_bytes);
 
+/* 1 when [p, p + n) lies in the running block's shared memory, static
+ * (__shared__) or dynamic (DC_DYNAMIC_SMEM). */
+extern "C" int dc_emu_in_shared(const void *p, size_t n);
+
+/* cp.async (dc_mma.cuh), a queue per thread: a copy of 16 bytes is read
+ * from src at issue (zeros when src_bytes is 0) and dst filled with 0xff
+ * until a wait completes it; commit closes the open group; wait(n) performs
+ * the copies of all committed groups but the newest n.  A thread exiting
+ * with copies still queued fails the launch, as does a misaligned address
+ * or a destination outside shared memory. */
+extern "C" void dc_emu_cp_async(void *dst, const void *src, int src_bytes, const char *file, int line);
+extern "C" void dc_emu_cp_async_commit(void);
+extern "C" void dc_emu_cp_async_wait(int n, const char *file, int line);
+
 /* Runs entry(params) on every thread of the grid; 0, or -1 with a message in
  * err (a deadlock, a misused collective, bad geometry). */
 extern "C" int dc_emu_run(const unsigned grid[3], const unsigned block[3], unsigned smem, void (*entry)(void **params),
