@@ -93,6 +93,9 @@ typedef struct drt_backend_i {
   void (*stats)(const void *be, drt_stats *stats);
   /* Where it runs, for drt_plan_info.device ("" when nothing to say). */
   const char *(*device)(const void *be);
+  /* A warning about how the plan suits the device, for drt_plan_info.warning
+   * (NULL or "" when none; a backend may leave this NULL). */
+  const char *(*warning)(const void *be);
   void (*destroy)(void *be);
 } drt_backend_i;
 

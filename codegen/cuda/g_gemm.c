@@ -496,7 +496,8 @@ static dc_status *generate(gemm *g, const dc_cuda_options *o, const char *what, 
                            dc_cuda_kernel *out) {
   DC_TRY(check_int_range(g));
   const char *why = NULL;
-  if (o->compute != DC_CUDA_COMPUTE_F32 && dc_mma_gemm_takes(g, &why)) return dc_mma_gemm_generate(g, o, what, name, out);
+  g->compute = o->compute;
+  if (dc_mma_gemm_takes(g, &why)) return dc_mma_gemm_generate(g, o, what, name, out);
   pick_tile(g, o);
   dc_buf b;
   dc_buf_init(&b);

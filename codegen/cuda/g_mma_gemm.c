@@ -191,9 +191,10 @@ static void emit_defines(dc_buf *b, const gemm *g, const plan *p, const char *wh
   dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
   dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
   dc_buf_printf(b,
-                "#define G_MMA %s\n#define G_PACK %s\n"
-                "struct __align__(16) g_u4 { unsigned v[4]; };\nstruct __align__(16) g_f4 { float v[4]; };\n",
-                bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16", bf ? "dc_pack_bf16x2" : "dc_pack_f16x2");
+                "#define G_MMA %s\n#define G_PACK %s\n", bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16",
+                bf ? "dc_pack_bf16x2" : "dc_pack_f16x2");
+  if (p->amode != LOAD_ASYNC || p->bmode != LOAD_ASYNC) dc_buf_printf(b, "struct __align__(16) g_u4 { unsigned v[4]; };\n");
+  if (p->amode == LOAD_F32VEC || p->bmode == LOAD_F32VEC) dc_buf_printf(b, "struct __align__(16) g_f4 { float v[4]; };\n");
 }
 
 /* Row addressing: g_arow_of(m) / g_brow_of(by, jl) once per owned row,
@@ -261,10 +262,11 @@ static void emit_chunk(dc_buf *b, char x, const char *ty, const char *ld, load_m
 static void emit_loaders(dc_buf *b, const plan *p) {
   emit_chunk(b, 'a', "g_x_t", "G_XLD", p->amode);
   emit_chunk(b, 'b', "g_w_t", "G_WLD", p->bmode);
+  if (p->amode != LOAD_ASYNC || p->bmode != LOAD_ASYNC)
+    dc_buf_printf(b, "DC_DEVICE void g_put(unsigned short *dst, const float *v) { /* 8 values as one 16-byte store */\n"
+                     "  g_u4 u;\n  G_UNROLL for (int i = 0; i < 4; i++) u.v[i] = G_PACK(v[2 * i], v[2 * i + 1]);\n"
+                     "  *reinterpret_cast<g_u4 *>(dst) = u;\n}\n");
   dc_buf_printf(b,
-                "DC_DEVICE void g_put(unsigned short *dst, const float *v) {\n"
-                "  g_u4 u;\n  G_UNROLL for (int i = 0; i < 4; i++) u.v[i] = G_PACK(v[2 * i], v[2 * i + 1]);\n"
-                "  *reinterpret_cast<g_u4 *>(dst) = u;\n}\n"
                 "/* Stage s's A tile [BM][LDS] and B tile [BN][LDS] (all A stages first). */\n"
                 "DC_DEVICE unsigned short *g_as(unsigned char *smem, int s) {\n"
                 "  return reinterpret_cast<unsigned short *>(smem) + s * G_BM * G_LDS;\n}\n"
