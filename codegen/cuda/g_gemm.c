@@ -17,13 +17,15 @@
  *           consecutive threads walk along k; the C tile is row-major
  *           [pixel][O], the NHWC output itself (columns fastest, as linear).
  *
- * Two main loops, picked by dc_cuda_options.compute:
+ * Two main loops here, picked by dc_cuda_options.compute:
  *   F32        plain FMA (no TF32): 64x64 block tile, BK 16, 256 threads,
  *              each a 4x4 register tile; matches the reference to ~1e-7.
- *   BF16/F16   tensor cores through nvcuda::wmma 16x16x16, f32 accumulation:
- *              64x64 tile with 4 warps (2x2 of 32x32) or, when the GEMM fills
- *              a large GPU, 128x128 with 8 warps (2x4 of 64x32); BK 32.
- *              Inputs are rounded to bf16/half as they are staged.
+ *   BF16/F16   linear and NHWC convs go to g_mma_gemm.c (mma.sync; which
+ *              shapes it takes is dc_mma_gemm_takes); an NCHW conv stays here
+ *              on nvcuda::wmma 16x16x16, f32 accumulation: 64x64 tile with
+ *              4 warps (2x2 of 32x32) or, when the GEMM has a block per SM
+ *              (dc_cuda_options.sm_count), 128x128 with 8 warps (2x4 of
+ *              64x32); BK 32.  Inputs are rounded to bf16/half as staged.
  * Both stage the next K tile in registers while the current one is used
  * (two shared buffers, one barrier per K step), and both store the
  * accumulator tile to shared memory, where one epilogue reads it: geglu

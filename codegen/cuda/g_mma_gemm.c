@@ -190,10 +190,19 @@ static void emit_defines(dc_buf *b, const gemm *g, const plan *p, const char *wh
   dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
   dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
   dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
-  dc_buf_printf(b,
-                "#define G_MMA %s\n#define G_PACK %s\n", bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16",
-                bf ? "dc_pack_bf16x2" : "dc_pack_f16x2");
-  if (p->amode != LOAD_ASYNC || p->bmode != LOAD_ASYNC) dc_buf_printf(b, "struct __align__(16) g_u4 { unsigned v[4]; };\n");
+  dc_buf_printf(b, "#define G_MMA %s\n", bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16");
+  /* Staging through registers rounds pairs: on the GPU one cvt.rn.bf16x2.f32
+   * (f16x2) instead of dc_common's integer rounding (~6 instructions a
+   * value); both round to nearest even, the same bits but for NaN payloads. */
+  if (p->amode != LOAD_ASYNC || p->bmode != LOAD_ASYNC)
+    dc_buf_printf(b,
+                  "#if defined(__CUDACC__)\n"
+                  "DC_DEVICE unsigned g_pack(float lo, float hi) {\n"
+                  "  %s h = %s(lo, hi);\n  return *reinterpret_cast<unsigned *>(&h);\n}\n"
+                  "#define G_PACK g_pack\n#else\n#define G_PACK %s\n#endif\n"
+                  "struct __align__(16) g_u4 { unsigned v[4]; };\n",
+                  bf ? "__nv_bfloat162" : "__half2", bf ? "__floats2bfloat162_rn" : "__floats2half2_rn",
+                  bf ? "dc_pack_bf16x2" : "dc_pack_f16x2");
   if (p->amode == LOAD_F32VEC || p->bmode == LOAD_F32VEC) dc_buf_printf(b, "struct __align__(16) g_f4 { float v[4]; };\n");
 }
 
