@@ -71,6 +71,7 @@ typedef struct {
   tile_cfg t;
   int stages, threads;
   load_mode amode, bmode;
+  int a_run8, b_run8; /* 8 consecutive k from a multiple of 8 are contiguous (one address per chunk) */
 } plan;
 
 int dc_mma_gemm_takes(const gemm *g, const char **why) {
@@ -143,6 +144,8 @@ static void pick(const gemm *g, const dc_cuda_options *o, plan *p) {
   while (p->stages > 2 && smem_total(p) > SMEM_BUDGET) p->stages--;
   p->amode = mode_for(g, g->xtype, 1);
   p->bmode = mode_for(g, g->wtype, 0);
+  p->a_run8 = run_length(g, 1) % 8 == 0;
+  p->b_run8 = run_length(g, 0) % 8 == 0;
 }
 
 /* ---- emitted text ------------------------------------------------------- */
@@ -238,13 +241,23 @@ static void emit_rows(dc_buf *b, const gemm *g) {
 
 /* One 16-byte chunk (8 consecutive k from k) of operand X: g_issue_X
  * (cp.async) or g_fetch_X (into 8 floats). */
-static void emit_chunk(dc_buf *b, char x, const char *ty, const char *ld, load_mode mode) {
+static void emit_chunk(dc_buf *b, char x, const char *ty, const char *ld, load_mode mode, int whole_chunks) {
   if (mode == LOAD_ASYNC) {
     dc_buf_printf(b,
                   "DC_DEVICE void g_issue_%c(unsigned short *dst, const %s *src, const g_%crow &r, int k) {\n"
                   "  const long long at = g_%c_at(r, k); /* the chunk lies in one row / tap: all 8 or none */\n"
                   "  dc_cp_async_16(dst, at >= 0 ? src + at : src, at >= 0 ? 16 : 0);\n}\n",
                   x, ty, x, x);
+  } else if (mode == LOAD_F32VEC && whole_chunks) {
+    dc_buf_printf(b,
+                  "DC_DEVICE void g_fetch_%c(float *v, const float *src, const g_%crow &r, int k) {\n"
+                  "  const long long at = g_%c_at(r, k); /* the chunk lies in one row / tap: all 8 or none */\n"
+                  "  G_UNROLL for (int h = 0; h < 8; h += 4) {\n"
+                  "    if (at < 0) {\n      v[h] = v[h + 1] = v[h + 2] = v[h + 3] = 0.0f;\n      continue;\n    }\n"
+                  "    const g_f4 f = *reinterpret_cast<const g_f4 *>(src + at + h);\n"
+                  "    v[h] = f.v[0], v[h + 1] = f.v[1], v[h + 2] = f.v[2], v[h + 3] = f.v[3];\n"
+                  "  }\n}\n",
+                  x, x, x);
   } else if (mode == LOAD_F32VEC) {
     dc_buf_printf(b,
                   "DC_DEVICE void g_fetch_%c(float *v, const float *src, const g_%crow &r, int k) {\n"
@@ -269,8 +282,8 @@ static void emit_chunk(dc_buf *b, char x, const char *ty, const char *ld, load_m
  * every chunk the thread owns of K tile k0 for stage s; g_store(s) writes
  * the fetched chunks, rounded to the compute type, into stage s. */
 static void emit_loaders(dc_buf *b, const plan *p) {
-  emit_chunk(b, 'a', "g_x_t", "G_XLD", p->amode);
-  emit_chunk(b, 'b', "g_w_t", "G_WLD", p->bmode);
+  emit_chunk(b, 'a', "g_x_t", "G_XLD", p->amode, p->a_run8);
+  emit_chunk(b, 'b', "g_w_t", "G_WLD", p->bmode, p->b_run8);
   if (p->amode != LOAD_ASYNC || p->bmode != LOAD_ASYNC)
     dc_buf_printf(b, "DC_DEVICE void g_put(unsigned short *dst, const float *v) { /* 8 values as one 16-byte store */\n"
                      "  g_u4 u;\n  G_UNROLL for (int i = 0; i < 4; i++) u.v[i] = G_PACK(v[2 * i], v[2 * i + 1]);\n"
