@@ -101,7 +101,7 @@ static dc_status *generate_one(const dc_module *m, int32_t node, int index, cons
  * (that kernel's source stays NULL). */
 static dc_status *generate(const dc_module *m, const dc_kernel_groups *g, const dc_cuda_emit_options *o,
                            dc_cuda_kernel *kernels, dc_cuda_emit_report *rep) {
-  dc_cuda_options co = {o->compute};
+  dc_cuda_options co = {.compute = o->compute, .sm_count = o->sm_count};
   for (int r = 0; r < g->nreps; r++) {
     dc_status *st = generate_one(m, g->reps[r], r, &co, &kernels[r]);
     if (!st) continue;

@@ -12,6 +12,7 @@
 
 typedef struct {
   dc_cuda_compute compute;
+  int sm_count;              /* dc_cuda_options.sm_count */
   const dc_cuda_arch *archs; /* from dc_nvrtc_parse_archs */
   int narchs;
   const char *cache_dir; /* NULL = the default (codegen/kernel_cache.h) */

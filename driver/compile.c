@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/emit_cuda.h"
+#include "runtime/cuda_driver.h"
 #include "frontend/registry.h"
 #include "codegen/emit_kernels.h"
 #include "passes/passes.h"
@@ -61,6 +62,8 @@ typedef struct {
   dc_nvrtc *nv; /* --target cuda */
   dc_cuda_arch archs[DC_CUDA_MAX_ARCHS];
   int narchs;
+  int sm_count;        /* the SMs the GEMM tiles are chosen for */
+  const char *sm_from; /* where that count came from, for the plan's OPTS */
 } target_ctx;
 
 /* --conv-algo as a dc_conv_algo; -1 for an unknown name. */
@@ -82,9 +85,35 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
                     "precisions of --target cuda)",
                     o->compute);
   if (o->cuda_arch) return dc_error(DC_ERR_ARGUMENT, "--cuda-arch %s: only for --target cuda", o->cuda_arch);
+  if (o->cuda_sm_count) return dc_error(DC_ERR_ARGUMENT, "--cuda-sm-count %d: only for --target cuda", o->cuda_sm_count);
   if (conv_algo(o) < 0)
     return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: expected auto, direct or winograd", o->conv_algo);
   return dc_cpu_codegen_check(); /* after the argument errors: a build without LLVM has no CPU code generator */
+}
+
+/* GPU 0's SM count through the driver, or 0 when there is no driver or GPU
+ * (compiling for a GPU elsewhere is normal: nothing here is an error). */
+static int gpu0_sm_count(void) {
+  dc_cu_api api;
+  dc_status *st = dc_cu_api_open(NULL, &api);
+  if (st) {
+    dc_status_free(st);
+    return 0;
+  }
+  int count = 0, sms = 0;
+  dc_cu_device dev;
+  int ok = api.Init(0) == DC_CUDA_SUCCESS && api.DeviceGetCount(&count) == DC_CUDA_SUCCESS && count > 0 &&
+           api.DeviceGet(&dev, 0) == DC_CUDA_SUCCESS &&
+           api.DeviceGetAttribute(&sms, DC_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == DC_CUDA_SUCCESS;
+  dc_cu_api_unload(&api);
+  return ok && sms > 0 ? sms : 0;
+}
+
+/* --cuda-sm-count, else GPU 0's, else 132: the H100 / H200 count. */
+static void choose_sm_count(const dc_compile_options *o, target_ctx *t) {
+  int found = o->cuda_sm_count > 0 ? 0 : gpu0_sm_count();
+  t->sm_count = o->cuda_sm_count > 0 ? o->cuda_sm_count : found > 0 ? found : 132;
+  t->sm_from = o->cuda_sm_count > 0 ? "--cuda-sm-count" : found > 0 ? "GPU 0" : "default (Hopper; no GPU present)";
 }
 
 static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
@@ -100,7 +129,9 @@ static dc_status *open_target(const dc_compile_options *o, target_ctx *t) {
   if (!t->cuda) return check_cpu_options(o, t);
   if (o->cpu) return dc_error(DC_ERR_ARGUMENT, "--cpu %s: only for --target cpu", o->cpu);
   if (o->conv_algo) return dc_error(DC_ERR_ARGUMENT, "--conv-algo %s: only for --target cpu", o->conv_algo);
+  if (o->cuda_sm_count < 0) return dc_error(DC_ERR_ARGUMENT, "--cuda-sm-count %d: expected a positive count", o->cuda_sm_count);
   DC_TRY(dc_status_annotate(dc_nvrtc_load(&t->nv), "--target cuda"));
+  choose_sm_count(o, t);
   return dc_nvrtc_parse_archs(t->nv, o->cuda_arch, t->archs, &t->narchs);
 }
 
@@ -149,6 +180,8 @@ static char *options_json(const dc_compile_options *o, const target_ctx *t, cons
     char archs[256];
     cJSON_AddStringToObject(j, "cuda_arch", dc_cuda_archs_str(t->archs, t->narchs, archs, sizeof archs));
     cJSON_AddStringToObject(j, "nvrtc_version", dc_nvrtc_version(t->nv));
+    cJSON_AddNumberToObject(j, "cuda_sm_count", t->sm_count);
+    cJSON_AddStringToObject(j, "cuda_sm_count_from", t->sm_from);
   } else {
     cJSON_AddStringToObject(j, "cpu", o->cpu ? o->cpu : "native");
     cJSON_AddStringToObject(j, "conv_algo", o->conv_algo ? o->conv_algo : "auto");
@@ -499,6 +532,7 @@ static dc_status *emit_cuda(const dc_compile_options *o, const target_ctx *t, co
                             dc_compile_report *rep) {
   dc_progress pr = progress_of(o);
   dc_cuda_emit_options eo = {.compute = t->compute,
+                             .sm_count = t->sm_count,
                              .archs = t->archs,
                              .narchs = t->narchs,
                              .cache_dir = o->kernel_cache,

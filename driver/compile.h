@@ -25,6 +25,8 @@ typedef struct {
                            * named target (x86-64-v3, haswell, ...: dc_cpu_target_named) */
   const char *target;     /* "cpu" (the default when NULL) or "cuda" */
   const char *cuda_arch;  /* --target cuda: "sm_80,sm_90,compute_90" style list; NULL = that default */
+  int cuda_sm_count;      /* --target cuda: the SMs the GEMM tiles are chosen for; 0 = GPU 0's when a
+                           * CUDA driver and device are present, else 132 (Hopper) */
   const char *compute;    /* precision of tensor-core work: "f32" (the default when NULL), "bf16", "f16";
                            * the cpu target takes f32 only */
   const char *kernel_cache; /* the kernel cache directory (codegen/kernel_cache.h); NULL = the default */

@@ -95,6 +95,9 @@ typedef struct drt_backend_i {
   const char *(*device)(const void *be);
   /* NULL, or note i of what it chose (drt_note); NULL past the last. */
   const char *(*note)(const void *be, int i);
+  /* A warning about how the plan suits the device, for drt_plan_info.warning
+   * (NULL or "" when none; a backend may leave this NULL). */
+  const char *(*warning)(const void *be);
   void (*destroy)(void *be);
 } drt_backend_i;
 

@@ -87,6 +87,7 @@ static dc_status *describe_device(dc_cuda_backend *b, int d) {
   DC_TRY(CU(b, DeviceGetName, di->name, (int)sizeof di->name - 1, g->dev));
   DC_TRY(CU(b, DeviceGetAttribute, &di->cc_major, DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev));
   DC_TRY(CU(b, DeviceGetAttribute, &di->cc_minor, DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev));
+  DC_TRY(CU(b, DeviceGetAttribute, &di->sm_count, DC_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev));
   DC_TRY(CU(b, DeviceGetAttribute, &g->optin_smem, DC_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
   return dc_cuda_choose_images(b, d);
 }

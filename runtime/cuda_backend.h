@@ -72,6 +72,7 @@ typedef struct {
   int ordinal;                  /* its CUDA device ordinal */
   char name[256];
   int cc_major, cc_minor;
+  int sm_count;                 /* its streaming multiprocessors */
   uint64_t arena_bytes;         /* its activation arena: up to the highest byte a value placed on it
                                  * occupies (the memory plan's size for it, so also its peak) */
   uint64_t weight_block_bytes;  /* the weights resident on it, aligned, in one allocation */

@@ -7,6 +7,7 @@
  * closed then) or are read at each upload through the session's host
  * weights (on-demand).  CUDA graphs are on unless drt_options.no_cuda_graphs
  * or DIFFC_CUDA_GRAPHS=0 turns them off. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ typedef struct {
   double kernel_seconds;  /* the last run's device time */
   char device[400];       /* drt_plan_info.device */
   char graphs_off[160];   /* why CUDA graphs are off ("" when on): note 0 then */
+  char warning[4800];     /* drt_plan_info.warning: the plan's path, a device name and the advice */
 } cuda_iface;
 
 static dc_status *no_driver(const char *path, dc_status *why) {
@@ -48,6 +50,24 @@ static void describe_devices(cuda_iface *c) {
     snprintf(c->device, sizeof c->device, "device %d: %s (compute %d.%d), %s", first, bi->device_name, bi->cc_major,
              bi->cc_minor, bi->image);
 }
+
+/* The GEMM tiles were chosen for the SM count in the plan's OPTS
+ * (cuda_sm_count; absent in plans from before it was recorded): a device
+ * with another count runs them, but the grids may fill it less well. */
+static void check_sm_count(cuda_iface *c) {
+  const dc_cuda_backend_info *bi = dc_cuda_backend_get_info(c->gpu);
+  cJSON *j = c->s.plan->options_json ? cJSON_Parse(c->s.plan->options_json) : NULL;
+  const cJSON *n = j ? cJSON_GetObjectItemCaseSensitive(j, "cuda_sm_count") : NULL;
+  int planned = cJSON_IsNumber(n) ? n->valueint : 0, have = bi->dev[0].sm_count;
+  cJSON_Delete(j);
+  if (planned <= 0 || have <= 0 || planned == have) return;
+  snprintf(c->warning, sizeof c->warning,
+           "%s: tiles were chosen for %d SMs; device %d (%s) has %d: recompile with diffc --cuda-sm-count %d (or "
+           "on this machine, which finds it) for grids that fill it",
+           c->s.path, planned, bi->dev[0].ordinal, bi->dev[0].name, have, have);
+}
+
+static const char *warning(const void *be) { return ((const cuda_iface *)be)->warning; }
 
 static void destroy(void *be) {
   cuda_iface *c = be;
@@ -116,6 +136,7 @@ static dc_status *create(const drt_backend_setup *s, void **out) {
     return st;
   }
   describe_devices(c);
+  check_sm_count(c);
   *out = c;
   return NULL;
 }
@@ -195,5 +216,6 @@ const drt_backend_i drt_backend_cuda = {
     .stats = stats,
     .device = device,
     .note = note,
+    .warning = warning,
     .destroy = destroy,
 };

@@ -163,6 +163,9 @@ typedef struct {
   uint64_t flops;      /* arithmetic of one run */
   const char *backend; /* what drt_run uses; "" when loaded with inspect */
   const char *device;  /* cuda backend: "NVIDIA H200 (compute 9.0), cubin sm_90"; else "" */
+  /* cuda backend: "tiles were chosen for 132 SMs; device 0 (NAME) has 108: ..." when the
+   * plan's SM count (diffc --cuda-sm-count) is not the device's; else "" */
+  const char *warning;
   /* The weight content check at load: bytes hashed and the seconds it took
    * (0 and 0 when skipped: drt_options.no_verify_weights, or inspect). */
   uint64_t verified_bytes;

@@ -248,6 +248,8 @@ static dc_status *open_backend(drt_plan *p) {
   DC_TRY(p->be->load_kernels(p->backend));
   p->info.backend = p->be->name;
   p->info.device = p->be->device(p->backend);
+  const char *warning = p->be->warning ? p->be->warning(p->backend) : NULL;
+  p->info.warning = warning ? warning : "";
   return NULL;
 }
 

@@ -166,7 +166,7 @@ cp "$fx/vae_tiny/model/diffusion_pytorch_model.safetensors" "$tmp/w/diffusion_py
 expect_fail "weights changed since compile" "changed since compile" "$outs" -- "$diffrun" "$tmp/w.dplan" --random-inputs --outputs "$outs"
 
 # ---- the cuda target (no GPU needed to compile) ----
-for opt in --cuda-arch --compute-dtype --kernel-cache --no-kernel-cache; do
+for opt in --cuda-arch --compute-dtype --cuda-sm-count --kernel-cache --no-kernel-cache; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 expect_fail "unknown target" "--target tpu: expected cpu or cuda" "$out" -- "$diffc" "$fx/vae_tiny/model" -o "$out" --target tpu
@@ -176,6 +176,10 @@ expect_fail "bf16 on the cpu target" "--compute-dtype bf16: the cpu target compu
   "$diffc" "$fx/vae_tiny/model" -o "$out" --compute-dtype bf16
 expect_fail "--cuda-arch without --target cuda" "--cuda-arch sm_90: only for --target cuda" "$out" -- \
   "$diffc" "$fx/vae_tiny/model" -o "$out" --cuda-arch sm_90
+expect_fail "--cuda-sm-count without --target cuda" "--cuda-sm-count 108: only for --target cuda" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --cuda-sm-count 108
+expect_fail "--cuda-sm-count 0" "--cuda-sm-count 0: expected an integer from 1 to 4096" "$out" -- \
+  "$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda --cuda-sm-count 0
 expect_fail "no NVRTC" "--target cuda: NVRTC, the CUDA toolkit's runtime compiler, was not found: tried /nonexistent/libnvrtc.so.13" \
   "$out" -- env DIFFC_NVRTC=/nonexistent/libnvrtc.so.13 "$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda
 msg=$("$diffc" "$fx/vae_tiny/model" -o "$out" --target cuda --cuda-arch sm_91 2>&1 >/dev/null)

@@ -98,6 +98,7 @@ typedef struct {
 
 static struct {
   int cc_major, cc_minor, optin, ndevices;
+  int sm_count;                          /* every device's multiprocessors (132 after fake_reset) */
   size_t free_bytes;                     /* each device's free memory before allocations ... */
   size_t free_on[FAKE_MAX_DEVICES];      /* ... or this one's, where nonzero */
   size_t used[FAKE_MAX_DEVICES];         /* cuMemAlloc'd and not freed */
@@ -136,6 +137,7 @@ static struct {
 static void fake_reset(int major, int minor) {
   memset(&fk, 0, sizeof fk);
   fk.cc_major = major, fk.cc_minor = minor, fk.optin = 227 * 1024, fk.ndevices = 1;
+  fk.sm_count = 132;
   fk.free_bytes = (size_t)80 << 30;
   fk.fail_alloc_device = -1;
   fk.current = -1;
@@ -267,7 +269,7 @@ static int f_DeviceGetAttribute(int *v, int attr, dc_cu_device d) {
     case DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return *v = fk.cc_major, 0;
     case DC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return *v = fk.cc_minor, 0;
     case DC_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return *v = fk.optin, 0;
-    case DC_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return *v = 132, 0;
+    case DC_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return *v = fk.sm_count, 0;
     default: return DC_CUDA_ERROR_INVALID_VALUE;
   }
 }

@@ -840,5 +840,6 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
   }
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
+  if (c->cuda_sm_count && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " sm=%d", c->cuda_sm_count);
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));
 }

@@ -86,6 +86,7 @@ typedef struct {
                         * rank >= 2 are built channels last, and the reference run also checks
                         * that the NHWC reference gives the NCHW one's bits on permuted data */
   int cuda_computes;   /* cuda: OC_CC_* precisions to run (0: f32); the tensor cores' at tol[2] */
+  int cuda_sm_count;   /* cuda: the SM count the GEMM tiles are chosen for (dc_cuda_options; 0: the default) */
   int winograd;        /* llvm: OC_WINO_* (dc_llvm_set_winograd); FORCE also checks the kernel compiled was it */
   const char *cpu;     /* llvm: a diffc --cpu target of the row's own ("generic": 4 lanes); not rerun
                         * under $DIFFC_TEST_CPU */

@@ -331,12 +331,48 @@ static int nhwc_rows(op_case *out) {
   out[k++] = nhwc(aliased(CONV(1, 5, 13, 7, 6, 3, 3, 2, 0, 1, 0, 1), 0, ACT_NONE, RES_FULL)));
   out[k++] = nhwc(stored_with_bias(CONV(1, 8, 9, 7, 10, 3, 3, 2, 0, 1, 0, 1), 1, ACT_SILU, RES_NONE), DT_BF16));
   out[k++] = nhwc(stored_with_bias(CONV(1, 6, 9, 7, 10, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE), DT_F8_E4M3));
-  /* the 128x128 tensor-core tile (8 warps, dynamic shared memory), which
-   * g_gemm.c takes when its grid has >= 132 blocks: 1536 pixels x 1408
-   * channels is the smallest; K = 8 keeps the emulator to seconds
-   * (test_cuda_layout.c checks that this shape takes it) */
+  /* a wide grid (1536 pixels x 1408 channels, 528 blocks of 64x64 on 132
+   * SMs: one K tile of 8 favours many resident warps over a big tile) on
+   * the mma.sync kernel; K = 8 keeps the emulator to seconds */
   out[k] = nhwc(CONV(2, 8, 24, 32, 1408, 1, 1, 1, 0, 0, 0, 0), 1, ACT_SILU, RES_NONE));
-  out[k].cuda_computes = OC_CC_BF16, out[k].where = OC_CUDA, out[k++].why = "the CUDA 128x128 tensor-core tile";
+  out[k].cuda_computes = OC_CC_BF16, out[k].where = OC_CUDA, out[k++].why = "a wide grid of the CUDA mma.sync kernel";
+  return k;
+}
+
+/* The mma.sync generator (g_mma_gemm.c: linear and NHWC conv at bf16 / f16
+ * compute), its tiles forced by the SM count the rows give (tests/
+ * test_cuda_mma_gemm.c checks that each tile, 1, 2 and 3 stages and every
+ * operand path of the kernel are taken by some row): partial M, N and K
+ * tiles everywhere; A as f32 (float4 or scalar loads), B by cp.async (a
+ * weight in the compute type, K % 8 == 0) or converted in registers. */
+static op_case mma(op_case c, int sm_count, int f16_too) {
+  c.cuda_sm_count = sm_count;
+  c.cuda_computes = OC_CC_BF16 | (f16_too ? OC_CC_F16 : 0);
+  c.where = OC_CUDA;
+  c.why = "the CUDA mma.sync tiles, forced by the SM count";
+  return c;
+}
+
+static int mma_rows(op_case *out) {
+  int k = 0;
+  /* 128x128, 3 stages, 4 K tiles (the last partial), f32 weights; and again
+   * on 64x64 (the default 132 SMs), with f16 compute too */
+  out[k++] = mma(LIN(3, 2, 100, 100), 200, 1, ACT_GELU_TANH, RES_NONE), 1, 1);
+  out[k++] = mma(LIN(3, 2, 100, 100), 200, 1, ACT_GELU_TANH, RES_NONE), 0, 1);
+  /* 128x64 with geglu pairs and a bf16 weight by cp.async; in place over the residual */
+  out[k++] = mma(stored(LIN(2, 200, 96), 260, 1, ACT_GEGLU, RES_NONE), DT_BF16), 1, 0);
+  out[k++] = mma(aliased(LIN(2, 200, 96), 130, 1, ACT_NONE, RES_FULL)), 1, 0); /* (an aliased run draws any finite bf16: f32 here) */
+  /* NHWC 3x3 pad 1 on 128x128 (1 SM) and 128x64 (2 SMs): a bf16 weight and
+   * bias by cp.async, silu and a residual; an f16 weight (cp.async under f16
+   * compute, registers under bf16) */
+  out[k++] = mma(nhwc(stored_with_bias(CONV(2, 16, 11, 12, 72, 3, 3, 1, 1, 1, 1, 1), 1, ACT_SILU, RES_FULL), DT_BF16)), 1, 0);
+  out[k++] = mma(nhwc(stored_with_bias(CONV(2, 16, 11, 12, 72, 3, 3, 1, 1, 1, 1, 1), 1, ACT_NONE, RES_NONE), DT_F16)), 2, 1);
+  /* stride 2 with the VAE's (0,1,0,1) padding on 128x64, and C % 4 != 0 (scalar A loads) */
+  out[k++] = mma(nhwc(CONV(2, 24, 20, 18, 150, 3, 3, 2, 0, 1, 0, 1), 1, ACT_NONE, RES_CHANNEL)), 2, 0);
+  out[k++] = mma(nhwc(CONV(2, 6, 20, 18, 150, 3, 3, 2, 1, 1, 1, 1), 1, ACT_SILU, RES_NONE)), 2, 0);
+  /* 1x1, one K tile (1 stage); fp8 weights (registers) on 128x128 */
+  out[k++] = mma(nhwc(CONV(2, 32, 9, 10, 48, 1, 1, 1, 0, 0, 0, 0), 1, ACT_NONE, RES_FULL)), 0, 1);
+  out[k++] = mma(nhwc(stored(CONV(2, 16, 11, 12, 72, 3, 3, 1, 1, 1, 1, 1), 0, ACT_NONE, RES_NONE), DT_F8_E4M3)), 1, 0);
   return k;
 }
 
@@ -406,5 +442,6 @@ int oc_gemm_rows(op_case *out) {
   k += cuda_rows(out + k);
   k += gated_rows(out + k);
   k += nhwc_rows(out + k);
+  k += mma_rows(out + k);
   return k + wino_rows(out + k);
 }

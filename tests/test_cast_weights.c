@@ -83,7 +83,7 @@ static void kernel_case(dc_op op, dc_dtype t) {
     CHECK(r.rel_l2 <= 1e-6);
     /* The CUDA kernel, in the emulator: f32 compute exact to rounding, bf16 within its tolerance. */
     kh_result c32, c16;
-    dc_cuda_options o32 = {DC_CUDA_COMPUTE_F32}, o16 = {DC_CUDA_COMPUTE_BF16};
+    dc_cuda_options o32 = {.compute = DC_CUDA_COMPUTE_F32}, o16 = {.compute = DC_CUDA_COMPUTE_BF16};
     dc_status *st = ch_compare_with(m, y, &o32, (const void *const *)ins, &c32);
     int emulated = !(st && dc_status_code_of(st) == DC_ERR_UNSUPPORTED && strstr(dc_status_message(st), "compiler"));
     if (emulated) {

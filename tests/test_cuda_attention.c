@@ -54,7 +54,7 @@ static void check_nvrtc(const dc_nvrtc *nv, const dc_cuda_kernel *k) {
 static void check_geometry(const dc_nvrtc *nv, dc_cuda_compute compute, int64_t b, int64_t h, int64_t d, int64_t sq,
                            int64_t sk) {
   attn_case c = {b, h, d, sq, sk, 1};
-  dc_cuda_options o = {compute};
+  dc_cuda_options o = {.compute = compute};
   dc_module *m = dc_module_create();
   int32_t y = build(m, &c);
   dc_cuda_kernel k;
@@ -108,7 +108,7 @@ static void test_geometry(void) {
 
 /* No keys (or no queries): the reference writes nothing, and so does the kernel. */
 static void test_empty(void) {
-  dc_cuda_options o = {DC_CUDA_COMPUTE_BF16};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_BF16};
   dc_module *m = dc_module_create();
   int32_t y = build(m, &(attn_case){2, 2, 40, 37, 0, 1});
   dc_cuda_kernel k;
@@ -124,7 +124,7 @@ static void test_empty(void) {
 
 /* ---- what the kernel refuses ------------------------------------------- */
 static void test_errors(void) {
-  dc_cuda_options o = {DC_CUDA_COMPUTE_BF16};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_BF16};
   dc_cuda_kernel k;
   /* a head too wide for shared memory */
   dc_module *m = dc_module_create();

@@ -94,7 +94,7 @@ static void add_module(kernel_set *s, const dc_module *m, dc_cuda_compute comput
   if (st) return;
   int nnodes = 0, fresh = 0, errors = 0;
   for (int32_t i = 0; i < m->nnodes; i++) nnodes += g.group_of[i] >= 0;
-  dc_cuda_options o = {compute};
+  dc_cuda_options o = {.compute = compute};
   for (int r = 0; r < g.nreps; r++) {
     char use[256];
     snprintf(use, sizeof use, "%s %s: k%d_%s (node %%%d)", label, dc_cuda_compute_name(compute), r,

@@ -44,7 +44,7 @@ static int row_sources(void) {
       if (!(cc & (1 << p))) continue;
       dc_module *m = dc_module_create();
       int32_t y = oc_build(c, m);
-      dc_cuda_options o = {computes[p]};
+      dc_cuda_options o = {.compute = computes[p]};
       dc_cuda_kernel k;
       dc_status *st = y >= 0 ? dc_cuda_gen_node(m, y, &o, "k_dit", &k) : dc_error(DC_ERR_MISMATCH, "oc_build");
       CHECK_OK(st);
@@ -72,7 +72,7 @@ static void refused(dc_op op, int nin, const int64_t dims[][3], const int *ranks
   int32_t y = kh_node(m, n);
   CHECK(y >= 0);
   if (y >= 0) {
-    dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+    dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
     dc_cuda_kernel k;
     m->nodes[in[bad]].type.dtype = DT_F16;
     CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), want);

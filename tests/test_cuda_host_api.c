@@ -175,6 +175,43 @@ static void test_diffrun_api(fixture *fx) {
   free(cpu_path);
 }
 
+/* The plan's OPTS record the SM count its GEMM tiles were chosen for
+ * (diffc --cuda-sm-count); drt_info's warning says when the device has
+ * another, and is empty when it matches or the plan does not say. */
+static void test_sm_count_warning(fixture *fx) {
+  char *path = tu_path("cuda_sm.dplan");
+  dc_cu_api api = fake_api();
+  dc_cu_api_set_override(&api);
+  static const struct {
+    const char *opts;
+    int device_sms;
+    const char *want; /* NULL: no warning */
+  } cases[] = {
+      {"{\"target\":\"cuda\",\"cuda_sm_count\":132}", 108, "tiles were chosen for 132 SMs; device 0 (Fake GPU 8.0) has 108"},
+      {"{\"target\":\"cuda\",\"cuda_sm_count\":108}", 108, NULL},
+      {"{\"target\":\"cuda\"}", 108, NULL},
+  };
+  char *saved = fx->plan.options_json;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fx->plan.options_json = (char *)cases[i].opts;
+    CHECK_OK(dc_plan_write(path, &fx->plan));
+    fake_reset(8, 0);
+    fk.sm_count = cases[i].device_sms;
+    fake_bind(fx->plan.module, &fx->plan.cuda);
+    drt_plan *p = NULL;
+    CHECK_OK(drt_load(path, NULL, &p));
+    if (!p) continue;
+    const char *w = drt_info(p)->warning;
+    CHECK(cases[i].want ? strstr(w, cases[i].want) != NULL : *w == 0);
+    printf("plan OPTS %s on a %d-SM device: %s\n", cases[i].opts, cases[i].device_sms, *w ? w : "no warning");
+    drt_destroy(p);
+  }
+  fx->plan.options_json = saved;
+  check_no_leaks("sm count");
+  dc_cu_api_set_override(NULL);
+  free(path);
+}
+
 /* drt on an on-demand CUDA plan: the runtime reads the real weight file
  * (pread) for the backend; outputs equal the reference backend's. */
 static void test_diffrun_on_demand(fixture *fx) {
@@ -216,6 +253,7 @@ int main(int argc, char **argv) {
   test_profiling(&fx);
   test_check_step(&fx);
   test_diffrun_api(&fx);
+  test_sm_count_warning(&fx);
   fixture_deinit(&fx);
   fixture_init(&fx, 1, 1);
   test_diffrun_on_demand(&fx);

@@ -5,8 +5,8 @@
  * against the reference; here, from the same rows' generated sources:
  *   - a conv's 16-byte A loads (g_f4) exactly when every tap is a whole
  *     number of float4s (C % 4 == 0);
- *   - the table's 2x8x24x32 -> 1408 1x1 row takes the 128x128 tensor-core
- *     tile (8 warps, dynamic shared memory) at bf16;
+ *   - at bf16 / f16 an NHWC conv is the mma.sync kernel (g_mma_gemm.c; its
+ *     tiles are checked in test_cuda_mma_gemm.c), at f32 the FMA one;
  *   - every distinct source compiles under NVRTC for sm_80 and sm_90 with no
  *     warning, when NVRTC is installed (else reported as not run);
  *   - the generator's error for groups that do not divide the last dim. */
@@ -18,7 +18,7 @@
 
 /* The table's NHWC rows that run on CUDA, each compute precision they run at. */
 static void row_sources(void) {
-  int n = 0, rows = 0, big = 0;
+  int n = 0, rows = 0, on_mma = 0;
   const op_case *t = oc_table(&n);
   for (int i = 0; i < n; i++) {
     const op_case *c = &t[i];
@@ -29,7 +29,7 @@ static void row_sources(void) {
       static const dc_cuda_compute computes[3] = {DC_CUDA_COMPUTE_F32, DC_CUDA_COMPUTE_BF16, DC_CUDA_COMPUTE_F16};
       dc_module *m = dc_module_create();
       int32_t y = oc_build(c, m);
-      dc_cuda_options o = {computes[p]};
+      dc_cuda_options o = {.compute = computes[p]};
       dc_cuda_kernel k;
       dc_status *st = y >= 0 ? dc_cuda_gen_node(m, y, &o, "k_nhwc", &k) : dc_error(DC_ERR_MISMATCH, "oc_build");
       CHECK_OK(st);
@@ -38,10 +38,9 @@ static void row_sources(void) {
         if (c->op == OP_CONV2D) {
           int64_t ch = c->in[0].dims[1];
           CHECK((strstr(k.source, "g_f4") != NULL) == (ch % 4 == 0));
-          if (c->in[1].dims[0] == 1408) { /* the 128x128 tile */
-            CHECK(k.block[0] == 256 && k.smem_bytes > 48 * 1024);
-            big++;
-          }
+          int mma = strstr(k.source, "mma.sync m16n8k16") != NULL;
+          CHECK(mma == (p != 0));
+          on_mma += mma;
         }
         rows++;
         dc_cuda_kernel_deinit(&k);
@@ -49,9 +48,9 @@ static void row_sources(void) {
       dc_module_destroy(m);
     }
   }
-  CHECK(rows > 40 && big == 1);
-  printf("%d NHWC sources of the case table generated: 16-byte loads exactly when C %% 4 == 0, the 128x128 tile taken\n",
-         rows);
+  CHECK(rows > 40 && on_mma > 20);
+  printf("%d NHWC sources of the case table generated: 16-byte loads exactly when C %% 4 == 0, %d convs on mma.sync\n",
+         rows, on_mma);
 }
 
 /* ---- generator errors ---------------------------------------------------------- */
@@ -67,7 +66,7 @@ static void error_cases(void) {
   n.layout = LAYOUT_NHWC;
   CHECK_OK(dc_infer_type(m, &n, &n.type));
   int32_t y = dc_module_add_node(m, &n);
-  dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
   CHECK(y >= 0);
   if (y >= 0) {

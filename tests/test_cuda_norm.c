@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
   dc_node n = dc_node_make(OP_LAYER_NORM, 3, in);
   dc_node_set_float(&n, "eps", 1e-5);
   int32_t y = kh_node(m, n);
-  dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
   m->nodes[m->nodes[y].inputs[1]].type.dtype = DT_F16;
   CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 1 is f16[8]; expected f32");

@@ -367,6 +367,8 @@ static void test_options(void) {
   CHECK_ERR(dc_compile(&o, out, NULL), "--compute-dtype fp8: expected f32, bf16 or f16");
   o = (dc_compile_options){.model = model, .cuda_arch = "sm_90"};
   CHECK_ERR(dc_compile(&o, out, NULL), "--cuda-arch sm_90: only for --target cuda");
+  o = (dc_compile_options){.model = model, .cuda_sm_count = 108};
+  CHECK_ERR(dc_compile(&o, out, NULL), "--cuda-sm-count 108: only for --target cuda");
   o = (dc_compile_options){.model = model, .kernel_cache = "/tmp", .no_kernel_cache = 1};
   CHECK_ERR(dc_compile(&o, out, NULL), "--kernel-cache /tmp and --no-kernel-cache contradict each other");
   o = (dc_compile_options){.model = model, .target = "cuda", .cpu = "generic"};

@@ -133,6 +133,8 @@ static void run_fixture(const char *fixture, const char *entry, const char *io_n
   if (!missing_tool(st, "NVRTC", label)) {
     CHECK_OK(st);
     if (!st) CHECK_OK(st = dc_plan_read(path, &plan));
+    /* the fake has no device before its first reset, 132 SMs after: 132 either way */
+    if (!st) CHECK(strstr(plan.options_json, "\"cuda_sm_count\":132") != NULL);
   }
   double t1 = dc_now_seconds();
   fake_reset(9, 0);

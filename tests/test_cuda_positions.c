@@ -135,7 +135,7 @@ static void row_sources(void) {
       static const dc_cuda_compute computes[3] = {DC_CUDA_COMPUTE_F32, DC_CUDA_COMPUTE_BF16, DC_CUDA_COMPUTE_F16};
       dc_module *m = dc_module_create();
       int32_t y = oc_build(c, m);
-      dc_cuda_options o = {computes[p]};
+      dc_cuda_options o = {.compute = computes[p]};
       dc_cuda_kernel k;
       dc_status *st = y >= 0 ? dc_cuda_gen_node(m, y, &o, "k_pos", &k) : dc_error(DC_ERR_MISMATCH, "oc_build");
       CHECK_OK(st);
@@ -178,7 +178,7 @@ static void limits(void) {
   rel_bias_node(m, 2, 0, 2, 4, 4, &st);
   CHECK_OK(st);
   /* T5-XXL's 512 tokens: 1023 buckets in the source; past 2^20 offsets refused */
-  dc_cuda_options o = {DC_CUDA_COMPUTE_F32};
+  dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
   int32_t y = rel_bias_node(m, 32, 1, 128, 512, 512, &st);
   CHECK_OK(st);

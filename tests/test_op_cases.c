@@ -175,7 +175,7 @@ static void run_cuda_as(const op_case *c, const dc_module *m, int32_t y, void **
                         dc_cuda_compute compute, int backend) {
   oc_tol tol = tol_of(c, backend);
   double scale = c->scale ? c->scale : 1.0;
-  dc_cuda_options o = {compute};
+  dc_cuda_options o = {.compute = compute, .sm_count = c->cuda_sm_count};
   for (int ip = 0; ip <= c->inplace && !cuda_skipped; ip++) {
     kh_result r;
     dc_status *st = ip ? ch_compare_aliased(m, y, &o, 42, scale, c->alias, &r)

@@ -84,6 +84,11 @@ static const char usage[] =
     "  --cuda-arch LIST         cuda target: architectures, comma-separated: sm_NN for a cubin,\n"
     "                           compute_NN for PTX that newer GPUs compile when loading\n"
     "                           (default sm_80,sm_90,compute_90)\n"
+    "  --cuda-sm-count N        cuda target: the GPU's streaming multiprocessors, for which the\n"
+    "                           matrix kernels choose their tiles (default: GPU 0's count when a CUDA\n"
+    "                           driver and GPU are present, else 132, an H100 / H200: the default\n"
+    "                           assumes Hopper when no GPU is present); recorded in the plan, and\n"
+    "                           diffrun warns when the GPU it runs on has another count\n"
     "  --compute-dtype f32|bf16|f16\n"
     "                           precision of the matrix work (conv2d, linear, attention): f32 (the\n"
     "                           default; plain FMA, no TF32), or bf16/f16 on tensor cores with f32\n"
@@ -236,7 +241,7 @@ typedef struct {
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
-  int clip_skip, no_hoist, max_sequence_length;
+  int clip_skip, no_hoist, max_sequence_length, cuda_sm_count;
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
@@ -498,6 +503,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
     }
     int64_t *size = !strcmp(a, "--height") ? &o->height : !strcmp(a, "--width") ? &o->width
                     : !strcmp(a, "--batch") ? &o->batch : NULL;
+    if (!strcmp(a, "--cuda-sm-count")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], 1, 4096, &v));
+      o->cuda_sm_count = (int)v;
+      continue;
+    }
     if (!strcmp(a, "--max-sequence-length")) {
       long long v;
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
@@ -700,6 +712,7 @@ int main(int argc, char **argv) {
                              .conv_algo = o.conv_algo,
                              .target = o.target,
                              .cuda_arch = o.cuda_arch,
+                             .cuda_sm_count = o.cuda_sm_count,
                              .compute = o.compute,
                              .kernel_cache = o.kernel_cache,
                              .no_kernel_cache = o.no_kernel_cache,

@@ -810,6 +810,8 @@ static dc_status *run(options *o) {
                     .no_cublaslt = o->no_cublaslt};
   DC_TRY(drt_load(o->plan, &ro, &p));
   dc_status *st = NULL;
+  const char *warning = drt_info(p)->warning;
+  if (warning && *warning) fprintf(stderr, "diffrun: warning: %s\n", warning); /* once per load */
   if (o->print_ir) fputs(drt_ir_text(p), stdout);
   else if (o->info) st = print_info(p, o->json);
   else if (o->calibrate) st = calibrate(o, p);

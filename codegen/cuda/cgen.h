@@ -6,7 +6,8 @@
  *   g_elementwise.c  silu gelu quick_gelu gelu_tanh clamp scale add mul geglu gated_add cast
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
  *   g_norm.c         group_norm layer_norm mod_layer_norm rms_norm
- *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA bf16/f16 otherwise)
+ *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA for an NCHW conv at bf16/f16; g_gemm.h)
+ *   g_mma_gemm.c     linear and NHWC conv2d at bf16/f16 on mma.sync + ldmatrix + cp.async
  *   g_attention.c    attention, causal_attention, attention_bias (flash: online softmax, never an Sq x Sk matrix;
  *                    f32 FMA, and wmma for bf16/f16 heads over 160)
  *   g_flash.c        the same ops with bf16/f16 compute and D <= 160 on mma.sync (dc_mma.cuh), FlashAttention-2

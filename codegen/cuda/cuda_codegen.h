@@ -60,6 +60,10 @@ int dc_cuda_compute_from_name(const char *s, dc_cuda_compute *out);
 
 typedef struct {
   dc_cuda_compute compute;
+  /* Streaming multiprocessors of the GPU the plan is for: the GEMM
+   * generators choose tiles so that their grids fill it.  0: 132 (an H100 /
+   * H200), the default when no GPU is present at compile time. */
+  int sm_count;
 } dc_cuda_options;
 
 typedef struct {

@@ -17,13 +17,15 @@
  *           consecutive threads walk along k; the C tile is row-major
  *           [pixel][O], the NHWC output itself (columns fastest, as linear).
  *
- * Two main loops, picked by dc_cuda_options.compute:
+ * Two main loops here, picked by dc_cuda_options.compute:
  *   F32        plain FMA (no TF32): 64x64 block tile, BK 16, 256 threads,
  *              each a 4x4 register tile; matches the reference to ~1e-7.
- *   BF16/F16   tensor cores through nvcuda::wmma 16x16x16, f32 accumulation:
- *              64x64 tile with 4 warps (2x2 of 32x32) or, when the GEMM fills
- *              a large GPU, 128x128 with 8 warps (2x4 of 64x32); BK 32.
- *              Inputs are rounded to bf16/half as they are staged.
+ *   BF16/F16   linear and NHWC convs go to g_mma_gemm.c (mma.sync; which
+ *              shapes it takes is dc_mma_gemm_takes); an NCHW conv stays here
+ *              on nvcuda::wmma 16x16x16, f32 accumulation: 64x64 tile with
+ *              4 warps (2x2 of 32x32) or, when the GEMM has a block per SM
+ *              (dc_cuda_options.sm_count), 128x128 with 8 warps (2x4 of
+ *              64x32); BK 32.  Inputs are rounded to bf16/half as staged.
  * Both stage the next K tile in registers while the current one is used
  * (two shared buffers, one barrier per K step), and both store the
  * accumulator tile to shared memory, where one epilogue reads it: geglu
@@ -42,21 +44,10 @@
  * Aliasing: out may be the residual's buffer.  Each output element is
  * written once, by the epilogue thread that reads its residual element just
  * before, so the in-place handover is safe. */
-#include "cgen.h"
+#include "g_gemm.h"
 
 #include <string.h>
 
-typedef struct {
-  int conv, nhwc, wmma, geglu, act, has_bias, has_res, has_gate;
-  int64_t gate_rows, gate_ld, gate_at; /* linear's gated residual: rows per sample, mod's row, the chunk */
-  dc_dtype wtype, btype; /* stored dtypes of the weight and the bias */
-  dc_cuda_compute compute;
-  int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
-  int64_t ci, hi, wi, kh, kw, ho, wo, stride, pt, pl; /* conv geometry */
-  int bm, bn, bk, threads;        /* block tile, K step, threads per block */
-  int fm, fn, wgm, wgn;           /* wmma: fragments per warp (rows, cols), warp grid */
-  dc_type out, res;
-} gemm;
 
 /* ---- validation and shapes --------------------------------------------- */
 static const dc_type *input_type(const dc_module *m, const dc_node *n, int i) {
@@ -151,7 +142,7 @@ static void pick_tile(gemm *g, const dc_cuda_options *o) {
   }
   int64_t big_blocks = ((g->m + 127) / 128) * ((g->ncols + 127) / 128);
   g->bk = 32;
-  if (big_blocks >= 132)
+  if (big_blocks >= dc_cuda_sm_count(o))
     g->fm = 4, g->fn = 2, g->wgm = 2, g->wgn = 4; /* 128x128, 8 warps of 64x32 */
   else
     g->fm = 2, g->fn = 2, g->wgm = 2, g->wgn = 2; /* 64x64, 4 warps of 32x32 */
@@ -411,12 +402,16 @@ static void emit_stage(dc_buf *b, const gemm *g) {
                      "  G_UNROLL for (int i = 0; i < G_BPT; i++) bs[G_B_KL * G_LDB + G_B_JL(i)] = rb[i];\n}\n");
 }
 
-static void emit_signature(dc_buf *b, const gemm *g, const char *name) {
+static void emit_params(dc_buf *b, const gemm *g, const char *name) {
   dc_buf_printf(b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const g_w_t *__restrict__ w", name);
   if (g->has_bias) dc_buf_printf(b, ", const g_b_t *__restrict__ bias");
   if (g->has_res) dc_buf_printf(b, ", const float *res");
   if (g->has_gate) dc_buf_printf(b, ", const float *__restrict__ gate");
   dc_buf_printf(b, ") {\n");
+}
+
+static void emit_signature(dc_buf *b, const gemm *g, const char *name) {
+  emit_params(b, g, name);
   /* WMMA needs 32-byte aligned tiles: the kernel has no static shared
    * memory beside g_smem, so the dynamic buffer starts at the base of the
    * block's shared window, and every tile offset is a multiple of 32. */
@@ -502,6 +497,9 @@ static void emit_kernel_wmma(dc_buf *b, const gemm *g, const char *name) {
 static dc_status *generate(gemm *g, const dc_cuda_options *o, const char *what, const char *name,
                            dc_cuda_kernel *out) {
   DC_TRY(check_int_range(g));
+  const char *why = NULL;
+  g->compute = o->compute;
+  if (dc_mma_gemm_takes(g, &why)) return dc_mma_gemm_generate(g, o, what, name, out);
   pick_tile(g, o);
   dc_buf b;
   dc_buf_init(&b);
@@ -536,6 +534,7 @@ static dc_status *generate(gemm *g, const dc_cuda_options *o, const char *what, 
 static dc_status *read_common(const dc_module *m, const dc_node *n, gemm *g) {
   memset(g, 0, sizeof *g);
   DC_TRY(check_dtypes(m, n));
+  g->xtype = input_type(m, n, 0)->dtype;
   g->wtype = input_type(m, n, 1)->dtype;
   g->btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
   read_epilogue(m, n, g);
@@ -558,3 +557,23 @@ dc_status *dc_cuda_gen_linear(const dc_module *m, const dc_node *n, const dc_cud
   read_linear(m, n, &g);
   return generate(&g, o, "linear", name, out);
 }
+
+/* ---- shared with g_mma_gemm.c (g_gemm.h) --------------------------------- */
+int dc_cuda_sm_count(const dc_cuda_options *o) { return o->sm_count > 0 ? o->sm_count : 132; }
+
+dc_status *dc_gemm_read(const dc_module *m, const dc_node *n, gemm *g) {
+  DC_TRY(read_common(m, n, g));
+  if (n->op == OP_CONV2D) {
+    if (g->geglu) return dc_error(DC_ERR_UNSUPPORTED, "act geglu is for linear only");
+    read_conv(m, n, g);
+  } else {
+    read_linear(m, n, g);
+  }
+  return check_int_range(g);
+}
+
+void dc_gemm_emit_col(dc_buf *b, const gemm *g) { emit_col(b, g); }
+void dc_gemm_emit_res_index(dc_buf *b, const gemm *g) { emit_res_index(b, g); }
+void dc_gemm_emit_epilogue(dc_buf *b, const gemm *g) { emit_epilogue(b, g); }
+void dc_gemm_emit_params(dc_buf *b, const gemm *g, const char *name) { emit_params(b, g, name); }
+void dc_gemm_emit_epilogue_call(dc_buf *b, const gemm *g) { emit_epilogue_call(b, g); }
