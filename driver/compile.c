@@ -93,7 +93,7 @@ static dc_status *check_cpu_options(const dc_compile_options *o, const target_ct
 
 /* GPU 0's SM count through the driver, or 0 when there is no driver or GPU
  * (compiling for a GPU elsewhere is normal: nothing here is an error). */
-static int gpu0_sm_count(void) {
+int dc_gpu0_sm_count(void) {
   dc_cu_api api;
   dc_status *st = dc_cu_api_open(NULL, &api);
   if (st) {
@@ -111,7 +111,7 @@ static int gpu0_sm_count(void) {
 
 /* --cuda-sm-count, else GPU 0's, else 132: the H100 / H200 count. */
 static void choose_sm_count(const dc_compile_options *o, target_ctx *t) {
-  int found = o->cuda_sm_count > 0 ? 0 : gpu0_sm_count();
+  int found = o->cuda_sm_count > 0 ? 0 : dc_gpu0_sm_count();
   t->sm_count = o->cuda_sm_count > 0 ? o->cuda_sm_count : found > 0 ? found : 132;
   t->sm_from = o->cuda_sm_count > 0 ? "--cuda-sm-count" : found > 0 ? "GPU 0" : "default (Hopper; no GPU present)";
 }

@@ -106,6 +106,10 @@ dc_status *dc_load_device_map(const char *path, dc_map_entry **out, int *n);
  * (also atomically, before the plan). */
 dc_status *dc_compile(const dc_compile_options *o, const char *plan_path, dc_compile_report *rep);
 
+/* GPU 0's multiprocessor count through the CUDA driver, or 0 when there is
+ * no driver or GPU (the default of --cuda-sm-count). */
+int dc_gpu0_sm_count(void);
+
 /* The front half of dc_compile: opens the folder into *f (a pipeline
  * folder's components are closed again: the module holds nothing of
  * them), builds the graph and runs the pass pipeline into *m.  The caller

@@ -6,6 +6,7 @@
 
 #include "microbench.h"
 #include "codegen/emit_cuda.h"
+#include "driver/compile.h"
 #include "driver/weight_store.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -165,7 +166,7 @@ static int32_t find_op(const dc_module *m) {
 /* Every kernel of m generated (no NVRTC): whether this build's generators
  * take its dtypes, before the compile is paid for. */
 static dc_status *generators_take(const dc_module *m, dc_cuda_compute compute) {
-  dc_cuda_options o = {compute};
+  dc_cuda_options o = {.compute = compute};
   for (int32_t i = 0; i < m->nnodes; i++) {
     if (dc_op_get(m->nodes[i].op)->flags & OPF_LEAF) continue;
     dc_cuda_kernel k = {0};
@@ -178,7 +179,8 @@ static dc_status *generators_take(const dc_module *m, dc_cuda_compute compute) {
 
 static dc_status *write_plan(dc_module *m, const dc_nvrtc *nv, const dc_cuda_arch *archs, int narchs,
                              dc_cuda_compute compute, const char *path) {
-  dc_cuda_emit_options eo = {.compute = compute, .archs = archs, .narchs = narchs};
+  /* tiles for the GPU the case will be timed on, as diffc chooses them */
+  dc_cuda_emit_options eo = {.compute = compute, .archs = archs, .narchs = narchs, .sm_count = dc_gpu0_sm_count()};
   dc_plan plan = {.target = DC_TARGET_CUDA, .module = m};
   dc_buf text;
   dc_buf_init(&text);
