@@ -111,9 +111,15 @@ static void check_source(const dc_module *m, const dc_node *n, const dc_cuda_ker
   if (n->op == OP_ROPE) CHECK(strstr(k->source, "__fmul_rn") && strstr(k->source, "__fadd_rn"));
   if (n->op == OP_ROPE_FREQS) check_rope_freqs(m, n, k->source);
   if (n->op == OP_REL_POS_BIAS) check_rel_bias(m, n, k->source);
-  const char *five = "const float *v, const float *bias)"; /* the kernel's parameters */
-  if (n->op == OP_ATTENTION_BIAS) CHECK(strstr(k->source, "#define ATT_BIAS 1") && strstr(k->source, five));
-  if (n->op == OP_ATTENTION) CHECK(strstr(k->source, "#define ATT_BIAS 0") && !strstr(k->source, five));
+  /* The kernel's fifth parameter and its bias switch, in whichever of the
+   * two attention generators took the node (g_attention.c, or g_flash.c
+   * at bf16/f16). */
+  const char *five = "const float *v, const float *bias)", *flash_five = "const float *v, const float *bias) {";
+  int flash = strstr(k->source, "#define FL_BIAS") != NULL;
+  const char *on = flash ? "#define FL_BIAS 1" : "#define ATT_BIAS 1", *off = flash ? "#define FL_BIAS 0" : "#define ATT_BIAS 0";
+  if (flash) five = flash_five;
+  if (n->op == OP_ATTENTION_BIAS) CHECK(strstr(k->source, on) && strstr(k->source, five));
+  if (n->op == OP_ATTENTION) CHECK(strstr(k->source, off) && !strstr(k->source, five));
 }
 
 static int is_mine(dc_op op) {
