@@ -105,7 +105,7 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     DC_TRY(dc_phases_sync_meta(m)); /* node ids moved: the table's first nodes follow */
     DC_TRY(dc_verify(m, passes[i].name));
     if (opt && opt->verbose)
-      fprintf(stderr, "diffc: pass %-12s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,
+      fprintf(stderr, "diffc: pass %-16s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,
               (dc_now_seconds() - t0) * 1e3);
     DC_TRY(maybe_dump(opt, passes[i].name, m));
   }

@@ -503,10 +503,6 @@ int32_t oc_build_nchw(const op_case *c, dc_module *m) {
   return oc_build(&twin, m);
 }
 
-/* Input i of op with bf16/f16 activations: stored in the activation dtype,
- * but the timesteps (f32 module inputs on every model). */
-static int keeps_act(dc_op op, int i) { return !(op == OP_TIME_EMBED && i == 0); }
-
 /* The ops whose rows take an activation dtype: those that compute (not the
  * byte moves, whose kernels copy any dtype already, nor cast, constant and
  * the runtime's copies), but rope_freqs, whose tables stay f32. */
@@ -631,7 +627,7 @@ int32_t oc_build(const op_case *c, dc_module *m) {
   if (c->act) { /* every float value in the activation dtype: what the type rules then allow */
     if (dc_module_set_meta(m, "activation_dtype", dc_dtype_name(c->act))) return -1;
     for (int i = 0; i < nin; i++)
-      if (m->nodes[ins[i]].type.dtype == DT_F32 && keeps_act(c->op, i)) m->nodes[ins[i]].type.dtype = c->act;
+      if (m->nodes[ins[i]].type.dtype == DT_F32) m->nodes[ins[i]].type.dtype = c->act; /* timesteps too: Flux's t·1000 */
     n.type.dtype = c->act;
   }
   /* the IR's type rule takes an f32 weight; the kernels read any storage dtype */

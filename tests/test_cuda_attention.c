@@ -128,9 +128,9 @@ static void test_errors(void) {
   CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
             "attention head size D=4096 needs");
   dc_module_destroy(m);
-  /* a bf16 operand: activations reach attention as f32 */
+  /* an fp8 operand: activations reach attention as f32, bf16 or f16 */
   m = dc_module_create();
-  dc_type t = {DT_BF16, 3, {1, 8, 16}};
+  dc_type t = {DT_F8_E4M3, 3, {1, 8, 16}};
   int32_t ins[3] = {dc_module_add_input(m, "q", &t, INIT_NORMAL), dc_module_add_input(m, "k", &t, INIT_NORMAL),
                     dc_module_add_input(m, "v", &t, INIT_NORMAL)};
   dc_node n = dc_node_make(OP_ATTENTION, 3, ins);
@@ -141,7 +141,7 @@ static void test_errors(void) {
   CHECK(y >= 0);
   if (y >= 0)
     CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
-              "attention input 0 is bf16[rank 3]; the kernel takes rank-3 f32 activations");
+              "attention input 0 is f8e4m3[rank 3]; the kernel takes rank-3 f32, bf16 or f16 activations");
   dc_module_destroy(m);
   /* a scale that is not a finite float */
   m = dc_module_create();

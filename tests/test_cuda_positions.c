@@ -111,7 +111,7 @@ static void check_source(const dc_module *m, const dc_node *n, const dc_cuda_ker
   if (n->op == OP_ROPE) CHECK(strstr(k->source, "__fmul_rn") && strstr(k->source, "__fadd_rn"));
   if (n->op == OP_ROPE_FREQS) check_rope_freqs(m, n, k->source);
   if (n->op == OP_REL_POS_BIAS) check_rel_bias(m, n, k->source);
-  const char *five = "const float *v, const float *bias)"; /* the kernel's parameters */
+  const char *five = "const att_in_t *v, const att_b_t *bias)"; /* the kernel's parameters */
   if (n->op == OP_ATTENTION_BIAS) CHECK(strstr(k->source, "#define ATT_BIAS 1") && strstr(k->source, five));
   if (n->op == OP_ATTENTION) CHECK(strstr(k->source, "#define ATT_BIAS 0") && !strstr(k->source, five));
 }

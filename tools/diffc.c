@@ -478,8 +478,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       int n;
       const dc_pass *ps = dc_pass_list(&n);
       /* frontend is no pass but --dump-after accepts it: list it first */
-      printf("%-14s %s\n", "frontend", "build the graph from config.json and the weights (before any pass)");
-      for (int k = 0; k < n; k++) printf("%-14s %s\n", ps[k].name, ps[k].summary);
+      printf("%-16s %s\n", "frontend", "build the graph from config.json and the weights (before any pass)");
+      for (int k = 0; k < n; k++) printf("%-16s %s\n", ps[k].name, ps[k].summary);
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
