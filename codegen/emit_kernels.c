@@ -163,6 +163,12 @@ dc_status *dc_emit_cpu_kernels(const dc_module *m, const dc_cpu_target *t, const
                                dc_plan_kernels *k) {
   memset(k, 0, sizeof *k);
   DC_TRY(dc_lowering_check(m, "cpu", dc_llvm_lowering)); /* k_table.c's marks: an op no CPU kernel runs */
+  /* The LLVM kernels compute and store f32 only: a module with 16-bit
+   * activations (pass activation-dtype, CUDA's) never reaches them. */
+  if (dc_module_activation_dtype(m) != DT_F32)
+    return dc_error(DC_ERR_UNSUPPORTED, "--target cpu: the module stores activations in %s; the CPU kernels take f32 "
+                    "activations only (bf16/f16 activations are --target cuda's)",
+                    dc_dtype_name(dc_module_activation_dtype(m)));
   double t0 = dc_now_seconds();
   dc_kernel_groups g;
   DC_TRY(dc_kernel_groups_build(m, has_llvm_kernel, NULL, &g));

@@ -150,7 +150,7 @@ static void memory_flags(const dc_compile_options *o, dc_buf *b) {
     dc_buf_printf(b, " --host-memory %s", mo->host_memory == DC_HOST_PINNED ? "pinned" : "on-demand");
   if (o->vae_slicing) dc_buf_printf(b, " --vae-slicing");
   if (o->vae_tiling) dc_buf_printf(b, " --vae-tiling");
-  if (mo->storage != DT_F32) dc_buf_printf(b, " --storage-dtype %s", dc_dtype_name(mo->storage));
+  if (mo->storage != DT_F32 && !mo->storage_all) dc_buf_printf(b, " --storage-dtype %s", dc_dtype_name(mo->storage));
   for (int i = 0; i < mo->nskip_cast; i++) dc_buf_printf(b, " --skip-cast %s", mo->skip_cast[i]);
   dc_buf_u8(b, 0);
 }
@@ -642,15 +642,30 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
   return st;
 }
 
-dc_status *dc_compile(const dc_compile_options *user, const char *plan_path, dc_compile_report *rep) {
+/* --target cuda with --compute-dtype bf16/f16: activations stored in it
+ * between kernels, and (without --storage-dtype, and outside a budget
+ * search, which chooses the storage dtype itself) every float weight too,
+ * as diffusers' pipe.to(dtype): no forward casts a weight. */
+static void compute_defaults(dc_compile_options *o, const target_ctx *t) {
+  if (!t->cuda || t->compute == DC_CUDA_COMPUTE_F32) return;
+  dc_dtype d = t->compute == DC_CUDA_COMPUTE_BF16 ? DT_BF16 : DT_F16;
+  o->memory.activation = d;
+  if (o->storage_dtype_given || o->memory_budget) return;
+  o->memory.storage = d;
+  o->memory.storage_all = 1;
+}
+
+dc_status *dc_compile(const dc_compile_options *given, const char *plan_path, dc_compile_report *rep) {
   double t0 = dc_now_seconds();
-  dc_compile_options chosen = *user; /* with --memory-budget, the options the search chose */
-  const dc_compile_options *o = &chosen;
+  dc_compile_options base = *given;  /* with what --compute-dtype implies */
+  dc_compile_options chosen = *given; /* with --memory-budget, the options the search chose */
+  const dc_compile_options *o = &chosen, *user = &base;
   if (rep) memset(rep, 0, sizeof *rep);
   int unused;
   DC_TRY(debug_on(o->debug, "", &unused)); /* bad options fail before any work */
   target_ctx t;
   dc_status *st = open_target(o, &t);
+  if (!st) compute_defaults(&base, &t), chosen = base;
   dc_folder f;
   memset(&f, 0, sizeof f);
   dc_module *m = NULL;
@@ -682,6 +697,7 @@ dc_status *dc_compile(const dc_compile_options *user, const char *plan_path, dc_
     st = dc_liveness_compute(m, &l);
     if (!st) {
       rep->steps = m->nnodes;
+      for (int32_t i = 0; i < m->nnodes; i++) rep->cast_steps += m->nodes[i].op == OP_CAST;
       rep->weight_bytes = l.weight_bytes;
       rep->offloaded_weight_bytes = l.host_weight_bytes;
       rep->peak_activation_bytes = l.peak_bytes;

@@ -28,7 +28,10 @@ typedef struct {
   int cuda_sm_count;      /* --target cuda: the SMs the GEMM tiles are chosen for; 0 = GPU 0's when a
                            * CUDA driver and device are present, else 132 (Hopper) */
   const char *compute;    /* precision of tensor-core work: "f32" (the default when NULL), "bf16", "f16";
-                           * the cpu target takes f32 only */
+                           * the cpu target takes f32 only.  On cuda, bf16/f16 also stores activations
+                           * in it (pass activation-dtype) and, unless storage_dtype_given, every float
+                           * weight (memory.storage_all) */
+  int storage_dtype_given;  /* --storage-dtype was given (its value is memory.storage) */
   const char *kernel_cache; /* the kernel cache directory (codegen/kernel_cache.h); NULL = the default */
   int no_kernel_cache;      /* compile every kernel, read and write no cache */
   const char *conv_algo;    /* --target cpu: 3×3 conv2d by "auto" (the default when NULL: Winograd where it
@@ -94,6 +97,8 @@ typedef struct {
   /* --target cuda: distinct kernels, compiles (kernels x archs), how many
    * of those came from the kernel cache, and how many had NVRTC warnings */
   int cuda_kernels, cuda_compiles, cuda_cached, cuda_warnings;
+  int cast_steps; /* cast nodes in the schedule: conversions every run does (0 with --compute-dtype
+                   * bf16 on cuda when every weight is stored in it) */
 } dc_compile_report;
 
 /* Reads a --device-map JSON file: {"module.path": 0 | "cpu" | "disk" |

@@ -37,20 +37,26 @@ static int reads_ids(const dc_node *n, int i) {
   return (n->op == OP_EMBEDDING && i == 0) || (n->op == OP_EOS_POOL && i == 1);
 }
 
-/* Activations are f32.  The weight and bias of conv2d and linear may be
- * stored in any float dtype (layerwise casting: the kernel upcasts as it
- * loads).  Integer values (token ids, index constants) reach only the
- * inputs that read ids (reads_ids), and those take nothing else. */
+/* Activations are f32, or f32 and the module's activation dtype
+ * (dc_module_activation_dtype: bf16/f16 values between CUDA kernels, which
+ * load any of them and compute in f32).  The weight and bias of conv2d and
+ * linear may be stored in any float dtype (layerwise casting: the kernel
+ * upcasts as it loads).  Integer values (token ids, index constants) reach
+ * only the inputs that read ids (reads_ids), and those take nothing else. */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
   int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR ? 2 + (int)dc_node_int(c->n, "bias") : 1;
+  dc_dtype act = dc_module_activation_dtype(c->m);
   for (int i = 0; i < c->n->ninputs; i++) {
     int is_int = dc_dtype_is_int(c->in[i]->dtype);
     if (reads_ids(c->n, i) && !is_int) return fail(c, "input %d is %s; expected token ids (i32 or i64)", i, ts(c->in[i], b));
     if (reads_ids(c->n, i)) continue;
     if (c->n->op == OP_EMBEDDING && i == 1 && !is_int) continue; /* the table: any float dtype */
-    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !is_int))
+    if (c->in[i]->dtype == act) continue;
+    if (c->in[i]->dtype != DT_F32 && !(i >= 1 && i < params && !is_int)) {
+      if (act != DT_F32) return fail(c, "input %d is %s; expected f32 or %s", i, ts(c->in[i], b), dc_dtype_name(act));
       return fail(c, "input %d is %s; expected f32", i, ts(c->in[i], b));
+    }
   }
   return NULL;
 }
@@ -399,7 +405,8 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
     if (!dc_type_equal(t, c->in[0])) return fail(c, "transfer changes the type: %s to %s", ts(c->in[0], b1), ts(t, b2));
   } else if (c->n->op == OP_REL_POS_BIAS) {
     const dc_type *tab = c->in[0];
-    if (tab->rank != 2 || dc_dtype_is_int(tab->dtype) || t->rank != 3 || t->dtype != DT_F32 || t->dims[0] != tab->dims[1])
+    int float_out = t->dtype == DT_F32 || t->dtype == dc_module_activation_dtype(c->m);
+    if (tab->rank != 2 || dc_dtype_is_int(tab->dtype) || t->rank != 3 || !float_out || t->dims[0] != tab->dims[1])
       return fail(c, "table %s cannot give %s: expected a float table [buckets, heads] and f32 [heads, queries, keys]",
                   ts(tab, b1), ts(t, b2));
     /* the exact buckets (half of a side's) must exist and end before max_distance: the log-spaced
@@ -422,6 +429,8 @@ static dc_status *check_given(const ctx *c, dc_type *o) {
   return NULL;
 }
 
+static dc_status *infer_computed(const ctx *c, dc_type *o);
+
 dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
   ctx c = {m, n, {0}};
   const dc_op_info *info = dc_op_get(n->op);
@@ -434,6 +443,18 @@ dc_status *dc_infer_type(const dc_module *m, const dc_node *n, dc_type *o) {
     return check_given(&c, o);
   }
   DC_TRY(want_f32(&c));
+  DC_TRY(infer_computed(&c, o));
+  /* A float value a node computes is stored in f32 or in the module's
+   * activation dtype, as the node says (the kernels round once, on store). */
+  dc_dtype act = dc_module_activation_dtype(m);
+  int o_float = o->dtype == DT_F32 || o->dtype == act, n_float = n->type.dtype == DT_F32 || n->type.dtype == act;
+  if (act != DT_F32 && o_float && n_float) o->dtype = n->type.dtype;
+  return NULL;
+}
+
+static dc_status *infer_computed(const ctx *cp, dc_type *o) {
+  ctx c = *cp;
+  const dc_node *n = c.n;
   switch (n->op) {
     case OP_CONV2D: return infer_conv(&c, o);
     case OP_LINEAR: return infer_linear(&c, o);

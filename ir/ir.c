@@ -345,3 +345,10 @@ const char *dc_module_get_meta(const dc_module *m, const char *key) {
     if (strcmp(m->meta[i].key, key) == 0) return m->meta[i].value;
   return NULL;
 }
+
+dc_dtype dc_module_activation_dtype(const dc_module *m) {
+  const char *v = dc_module_get_meta(m, "activation_dtype");
+  if (v && strcmp(v, "bf16") == 0) return DT_BF16;
+  if (v && strcmp(v, "f16") == 0) return DT_F16;
+  return DT_F32;
+}

@@ -269,6 +269,12 @@ int32_t dc_module_add_constant(dc_module *m, const char *scope, const dc_type *t
 dc_status *dc_module_add_output(dc_module *m, const char *name, int32_t node);
 dc_status *dc_module_set_meta(dc_module *m, const char *key, const char *value);
 const char *dc_module_get_meta(const dc_module *m, const char *key);
+/* The dtype computed values may be stored in between kernels: bf16 or f16
+ * when the module's metadata "activation_dtype" says so (pass
+ * activation-dtype, for --target cuda with --compute-dtype bf16/f16), f32
+ * otherwise.  The type rules (infer.c) then let every float value a node
+ * computes, and every float input it reads, be f32 or that dtype. */
+dc_dtype dc_module_activation_dtype(const dc_module *m);
 
 /* A node with op and inputs set; attrs zeroed.  Helpers for builders.
  * The setters and getters assert that the attribute exists with that kind

@@ -18,7 +18,12 @@
  *   (facts->skip_cast, diffusers' _skip_layerwise_casting_patterns).  A weight that
  *   anything other than an eligible conv/linear parameter slot reads stays
  *   as it is (shared weights are rare; casting half of them would not save
- *   memory). */
+ *   memory).
+ * With storage_all (--compute-dtype bf16/f16 on cuda and no --storage-dtype:
+ *   diffusers' pipe.to(dtype) casts every parameter) a weight is stored in D
+ *   when every reader is a slot that loads a typed weight — any float input
+ *   of an op that computes (norm gammas and betas, biases, embedding and
+ *   position tables too), not a byte move — and no pattern skips anything. */
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,9 +70,26 @@ static int is_param_slot(const dc_node *n, int k) {
   return (n->op == OP_CONV2D || n->op == OP_LINEAR) && (k == 1 || (k == 2 && dc_node_int(n, "bias")));
 }
 
+/* storage_all: input k of n loads a typed weight (every float input of an op
+ * that computes; the byte moves store what they read, the runtime's copies
+ * and casts are not readers of that kind). */
+static int loads_typed(const dc_node *n, int k) {
+  switch (n->op) {
+    case OP_RESHAPE: case OP_PERMUTE: case OP_UPSAMPLE: case OP_CONCAT: case OP_SLICE: case OP_CAST:
+    case OP_UPLOAD: case OP_TRANSFER: case OP_PROBE: return 0;
+    case OP_EMBEDDING: return k == 1;
+    case OP_EOS_POOL: return k == 0;
+    default: return 1;
+  }
+}
+
+static int slot_takes(const dc_node *n, int k, const dc_memory_options *o) {
+  return o->storage_all ? loads_typed(n, k) : is_param_slot(n, k);
+}
+
 /* ok[w] = 1 for weight nodes every reader of which (directly, or through a
  * cast) is an eligible parameter slot; 2 once seen disqualified. */
-static void find_eligible(const dc_module *m, const regex_t *re, int nre, unsigned char *ok) {
+static void find_eligible(const dc_module *m, const dc_memory_options *o, const regex_t *re, int nre, unsigned char *ok) {
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
     for (int k = 0; k < n->ninputs; k++) {
@@ -75,7 +97,7 @@ static void find_eligible(const dc_module *m, const regex_t *re, int nre, unsign
       if (m->nodes[v].op == OP_CAST && n->op == OP_CAST) continue;
       if (w < 0) continue;
       if (m->nodes[v].op == OP_WEIGHT && n->op == OP_CAST) continue; /* judged by the cast's readers */
-      int eligible = is_param_slot(n, k) && !(m->nodes[w].scope && skipped(re, nre, m->nodes[w].scope));
+      int eligible = slot_takes(n, k, o) && !(m->nodes[w].scope && skipped(re, nre, m->nodes[w].scope));
       ok[w] = eligible && ok[w] != 2 ? 1 : 2;
     }
   }
@@ -116,11 +138,11 @@ static dc_status *compile_patterns(const dc_module *m, const dc_memory_options *
 dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *o) {
   if (!o || o->storage == DT_F32) return NULL;
   regex_t re[32];
-  int nre;
-  DC_TRY(compile_patterns(m, o, re, &nre));
+  int nre = 0;
+  if (!o->storage_all) DC_TRY(compile_patterns(m, o, re, &nre)); /* pipe.to(dtype) skips nothing */
   unsigned char *ok = dc_calloc((size_t)m->nnodes + 1, 1);
   dc_status *st = ok ? NULL : dc_nomem("layerwise casting");
-  if (!st) find_eligible(m, re, nre, ok);
+  if (!st) find_eligible(m, o, re, nre, ok);
   int ncast = 0;
   uint64_t before = 0, after = 0;
   for (int32_t w = 0; w < m->nnodes && !st; w++) {
@@ -134,7 +156,7 @@ dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *o) {
   for (int32_t i = 0; i < m->nnodes && !st; i++) {
     dc_node *n = &m->nodes[i];
     for (int k = 0; k < n->ninputs; k++) {
-      int32_t w = is_param_slot(n, k) ? param_weight(m, n->inputs[k]) : -1;
+      int32_t w = slot_takes(n, k, o) ? param_weight(m, n->inputs[k]) : -1;
       if (w >= 0 && ok[w] == 1) n->inputs[k] = w;
     }
   }
@@ -142,7 +164,11 @@ dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *o) {
   dc_free(ok);
   if (st) return st;
   char what[200], b1[32], b2[32];
-  snprintf(what, sizeof what, "%s: %d conv/linear tensors, %s -> %s (the rest skipped by pattern or kept)",
-           dc_dtype_name(o->storage), ncast, dc_format_bytes(before, b1, sizeof b1), dc_format_bytes(after, b2, sizeof b2));
+  if (o->storage_all)
+    snprintf(what, sizeof what, "%s: %d tensors (every weight a kernel loads typed), %s -> %s", dc_dtype_name(o->storage),
+             ncast, dc_format_bytes(before, b1, sizeof b1), dc_format_bytes(after, b2, sizeof b2));
+  else
+    snprintf(what, sizeof what, "%s: %d conv/linear tensors, %s -> %s (the rest skipped by pattern or kept)",
+             dc_dtype_name(o->storage), ncast, dc_format_bytes(before, b1, sizeof b1), dc_format_bytes(after, b2, sizeof b2));
   return dc_module_set_meta(m, "storage", what);
 }

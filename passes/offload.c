@@ -81,6 +81,10 @@ dc_status *dc_memory_options_check(const dc_memory_options *o) {
   if (o->prefetch < 0) return dc_error(DC_ERR_ARGUMENT, "--prefetch depth must be >= 1");
   if (o->nskip_cast && o->storage == DT_F32)
     return dc_error(DC_ERR_ARGUMENT, "--skip-cast needs --storage-dtype (nothing is cast)");
+  if (o->nskip_cast && o->storage_all)
+    return dc_error(DC_ERR_ARGUMENT, "--skip-cast needs --storage-dtype: --compute-dtype %s alone stores every weight in "
+                    "%s, as diffusers' pipe.to() does, and skips nothing (give --storage-dtype for layerwise casting "
+                    "with skip patterns)", dc_dtype_name(o->storage), dc_dtype_name(o->storage));
   if (o->host_memory != DC_HOST_DEFAULT && o->offload == DC_OFFLOAD_NONE && o->device_map == DC_MAP_NONE)
     return dc_error(DC_ERR_ARGUMENT,
                     "--host-memory %s needs --offload model|sequential|group (nothing is offloaded, so no weight waits "

@@ -13,6 +13,7 @@
  *   passes/fuse_epilogue.c: dc_pass_fuse_epilogue (both driven by passes/fuse_common.c)
  *   passes/cast_weights.c: dc_pass_cast_weights (layerwise casting)
  *   passes/layout.c:      dc_pass_layout (--layout nhwc)
+ *   passes/activation_dtype.c: dc_pass_activation_dtype (bf16/f16 activations on cuda)
  *   passes/place.c:       dc_pass_place, dc_parse_max_memory, dc_place_check_budgets (--device-map)
  *   passes/offload.c:     dc_pass_offload, dc_memory_options_check
  *   passes/hoist.c:       dc_pass_hoist — loop-invariant work moved before the loop
@@ -64,6 +65,14 @@ typedef struct dc_memory_options {
   dc_dtype storage;
   const char *const *skip_cast;
   int nskip_cast;
+  /* storage_all: the storage dtype for every float weight whose readers all
+   * load typed weights (norm gammas, biases, embeddings and position tables
+   * too), with no skip patterns: --compute-dtype bf16/f16's default on cuda,
+   * as diffusers' pipe.to(dtype) casts everything */
+  int storage_all;
+  /* activations stored in it between kernels (passes/activation_dtype.c;
+   * DT_F32 = off): --compute-dtype bf16/f16 on cuda */
+  dc_dtype activation;
   dc_host_memory host_memory; /* --host-memory pinned|on-demand (needs offload) */
   dc_layout layout;           /* --layout nhwc: conv regions channels-last (passes/layout.c); 0 = as built */
   dc_device_map_kind device_map; /* --device-map (passes/place.c) */
@@ -126,6 +135,8 @@ dc_status *dc_pass_cast_weights(dc_module *m, const dc_memory_options *mem);
 int dc_cast_skip_patterns(const dc_memory_options *mem, const dc_model_facts *facts, const char **out, int cap);
 /* passes/layout.c: --layout nhwc (channels_last). */
 dc_status *dc_pass_layout(dc_module *m, const dc_memory_options *mem);
+/* passes/activation_dtype.c: computed values stored in mem->activation. */
+dc_status *dc_pass_activation_dtype(dc_module *m, const dc_memory_options *mem);
 
 /* passes/place.c: --device-map / --max-memory. */
 dc_status *dc_pass_place(dc_module *m, const dc_memory_options *mem);

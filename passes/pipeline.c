@@ -33,6 +33,11 @@ static const dc_pass passes[] = {
      * which removes the permutes it composed away. */
     {"layout", "--layout nhwc: conv regions channels-last, weights repacked, permutes only at region edges",
      dc_pass_layout},
+    /* After layout (a module output's last permute is a value to keep f32)
+     * and cast-weights; before dce (nothing it needs), place and offload
+     * (transfers and uploads copy the dtype they read) and memplan (sizes). */
+    {"activation-dtype", "cuda --compute-dtype bf16/f16: computed values stored in it between kernels (outputs f32)",
+     dc_pass_activation_dtype},
     {"dce", "remove values no output depends on; drop weights nothing reads", dce},
     /* After dce (only live weights count); before offload, which uploads
      * what it put on cpu or disk, and memplan, which plans each device. */
@@ -85,6 +90,11 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     if (opt && opt->last_pass && !strcmp(opt->last_pass, passes[i].name)) last = i;
   }
   DC_TRY(dc_phases_sync_meta(m));
+  /* Declared before the first pass: from here on the type rules let values
+   * and weights be bf16/f16 (cast-weights gives gammas typed weights before
+   * activation-dtype stores the computed values). */
+  if (opt && opt->memory && opt->memory->activation != DT_F32)
+    DC_TRY(dc_module_set_meta(m, "activation_dtype", dc_dtype_name(opt->memory->activation)));
   if (first == 0) {
     DC_TRY(dc_verify(m, "frontend"));
     DC_TRY(maybe_dump(opt, "frontend", m));
@@ -95,7 +105,7 @@ dc_status *dc_pipeline_run(dc_module *m, const dc_pipeline_options *opt) {
     DC_TRY(dc_phases_sync_meta(m)); /* node ids moved: the table's first nodes follow */
     DC_TRY(dc_verify(m, passes[i].name));
     if (opt && opt->verbose)
-      fprintf(stderr, "diffc: pass %-12s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,
+      fprintf(stderr, "diffc: pass %-16s %6d nodes  %.1f ms\n", passes[i].name, m->nnodes,
               (dc_now_seconds() - t0) * 1e3);
     DC_TRY(maybe_dump(opt, passes[i].name, m));
   }

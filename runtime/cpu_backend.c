@@ -312,7 +312,7 @@ static dc_status *run_node(cpu_backend *c, int32_t s) {
   }
   const void *in[DC_MAX_INPUTS];
   for (int k = 0; k < n->ninputs; k++) in[k] = c->value[n->inputs[k]];
-  dc_status *st = dc_ref_kernel_for(n->op)(m, n, in, out);
+  dc_status *st = dc_ref_run(m, n, in, out);
   if (st) return dc_status_annotate(st, "step %%%d (%s, %s)", s, dc_op_get(n->op)->name, n->scope ? n->scope : "");
   return NULL;
 }

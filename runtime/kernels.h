@@ -6,7 +6,9 @@
  *
  * Contract: out points to dc_type_bytes(&n->type) bytes (suitably aligned);
  * in[i] points to the data of input i, whose type is
- * m->nodes[n->inputs[i]].type.  Activations are f32; CAST reads any dtype.
+ * m->nodes[n->inputs[i]].type.  The kernels' activations are f32 (CAST reads
+ * any dtype, the byte moves copy any); dc_ref_run, the dispatch, widens
+ * bf16/f16 values for them and rounds their bf16/f16 outputs.
  * Kernels may allocate bounded scratch (attention processes queries in blocks
  * so the S×S matrix never exists) and return a status on failure.
  *
@@ -32,6 +34,17 @@ typedef dc_status *(*dc_ref_kernel)(const dc_module *m, const dc_node *n, const 
 /* NULL for the leaves INPUT and WEIGHT (the runtime binds their data) and
  * for test-only ops (OPF_TEST); CONSTANT's kernel places its bytes. */
 dc_ref_kernel dc_ref_kernel_for(dc_op op);
+/* Runs n's reference kernel, whatever the float dtypes of its values: the
+ * one dispatch every caller goes through.  The kernels compute in f32; for
+ * an op that computes (not one that moves bytes: reshape, permute, concat,
+ * slice, upload, transfer, constant, cast), every
+ * input stored in another float dtype (a bf16/f16 activation, a stored
+ * weight) is first widened, exactly, into f32 scratch, and an output of
+ * dtype bf16/f16 is computed into f32 scratch and rounded once (to nearest
+ * even, as dc_f32_to_bf16 / dc_f32_to_f16 and the CUDA stores).  With every
+ * value f32 this is the kernel itself.  The contract above holds (out may
+ * equal in[k]: everything is read before out is written). */
+dc_status *dc_ref_run(const dc_module *m, const dc_node *n, const void *const *in, void *out);
 /* How the reference backend lowers op: its kernel above, or the mark that
  * says why it has none (ir/lowering.h). */
 dc_lowering dc_ref_lowering(dc_op op);

@@ -640,6 +640,77 @@ dc_ref_kernel dc_ref_kernel_for(dc_op op) {
   return ref_kernels[op];
 }
 
+/* ---- the dispatch: any float dtype in and out ----------------------------- */
+/* The ops whose kernels move elements of any dtype (input and output dtypes
+ * equal), or convert (cast): they run on the stored bytes.  (upsample's
+ * kernel takes f32: a bf16 value widened and rounded back is the same value.) */
+static int moves_bytes(dc_op op) {
+  switch (op) {
+    case OP_RESHAPE: case OP_PERMUTE: case OP_CONCAT: case OP_SLICE:
+    case OP_UPLOAD: case OP_TRANSFER: case OP_CONSTANT: case OP_CAST: return 1;
+    default: return 0;
+  }
+}
+
+static int needs_widening(dc_dtype t) { return t != DT_F32 && !dc_dtype_is_int(t); }
+
+static int all_f32_io(const dc_module *m, const dc_node *n) {
+  if (needs_widening(n->type.dtype)) return 0;
+  for (int i = 0; i < n->ninputs; i++)
+    if (needs_widening(in_type(m, n, i)->dtype)) return 0;
+  return 1;
+}
+
+/* n over f32 copies of its values: a module of n's inputs (their nodes as
+ * they are, dtype f32) and n itself, which the kernel reads as it would m. */
+static dc_status *run_widened(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  int k = n->ninputs;
+  dc_node *nodes = dc_malloc(sizeof(dc_node) * (size_t)(k + 1));
+  const void *win[DC_MAX_INPUTS];
+  void *owned[DC_MAX_INPUTS] = {0};
+  float *fout = NULL;
+  dc_status *st = nodes ? NULL : dc_nomem("reference kernel: f32 copies of bf16/f16 values");
+  for (int i = 0; i < k && !st; i++) {
+    const dc_type *t = in_type(m, n, i);
+    nodes[i] = m->nodes[n->inputs[i]];
+    win[i] = in[i];
+    if (!needs_widening(t->dtype)) continue;
+    nodes[i].type.dtype = DT_F32;
+    owned[i] = dc_malloc(dc_type_numel(t) * sizeof(float) + 1);
+    if (!owned[i]) st = dc_nomem("reference kernel: an input widened to f32");
+    else decode_chunk(t->dtype, in[i], (int64_t)dc_type_numel(t), owned[i]), win[i] = owned[i];
+  }
+  if (!st) {
+    nodes[k] = *n;
+    for (int i = 0; i < k; i++) nodes[k].inputs[i] = i;
+    nodes[k].type.dtype = needs_widening(n->type.dtype) ? DT_F32 : n->type.dtype;
+    if (nodes[k].type.dtype != n->type.dtype) {
+      fout = dc_malloc(dc_type_numel(&n->type) * sizeof(float) + 1);
+      if (!fout) st = dc_nomem("reference kernel: an f32 output to round");
+    }
+  }
+  if (!st) {
+    dc_module view = {0}; /* only the nodes: what the kernels read of a module */
+    view.nodes = nodes, view.nnodes = view.cap_nodes = k + 1;
+    st = ref_kernels[n->op](&view, &nodes[k], win, fout ? (void *)fout : out);
+  }
+  if (!st && fout) encode_chunk(n->type.dtype, fout, (int64_t)dc_type_numel(&n->type), out);
+  for (int i = 0; i < k; i++) dc_free(owned[i]);
+  dc_free(fout);
+  dc_free(nodes);
+  return st;
+}
+
+dc_status *dc_ref_run(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  dc_ref_kernel k = dc_ref_kernel_for(n->op);
+  if (!k) return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): no reference kernel", dc_op_get(n->op)->name, n->scope ? n->scope : "?");
+  if (moves_bytes(n->op) || all_f32_io(m, n)) return k(m, n, in, out);
+  if (n->type.dtype != DT_F32 && n->type.dtype != DT_BF16 && n->type.dtype != DT_F16)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s (%s): reference kernels write f32, bf16 or f16, not %s", dc_op_get(n->op)->name,
+                    n->scope ? n->scope : "?", dc_dtype_name(n->type.dtype));
+  return run_widened(m, n, in, out);
+}
+
 /* The ops above without a kernel, and why (ir/lowering.h). */
 static const dc_lowering ref_marks[OP_COUNT] = {
   [OP_INPUT] = {DC_LOWER_RUNTIME, "the runtime copies inputs into the arena"},

@@ -97,7 +97,7 @@ done
   ok "--group-level block defaults to 1 block per group" || bad "--group-level block without --blocks-per-group"
 lp=$("$diffc" --list-passes)
 [ "$(printf '%s\n' "$lp" | head -1 | cut -d' ' -f1)" = frontend ] && ok "--list-passes starts with frontend" || bad "--list-passes lacks frontend"
-printf '%s\n' "$lp" | awk '{ if (substr($0, 15, 1) != " " || substr($0, 16, 1) == " ") exit 1 }' &&
+printf '%s\n' "$lp" | awk '{ if (substr($0, 17, 1) != " " || substr($0, 18, 1) == " ") exit 1 }' &&
   ok "--list-passes is aligned" || bad "--list-passes misaligned: $lp"
 for p in $(printf '%s\n' "$lp" | cut -d' ' -f1); do
   "$diffc" "$fx/vae_tiny/model" --entry decode -o "$tmp/dp.dplan" --dump-after "$p" >/dev/null 2>&1 ||

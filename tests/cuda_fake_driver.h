@@ -380,7 +380,7 @@ static int execute(const fake_call *t) {
   if (fk.execute) return fk.execute(ki, c->grid, c->block, c->smem, params);
   const void *in[DC_MAX_INPUTS];
   for (int i = 0; i < n->ninputs; i++) in[i] = (const void *)(uintptr_t)c->params[i + 1];
-  dc_status *st = dc_ref_kernel_for(n->op)(fk.m, n, in, (void *)(uintptr_t)c->params[0]);
+  dc_status *st = dc_ref_run(fk.m, n, in, (void *)(uintptr_t)c->params[0]);
   if (st) dc_status_free(st);
   return st ? DC_CUDA_ERROR_LAUNCH_FAILED : 0;
 }

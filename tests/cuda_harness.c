@@ -436,9 +436,9 @@ static dc_status *trial_init(trial *t, const dc_module *m, int32_t id, const voi
   }
   size_t obytes = (size_t)dc_type_bytes(&t->n->type);
   if (gbuf_alloc(&t->out, obytes) || !(t->want = malloc(obytes + 64))) return dc_nomem("emulator test output");
-  dc_ref_kernel ref = dc_ref_kernel_for(t->n->op);
-  if (!ref) return dc_error(DC_ERR_ARGUMENT, "node %%%d (%s) has no reference kernel", id, dc_op_get(t->n->op)->name);
-  return ref(m, t->n, ins, t->want);
+  if (!dc_ref_kernel_for(t->n->op))
+    return dc_error(DC_ERR_ARGUMENT, "node %%%d (%s) has no reference kernel", id, dc_op_get(t->n->op)->name);
+  return dc_ref_run(m, t->n, ins, t->want);
 }
 
 static dc_status *build_node_kernel(const trial *t, const dc_cuda_kernel *ck, ch_kernel **out) {
@@ -526,7 +526,7 @@ static dc_status *plan_build_one(const dc_plan *plan, int ki, ch_kernel **out) {
   if (!n) return dc_error(DC_ERR_INTERNAL, "kernel %s runs at no step", k->name);
   char types[DC_MAX_INPUTS + 1][48];
   const char *ctypes[DC_MAX_INPUTS + 1];
-  snprintf(types[0], sizeof types[0], "float");
+  snprintf(types[0], sizeof types[0], "%s", dc_cuda_ctype(n->type.dtype)); /* f32, or a bf16/f16 activation */
   for (int i = 0; i < n->ninputs; i++)
     snprintf(types[i + 1], sizeof types[i + 1], "const %s",
              dc_cuda_ctype(plan->module->nodes[n->inputs[i]].type.dtype));

@@ -184,7 +184,7 @@ static float **reference_values(const dc_module *m, float *const *inputs) {
     else {
       const void *in[DC_MAX_INPUTS];
       for (int i = 0; i < n->ninputs; i++) in[i] = v[n->inputs[i]];
-      CHECK_OK(dc_ref_kernel_for(n->op)(m, n, in, v[s]));
+      CHECK_OK(dc_ref_run(m, n, in, v[s]));
     }
   }
   return v;

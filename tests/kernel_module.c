@@ -5,9 +5,12 @@
  * -DDIFFC_LLVM=OFF build, where kernel_harness.c and kernel_runner.c (which
  * compile and link LLVM kernels) are left out. */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernel_harness.h"
+#include "support/dtype_convert.h"
 #include "kernel_runner.h"
 
 int32_t kh_input(dc_module *m, int rank, const int64_t *dims) {
@@ -29,12 +32,7 @@ int32_t kh_node(dc_module *m, dc_node n) {
   return dc_module_add_node(m, &n);
 }
 
-void kh_compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
-  size_t numel = dc_type_numel(t);
-  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
-  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
-  if (t->dtype != DT_F32) return;
-  const float *got = got_, *want = want_;
+static void compare_f32(size_t numel, const float *got, const float *want, kh_result *out) {
   double d2 = 0, r2 = 0, maxabs = 0, maxrel = 0;
   for (size_t i = 0; i < numel; i++) {
     if (isnan(got[i]) && isnan(want[i])) continue;
@@ -49,6 +47,30 @@ void kh_compare_out(const dc_type *t, const void *got_, const void *want_, kh_re
   out->max_abs = maxabs;
   out->max_rel = maxrel;
   out->rel_l2 = sqrt(d2 / (r2 > 0 ? r2 : 1));
+}
+
+/* bf16 / f16 outputs (activations) are compared as the f32 values they hold. */
+static void compare_widened(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
+  size_t numel = dc_type_numel(t);
+  float *got = malloc(numel * sizeof *got + 4), *want = malloc(numel * sizeof *want + 4);
+  if (got && want) {
+    const uint16_t *g16 = got_, *w16 = want_;
+    for (size_t i = 0; i < numel; i++) {
+      got[i] = t->dtype == DT_BF16 ? dc_bf16_to_f32(g16[i]) : dc_f16_to_f32(g16[i]);
+      want[i] = t->dtype == DT_BF16 ? dc_bf16_to_f32(w16[i]) : dc_f16_to_f32(w16[i]);
+    }
+    compare_f32(numel, got, want, out);
+  }
+  free(got), free(want);
+}
+
+void kh_compare_out(const dc_type *t, const void *got_, const void *want_, kh_result *out) {
+  size_t numel = dc_type_numel(t);
+  out->bit_exact = memcmp(got_, want_, (size_t)dc_type_bytes(t)) == 0;
+  out->max_abs = out->rel_l2 = out->max_rel = out->bit_exact ? 0 : INFINITY;
+  if (out->bit_exact) return;
+  if (t->dtype == DT_BF16 || t->dtype == DT_F16) compare_widened(t, got_, want_, out);
+  if (t->dtype == DT_F32) compare_f32(numel, got_, want_, out);
 }
 
 int32_t add_conv(dc_module *m, const conv_shape *s, int bias, int act, int res) {

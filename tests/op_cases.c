@@ -403,7 +403,8 @@ const op_case *oc_table(int *n) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows, text_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows),
                           COUNT(text_rows)};
-    int total = 64 + 384 + 160; /* random permutes, conv2d and linear, attention, blend and positions */
+    int total = 64 + 384 + 160 + 160; /* random permutes, conv2d and linear, attention, blend and positions,
+                                       * bf16/f16 activation rows */
     for (int p = 0; p < 5; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);
     for (int p = 0; p < 5; p++) {
@@ -413,6 +414,7 @@ const op_case *oc_table(int *n) {
     len += random_permutes(table + len);
     len += oc_gemm_rows(table + len);
     len += oc_attention_rows(table + len);
+    len += oc_act_rows(table, len, table + len, total - len);
     if (len > total) { /* the generated rows outgrew their room above */
       fprintf(stderr, "oc_table: %d rows in room for %d\n", len, total);
       abort();
@@ -501,6 +503,75 @@ int32_t oc_build_nchw(const op_case *c, dc_module *m) {
   return oc_build(&twin, m);
 }
 
+/* The ops whose rows take an activation dtype: those that compute (not the
+ * byte moves, whose kernels copy any dtype already, nor cast, constant and
+ * the runtime's copies), but rope_freqs, whose tables stay f32. */
+static int computes(dc_op op) {
+  switch (op) {
+    case OP_RESHAPE: case OP_PERMUTE: case OP_UPSAMPLE: case OP_CONCAT: case OP_SLICE: case OP_CAST:
+    case OP_CONSTANT: case OP_UPLOAD: case OP_TRANSFER: case OP_ROPE_FREQS: case OP_PROBE: return 0;
+    default: return 1;
+  }
+}
+
+/* A row's size for picking one of its kind: its input elements, but rows
+ * under 64 of them (a partial warp, no grid-stride loop) rank last. */
+static uint64_t row_numel(const op_case *c) {
+  uint64_t total = 0;
+  for (int i = 0; i < (c->nin ? c->nin : 1); i++) {
+    uint64_t e = 1;
+    for (int d = 0; d < c->in[i].rank; d++) e *= (uint64_t)c->in[i].dims[d];
+    total += e;
+  }
+  return total >= 64 ? total : UINT64_MAX / 2 - total;
+}
+
+/* The data kinds an activation row can make and round (oc_inputs). */
+static int act_data(oc_data d) {
+  return d == OC_NORMAL || d == OC_OFFSET || d == OC_BIG_MEAN || d == OC_MASK || d == OC_TIMESTEPS || d == OC_STORED ||
+         d == OC_TOKENS;
+}
+
+/* Rows of one kind for the activation rows: the same op and layout, a
+ * residual or not, a stored weight or not, CUDA running both. */
+static int same_kind(const op_case *o, const op_case *c) {
+  return o->op == c->op && o->layout == c->layout && (o->wdtype != 0) == (c->wdtype != 0) &&
+         (o->alias != 0) == (c->alias != 0) && ((o->where ? o->where : OC_ALL) & OC_CUDA) &&
+         !o->out.rank && act_data(o->data) && !dc_dtype_is_int(o->in[0].dtype) == !dc_dtype_is_int(c->in[0].dtype);
+}
+
+int oc_act_rows(const op_case *rows, int n, op_case *out, int cap) {
+  static const dc_dtype acts[2] = {DT_BF16, DT_F16};
+  int len = 0;
+  for (int i = 0; i < n; i++) {
+    const op_case *c = &rows[i];
+    int cuda = (c->where ? c->where : OC_ALL) & OC_CUDA;
+    if (!cuda || !computes(c->op) || c->out.rank || c->act || !act_data(c->data) ||
+        (dc_dtype_is_int(c->in[0].dtype) && c->op != OP_EMBEDDING) ||
+        (c->in[0].dtype && c->in[0].dtype != DT_F32 && c->op != OP_EMBEDDING && c->op != OP_REL_POS_BIAS))
+      continue;
+    int best = i, seen = 0; /* the smallest row of its kind, the first of equal ones */
+    for (int j = 0; j < n; j++) {
+      const op_case *o = &rows[j];
+      if (j == i || !same_kind(o, c)) continue;
+      if (row_numel(o) < row_numel(&rows[best])) best = j;
+      if (j < i && row_numel(o) == row_numel(c)) seen = 1;
+    }
+    if (best != i) continue;
+    for (int a = 0; a < 2 && !seen && len < cap; a++) {
+      /* f16 tensor cores take no bf16 weight: its random codes (the in-place runs') overflow f16 */
+      if (acts[a] == DT_F16 && c->wdtype == DT_BF16) continue;
+      op_case r = *c;
+      r.act = acts[a];
+      r.where = OC_REF | OC_CUDA; /* the CPU kernels never take bf16/f16 activations */
+      r.why = "bf16/f16 activations are --target cuda's";
+      memset(r.tol, 0, sizeof r.tol);
+      out[len++] = r;
+    }
+  }
+  return len;
+}
+
 int32_t oc_build(const op_case *c, dc_module *m) {
   if (c->op == OP_CONSTANT) return build_constant(c, m);
   int64_t len = data_len(c);
@@ -553,6 +624,12 @@ int32_t oc_build(const op_case *c, dc_module *m) {
   }
   n.type = t;
   n.layout = c->layout ? c->layout : t.rank == 4 ? LAYOUT_NCHW : LAYOUT_ROWMAJOR;
+  if (c->act) { /* every float value in the activation dtype: what the type rules then allow */
+    if (dc_module_set_meta(m, "activation_dtype", dc_dtype_name(c->act))) return -1;
+    for (int i = 0; i < nin; i++)
+      if (m->nodes[ins[i]].type.dtype == DT_F32) m->nodes[ins[i]].type.dtype = c->act; /* timesteps too: Flux's t·1000 */
+    n.type.dtype = c->act;
+  }
   /* the IR's type rule takes an f32 weight; the kernels read any storage dtype */
   if (c->wdtype) m->nodes[ins[1]].type.dtype = c->wdtype;
   if (c->wdtype && c->wbias) m->nodes[ins[2]].type.dtype = c->wdtype;
@@ -745,7 +822,41 @@ static float *masked_bias(const dc_type *t, uint64_t *s) {
   return b;
 }
 
+/* An activation row's inputs: the row's data made as for f32, rounded to
+ * each input's dtype (the activation dtype; f32 timesteps as they are;
+ * stored weights and token ids as the f32 row makes them). */
+static void **act_inputs(const op_case *c, const dc_module *m, int32_t id) {
+  op_case f = *c;
+  f.act = 0;
+  dc_module *fm = dc_module_create();
+  int32_t fid = fm ? oc_build(&f, fm) : -1;
+  const dc_node *n = &m->nodes[id];
+  void **in = NULL;
+  if (fid >= 0 && f.data != OC_NORMAL) in = oc_inputs(&f, fm, fid);
+  else if (fid >= 0) { /* normal(0, 1) * scale, as the harnesses' own; a stored weight's random finite codes */
+    uint64_t s = 42;
+    in = calloc(DC_MAX_INPUTS, sizeof *in);
+    for (int i = 0; i < n->ninputs; i++) {
+      const dc_type *ft = &fm->nodes[fm->nodes[fid].inputs[i]].type;
+      in[i] = ft->dtype == DT_F32 ? (void *)fill(dc_type_numel(ft), &s, 0.0, c->scale ? c->scale : 1.0, 1)
+                                  : weight_codes(ft->dtype, dc_type_numel(ft), &s);
+    }
+  }
+  for (int i = 0; in && i < n->ninputs; i++) {
+    const dc_type *t = &m->nodes[n->inputs[i]].type, *ft = &fm->nodes[fm->nodes[fid].inputs[i]].type;
+    if (ft->dtype != DT_F32 || t->dtype == DT_F32) continue;
+    const float *v = in[i];
+    uint16_t *h = malloc(dc_type_numel(t) * 2 + 64);
+    for (size_t j = 0; j < dc_type_numel(t); j++) h[j] = t->dtype == DT_BF16 ? dc_f32_to_bf16(v[j]) : dc_f32_to_f16(v[j]);
+    free(in[i]);
+    in[i] = h;
+  }
+  dc_module_destroy(fm);
+  return in;
+}
+
 void **oc_inputs(const op_case *c, const dc_module *m, int32_t id) {
+  if (c->act) return act_inputs(c, m, id);
   if (c->data == OC_NORMAL) return NULL;
   const dc_node *n = &m->nodes[id];
   void **in = calloc(DC_MAX_INPUTS, sizeof *in);
@@ -839,6 +950,7 @@ void oc_describe(const op_case *c, char *buf, size_t cap) {
                   dc_dims_str(c->out.dims, c->out.rank, o, sizeof o));
   }
   if (c->wdtype && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " w%s:%s", c->wbias ? "+b" : "", dc_dtype_name(c->wdtype));
+  if (c->act && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " act:%s", dc_dtype_name(c->act));
   if (c->layout == LAYOUT_NHWC && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " nhwc");
   if (c->cuda_sm_count && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " sm=%d", c->cuda_sm_count);
   if (c->data && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " (%s)", data_name(c->data));

@@ -81,6 +81,11 @@ typedef struct {
   int alias;           /* 0, or a residual's input index (conv2d, linear; a gated linear's mod follows it) */
   dc_dtype wdtype;     /* conv2d, linear: the weight (input 1) stored in it (0: f32) */
   int wbias;           /* and the bias (input 2) too */
+  dc_dtype act;        /* 0, or bf16/f16 activations: the module's activation dtype (ir.h), the
+                        * output and every float input stored in it (gammas and weights too, as
+                        * --compute-dtype bf16 stores them on cuda; wdtype still wins), the data
+                        * made as for f32 and rounded to it; reference and CUDA only.  Generated
+                        * from the f32 rows (oc_act_rows), never written in the tables */
   dc_layout layout;    /* 0: NCHW at rank 4, else row-major.  LAYOUT_NHWC (conv2d, group_norm,
                         * upsample): shapes are given channels first; the node and its inputs of
                         * rank >= 2 are built channels last, and the reference run also checks
@@ -111,6 +116,10 @@ void oc_free_inputs(void **in);
 void oc_describe(const op_case *c, char *buf, size_t cap);
 /* The conv2d and linear rows (op_cases_gemm.c) into out; returns how many. */
 int oc_gemm_rows(op_case *out);
+/* Rows with bf16 and f16 activations, made from the table's first n rows:
+ * for each computing op (and layout, stored weight, residual), its smallest
+ * row that CUDA runs, once per activation dtype; returns how many. */
+int oc_act_rows(const op_case *rows, int n, op_case *out, int cap);
 /* The attention and blend rows (op_cases_attention.c); returns how many. */
 int oc_attention_rows(op_case *out);
 /* The rows' NHWC twin: with c->layout LAYOUT_NHWC, the NCHW node of the same

@@ -132,11 +132,9 @@ static void test_errors(void) {
   CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
             "attention head size D=4096 needs");
   dc_module_destroy(m);
-  /* a bf16 operand with f32 compute: the FMA kernel takes f32 activations
-   * (16-bit ones go to the mma.sync kernel with bf16/f16 compute:
-   * test_cuda_flash) */
+  /* an fp8 operand: activations reach either attention kernel as f32, bf16 or f16 */
   m = dc_module_create();
-  dc_type t = {DT_BF16, 3, {1, 8, 16}};
+  dc_type t = {DT_F8_E4M3, 3, {1, 8, 16}};
   int32_t ins[3] = {dc_module_add_input(m, "q", &t, INIT_NORMAL), dc_module_add_input(m, "k", &t, INIT_NORMAL),
                     dc_module_add_input(m, "v", &t, INIT_NORMAL)};
   dc_node n = dc_node_make(OP_ATTENTION, 3, ins);
@@ -146,13 +144,11 @@ static void test_errors(void) {
   y = dc_module_add_node(m, &n);
   CHECK(y >= 0);
   if (y >= 0)
-    CHECK_ERR(dc_cuda_gen_node(m, y, &(dc_cuda_options){DC_CUDA_COMPUTE_F32}, "k0_attention", &k),
-              "attention input 0 is bf16[rank 3]; the kernel takes rank-3 f32 activations");
-  /* an integer operand reaching the mma.sync kernel */
-  m->nodes[ins[1]].type.dtype = DT_I32;
-  if (y >= 0)
     CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k0_attention", &k),
-              "attention input 1 is i32[rank 3]; the kernel takes rank-3 f32, bf16 or f16 activations");
+              "attention input 0 is f8e4m3[rank 3]; the kernel takes rank-3 f32, bf16 or f16 activations");
+  if (y >= 0)
+    CHECK_ERR(dc_cuda_gen_node(m, y, &(dc_cuda_options){DC_CUDA_COMPUTE_F32}, "k0_attention", &k),
+              "attention input 0 is f8e4m3[rank 3]; the kernel takes rank-3 f32, bf16 or f16 activations");
   dc_module_destroy(m);
   /* a scale that is not a finite float */
   m = dc_module_create();

@@ -4,7 +4,9 @@
  * variant, entry and the input shapes of its io file, as fixture_check
  * compiles it), the module goes through the frontend and the pass pipeline,
  * then every distinct kernel is generated in f32 and in bf16 compute, as
- * dc_emit_cuda_kernels groups and generates them.  Fixtures share many
+ * dc_emit_cuda_kernels groups and generates them, and once more as
+ * --compute-dtype bf16 compiles it: bf16 activations and weights (passes
+ * activation-dtype, cast-weights' storage_all), bf16 compute.  Fixtures share many
  * kernels (the same conv at the same shapes, the elementwise ops), so each
  * distinct source is compiled once per run: every kernel is generated under
  * one entry name (the name is the only part of a source that depends on
@@ -201,6 +203,18 @@ static void compile_run(const char *name, const char *dir, const cJSON *run, ker
     t->runs++;
     dc_module_destroy(m);
     dc_folder_close(&f);
+    if (!st) { /* --compute-dtype bf16 on cuda: the typed kernels of every op a fixture has */
+      co.memory = (dc_memory_options){.activation = DT_BF16, .storage = DT_BF16, .storage_all = 1};
+      m = NULL;
+      dc_status *typed = dc_compile_module(&co, &f, &m);
+      CHECK_OK(typed);
+      if (!typed) {
+        snprintf(label + strlen(label), sizeof label - strlen(label), " (bf16 values)");
+        add_module(ks, m, DC_CUDA_COMPUTE_BF16, label, t);
+      }
+      dc_module_destroy(m);
+      dc_folder_close(&f);
+    }
     dc_st_close(&io);
   }
   free(io_path);

@@ -60,7 +60,8 @@ static int row_sources(void) {
   return rows;
 }
 
-/* Node op over inputs of the given shapes (input `bad` stored as f16). */
+/* Node op over inputs of the given shapes (input `bad` stored as f8e4m3:
+ * activations and gammas load as f32, bf16 or f16 only). */
 static void refused(dc_op op, int nin, const int64_t dims[][3], const int *ranks, int bad, const char *attr,
                     const char *want) {
   dc_module *m = dc_module_create();
@@ -74,7 +75,7 @@ static void refused(dc_op op, int nin, const int64_t dims[][3], const int *ranks
   if (y >= 0) {
     dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
     dc_cuda_kernel k;
-    m->nodes[in[bad]].type.dtype = DT_F16;
+    m->nodes[in[bad]].type.dtype = DT_F8_E4M3;
     CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), want);
   }
   dc_module_destroy(m);
@@ -82,11 +83,11 @@ static void refused(dc_op op, int nin, const int64_t dims[][3], const int *ranks
 
 static void error_cases(void) {
   refused(OP_RMS_NORM, 2, (const int64_t[][3]){{3, 8}, {8}}, (const int[]){2, 1}, 1, NULL,
-          "input 1 is f16[8]; expected f32");
+          "input 1 is f8e4m3[8]; expected f32, bf16 or f16");
   refused(OP_MOD_LAYER_NORM, 2, (const int64_t[][3]){{2, 3, 8}, {2, 16}}, (const int[]){3, 2}, 1, "scale_at",
-          "input 1 is f16[2,16]; expected f32");
+          "input 1 is f8e4m3[2,16]; expected f32, bf16 or f16");
   refused(OP_GATED_ADD, 3, (const int64_t[][3]){{2, 3, 8}, {2, 3, 8}, {2, 16}}, (const int[]){3, 3, 2}, 2, "at",
-          "gated_add: CUDA kernel reads f32, input 2 is f16");
+          "gated_add: the CUDA kernel reads and writes f32, bf16 or f16 input 2, got f8e4m3");
 }
 
 int main(int argc, char **argv) {

@@ -83,8 +83,8 @@ static void error_cases(void) {
   int32_t y = add_linear(m, 2, (int64_t[]){3, 8}, 4, 0, ACT_NONE, RES_NONE);
   dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
-  m->nodes[m->nodes[y].inputs[0]].type.dtype = DT_BF16; /* activations must be f32 */
-  CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 0 is bf16[3,8]; expected f32");
+  m->nodes[m->nodes[y].inputs[0]].type.dtype = DT_F8_E4M3; /* activations are f32, bf16 or f16 */
+  CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 0 is f8e4m3[3,8]; expected f32, bf16 or f16");
   dc_module_destroy(m);
 }
 

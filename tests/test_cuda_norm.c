@@ -15,8 +15,8 @@ int main(int argc, char **argv) {
   int32_t y = kh_node(m, n);
   dc_cuda_options o = {.compute = DC_CUDA_COMPUTE_F32};
   dc_cuda_kernel k;
-  m->nodes[m->nodes[y].inputs[1]].type.dtype = DT_F16;
-  CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 1 is f16[8]; expected f32");
+  m->nodes[m->nodes[y].inputs[1]].type.dtype = DT_F8_E4M3; /* f32, bf16 and f16 load; an fp8 gamma does not */
+  CHECK_ERR(dc_cuda_gen_node(m, y, &o, "k", &k), "input 1 is f8e4m3[8]; expected f32, bf16 or f16");
   dc_module_destroy(m);
   return tu_finish();
 }

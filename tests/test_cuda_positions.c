@@ -114,7 +114,7 @@ static void check_source(const dc_module *m, const dc_node *n, const dc_cuda_ker
   /* The kernel's fifth parameter and its bias switch, in whichever of the
    * two attention generators took the node (g_attention.c, or g_flash.c
    * at bf16/f16). */
-  const char *five = "const float *v, const float *bias)", *flash_five = "const float *v, const float *bias) {";
+  const char *five = "const att_in_t *v, const att_b_t *bias)", *flash_five = "const float *v, const float *bias) {";
   int flash = strstr(k->source, "#define FL_BIAS") != NULL;
   const char *on = flash ? "#define FL_BIAS 1" : "#define ATT_BIAS 1", *off = flash ? "#define FL_BIAS 0" : "#define ATT_BIAS 0";
   if (flash) five = flash_five;

@@ -92,7 +92,10 @@ static const char usage[] =
     "  --compute-dtype f32|bf16|f16\n"
     "                           precision of the matrix work (conv2d, linear, attention): f32 (the\n"
     "                           default; plain FMA, no TF32), or bf16/f16 on tensor cores with f32\n"
-    "                           accumulation (cuda target only; the cpu target computes in f32)\n"
+    "                           accumulation (cuda target only; the cpu target computes in f32).\n"
+    "                           bf16/f16 also store the values kernels pass each other in that dtype\n"
+    "                           (statistics, softmax and sums stay f32; plan inputs and outputs f32)\n"
+    "                           and, without --storage-dtype, every float weight\n"
     "  --kernel-cache DIR       where compiled kernels (CPU objects, CUDA images) are cached, keyed by\n"
     "                           a hash of everything the compiler's output depends on (default\n"
     "                           $DIFFC_CACHE_DIR, else $XDG_CACHE_HOME/diffc, else ~/.cache/diffc)\n"
@@ -125,6 +128,7 @@ static const char usage[] =
     "                           and on the device; written beside the plan as PLAN.weights.safetensors);\n"
     "                           the kernels upcast as they load (diffusers enable_layerwise_casting).\n"
     "                           fp32, the default, casts nothing: weights stay as the checkpoint has them\n"
+    "                           (but cuda --compute-dtype bf16/f16 stores every float weight in it)\n"
     "  --skip-cast PATTERN      modules whose path (or an ancestor's) matches this regex keep their\n"
     "                           dtype; repeatable; replaces the defaults pos_embed, patch_embed, norm,\n"
     "                           ^proj_in$, ^proj_out$ (a UNet always adds norm)\n"
@@ -481,8 +485,8 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       int n;
       const dc_pass *ps = dc_pass_list(&n);
       /* frontend is no pass but --dump-after accepts it: list it first */
-      printf("%-14s %s\n", "frontend", "build the graph from config.json and the weights (before any pass)");
-      for (int k = 0; k < n; k++) printf("%-14s %s\n", ps[k].name, ps[k].summary);
+      printf("%-16s %s\n", "frontend", "build the graph from config.json and the weights (before any pass)");
+      for (int k = 0; k < n; k++) printf("%-16s %s\n", ps[k].name, ps[k].summary);
       return *exit_now = 1, NULL;
     }
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
@@ -717,6 +721,7 @@ int main(int argc, char **argv) {
                              .kernel_cache = o.kernel_cache,
                              .no_kernel_cache = o.no_kernel_cache,
                              .memory = o.memory,
+                             .storage_dtype_given = (o.seen_memory_options & (1u << 6)) != 0,
                              .offload_dir = o.offload_dir,
                              .vae_slicing = o.vae_slicing,
                              .vae_tiling = o.vae_tiling,
@@ -755,6 +760,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "diffc: wrote %s: %d steps, weights %s%s, peak activations %s%s (%.0f ms)\n", o.output, rep.steps,
               dc_format_bytes(rep.weight_bytes + rep.offloaded_weight_bytes, b1, sizeof b1), split,
               dc_format_bytes(rep.peak_activation_bytes, b2, sizeof b2), cuda, rep.seconds * 1e3);
+      if (o.verbose) fprintf(stderr, "diffc: %d cast steps per run of the schedule\n", rep.cast_steps);
       if (o.memory_timeline) fprintf(stderr, "diffc: wrote the memory timeline %s\n", o.memory_timeline);
     }
     if (!st && o.memory_report) st = write_memory_report(o.output, o.report_json, o.memory_report);

@@ -33,6 +33,23 @@ const char *dc_cuda_loader(dc_dtype t);
  * even, bit-exact with support/dtype_convert.c); "?" for others. */
 const char *dc_cuda_storer(dc_dtype t);
 
+/* Activations (computed values) are f32, bf16 or f16 (ir.h's
+ * dc_module_activation_dtype); a kernel loads them through their loader and
+ * computes in f32, rounding once as it stores.  dc_cuda_float_io says
+ * whether a dtype is one of those three. */
+int dc_cuda_float_io(dc_dtype t);
+/* Whether the node's output and every input are f32 (the kernels keep their
+ * vectorised f32 text for those; a 16-bit operand takes the typed path). */
+int dc_cuda_all_f32(const dc_module *m, const dc_node *n);
+/* Declares, for an operand called `tag` of dtype t, its element type and
+ * accessors as the kernel text uses them:
+ *   typedef <ctype> tag_t;  #define tag_ld <loader>  (and tag_st <storer>)
+ * so that "tag_ld(p, i)" reads element i of a `const tag_t *p` as f32 and
+ * "tag_st(p, i, v)" rounds v into it. */
+void dc_cuda_emit_typed(dc_buf *b, const char *tag, dc_dtype t);
+/* An error naming the op and operand when t is not f32, bf16 or f16. */
+dc_status *dc_cuda_need_float_io(const dc_node *n, const char *what, dc_dtype t);
+
 /* gelu_tanh of the float expression v, as CUDA C: x·σ(2t) = x / (1 +
  * e^(-2t)), t = √(2/π)·(x + 0.044715·x³), in f32 (nothing cancels for
  * x < 0, where torch's 1 + tanhf does).  Measured against the exact value

@@ -5,10 +5,15 @@
  * One kernel per distinct (op, attributes, operand types, options): shapes
  * and attributes are compile-time constants in the source.  Every kernel is
  * a single launch with the C signature
- *     extern "C" __global__ void NAME(float *out, const T0 *in0, const T1 *in1, ...)
- * out is the node's output (f32), in0.. the node's inputs in order (their
- * dtypes as in the IR: activations f32; a weight operand may be f32, bf16,
- * f16, f8e4m3 or f8e5m2 and is converted as it is loaded).  No other
+ *     extern "C" __global__ void NAME(TO *out, const T0 *in0, const T1 *in1, ...)
+ * out is the node's output, in0.. the node's inputs in order, each in its
+ * dtype as in the IR (dc_cuda_ctype): activations are f32, or bf16/f16 in a
+ * module with that activation dtype (ir.h, pass activation-dtype); a weight
+ * operand may be f32, bf16, f16 (any reader), f8e4m3 or f8e5m2 (conv2d,
+ * linear, embedding).  Kernels load every value as f32 (dc_cuda_loader),
+ * compute in f32 and round once as they store (dc_cuda_storer); the byte
+ * moves (reshape, permute, upsample_nearest, concat, slice) copy their
+ * dtype's bits.  No other
  * parameters and no workspace: the host packs exactly 1 + ninputs device
  * pointers (runtime/cuda_*.c).
  *

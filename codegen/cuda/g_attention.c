@@ -74,6 +74,7 @@ typedef struct {
   dc_op op;
   int mma;          /* tensor-core variant */
   dc_cuda_compute compute;
+  dc_dtype in_t, bias_t, out_t; /* q/k/v, bias and output dtypes (f32, bf16 or f16) */
   int64_t dp;       /* head size padded to the MMA step (d for f32) */
   int64_t bq, bk;   /* query and key tile */
   int threads;      /* per block */
@@ -145,12 +146,20 @@ static dc_status *read_geom(const dc_module *m, const dc_node *n, const dc_cuda_
   g->bias = n->op == OP_ATTENTION_BIAS;
   for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = &m->nodes[n->inputs[i]].type;
-    if (t->dtype != DT_F32 || t->rank != 3)
-      return dc_error(DC_ERR_UNSUPPORTED, "attention input %d is %s[rank %d]; the kernel takes rank-3 f32 activations", i,
+    if (!dc_cuda_float_io(t->dtype) || t->rank != 3)
+      return dc_error(DC_ERR_UNSUPPORTED,
+                      "attention input %d is %s[rank %d]; the kernel takes rank-3 f32, bf16 or f16 activations", i,
                       dc_dtype_name(t->dtype), t->rank);
   }
-  if (n->type.dtype != DT_F32) return dc_error(DC_ERR_UNSUPPORTED, "attention output must be f32, got %s",
-                                               dc_dtype_name(n->type.dtype));
+  /* q, k and v share one staging path, so one dtype (the activation dtype) */
+  g->in_t = tq->dtype;
+  if (tk->dtype != g->in_t || m->nodes[n->inputs[2]].type.dtype != g->in_t)
+    return dc_error(DC_ERR_UNSUPPORTED, "attention: q, k and v are %s, %s and %s; the kernel reads one dtype for all three",
+                    dc_dtype_name(tq->dtype), dc_dtype_name(tk->dtype), dc_dtype_name(m->nodes[n->inputs[2]].type.dtype));
+  g->bias_t = g->bias ? m->nodes[n->inputs[3]].type.dtype : DT_F32;
+  g->out_t = n->type.dtype;
+  if (!dc_cuda_float_io(g->out_t))
+    return dc_error(DC_ERR_UNSUPPORTED, "attention output must be f32, bf16 or f16, got %s", dc_dtype_name(g->out_t));
   g->batch = tq->dims[0];
   g->sq = tq->dims[1];
   g->sk = tk->dims[1];
@@ -211,6 +220,11 @@ static void emit_constants(dc_buf *b, const att_geom *g) {
                 (long long)ceil_div(g->sk, g->bk), g->threads, g->threads / 32, g->causal, g->bias, (long long)ld_s(g),
                 (long long)ceil_div(g->bk, 32), (unsigned long long)g->off_q, (unsigned long long)g->off_kv,
                 (unsigned long long)g->off_p, (unsigned long long)g->off_s, (unsigned long long)g->off_stats);
+  /* the operands' element types and accessors: q/k/v, bias, out (loaded as f32, the output rounded once) */
+  dc_buf_printf(b, "typedef %s att_in_t;\n#define ATT_LD %s\ntypedef %s att_b_t;\n#define ATT_BLD %s\n"
+                   "typedef %s att_o_t;\n#define ATT_ST %s\n",
+                dc_cuda_ctype(g->in_t), dc_cuda_loader(g->in_t), dc_cuda_ctype(g->bias_t), dc_cuda_loader(g->bias_t),
+                dc_cuda_ctype(g->out_t), dc_cuda_storer(g->out_t));
   if (g->mma)
     dc_buf_printf(b,
                   "#define ATT_DP %lld /* D padded to the MMA step */\n#define ATT_LDH %lld\n#define ATT_LDP %lld\n"
@@ -235,7 +249,7 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
   dc_buf_printf(b, "%s",
                 "#if defined(__CUDA_ARCH__)\n#define ATT_UNROLL _Pragma(\"unroll\")\n#else\n#define ATT_UNROLL\n#endif\n"
                 "#if ATT_BIAS /* the row's bias (rows past Sq are padding: none), and a max of -inf taken as 0 */\n"
-                "#define ATT_SCORE(v, r, j) ((v) * ATT_SCALE + (q0 + (r) < ATT_SQ ? bias[(long long)(r) * ATT_SK + (j)] : 0.0f))\n"
+                "#define ATT_SCORE(v, r, j) ((v) * ATT_SCALE + (q0 + (r) < ATT_SQ ? ATT_BLD(bias, (long long)(r) * ATT_SK + (j)) : 0.0f))\n"
                 "#define ATT_MAX_USED(m) ((m) == -DC_INF ? 0.0f : (m))\n"
                 "#else\n"
                 "#define ATT_SCORE(v, r, j) ((v) * ATT_SCALE)\n"
@@ -248,7 +262,7 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
                 " * rescales what the row has summed so far: l = l * alpha + sum p.  bias points at\n"
                 " * the block's first query row of its head's [Sq, Sk] bias (NULL without ATT_BIAS). */\n"
                 "DC_DEVICE void att_softmax(const float *s, att_p *p, float *row_m, float *row_l, float *row_a, int k0, int q0,\n"
-                "                           const float *bias) {\n"
+                "                           const att_b_t *bias) {\n"
                 "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
                 "  for (int r = warp; r < ATT_BQ; r += ATT_NW) {\n"
                 "    float x[ATT_SPL], mx = -DC_INF;\n"
@@ -281,7 +295,7 @@ static void emit_softmax(dc_buf *b, const att_geom *g) {
  * this block's base pointers into q, k, v, out and (attention_bias) the bias. */
 static void emit_prologue(dc_buf *b, const char *name, const char *tile_type, int bias) {
   dc_buf_printf(b,
-                "DC_KERNEL void %s(float *out, const float *q, const float *k, const float *v%s) {\n"
+                "DC_KERNEL void %s(att_o_t *out, const att_in_t *q, const att_in_t *k, const att_in_t *v%s) {\n"
                 "  DC_DYNAMIC_SMEM(att_raw);\n"
                 "  unsigned char *smem = att_raw + ((32u - (unsigned)((unsigned long long)att_raw & 31u)) & 31u);\n"
                 "  %s *qs = (%s *)(smem + ATT_OFF_Q), *kv = (%s *)(smem + ATT_OFF_KV);\n"
@@ -289,11 +303,11 @@ static void emit_prologue(dc_buf *b, const char *name, const char *tile_type, in
                 "  float *row_m = (float *)(smem + ATT_OFF_STATS), *row_l = row_m + ATT_BQ, *row_a = row_l + ATT_BQ;\n"
                 "  const int q0 = blockIdx.x * ATT_BQ, rows = ATT_SQ - q0 < ATT_BQ ? ATT_SQ - q0 : ATT_BQ;\n"
                 "  const long long head = blockIdx.y * ATT_D;\n"
-                "  const float *qb = q + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
-                "  const float *kb = k + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
-                "  const float *vb = v + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
-                "  float *ob = out + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
-                "  const float *bb = %s;\n"
+                "  const att_in_t *qb = q + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
+                "  const att_in_t *kb = k + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
+                "  const att_in_t *vb = v + (long long)blockIdx.z * ATT_SK * ATT_HD + head;\n"
+                "  att_o_t *ob = out + ((long long)blockIdx.z * ATT_SQ + q0) * ATT_HD + head;\n"
+                "  const att_b_t *bb = %s;\n"
                 "  /* causal: the key tiles up to this tile's last query */\n"
                 "  const int nkt = ATT_CAUSAL && (q0 + rows + ATT_BK - 1) / ATT_BK < ATT_NKT ? (q0 + rows + ATT_BK - 1) / ATT_BK\n"
                 "                                                                            : ATT_NKT;\n"
@@ -301,24 +315,24 @@ static void emit_prologue(dc_buf *b, const char *name, const char *tile_type, in
                 "    row_m[i] = -DC_INF;\n"
                 "    row_l[i] = 0.0f;\n"
                 "  }\n",
-                name, bias ? ", const float *bias" : "", tile_type, tile_type, tile_type,
-                bias ? "bias + ((long long)blockIdx.y * ATT_SQ + q0) * ATT_SK" : "(const float *)0");
+                name, bias ? ", const att_b_t *bias" : "", tile_type, tile_type, tile_type,
+                bias ? "bias + ((long long)blockIdx.y * ATT_SQ + q0) * ATT_SK" : "(const att_b_t *)0");
 }
 
 /* ---- f32: FMA ------------------------------------------------------------ */
 static const char f32_helpers[] =
     "/* rows x D of src (row stride HD) into t[d * ld + i], transposed; rows past `rows` are 0. */\n"
-    "DC_DEVICE void att_stage_t(float *t, int ld, int tile_rows, const float *src, int rows) {\n"
+    "DC_DEVICE void att_stage_t(float *t, int ld, int tile_rows, const att_in_t *src, int rows) {\n"
     "  for (int e = threadIdx.x; e < tile_rows * ATT_D; e += ATT_NT) {\n"
     "    const int i = e / ATT_D, d = e % ATT_D;\n"
-    "    t[d * ld + i] = i < rows ? src[(long long)i * ATT_HD + d] : 0.0f;\n"
+    "    t[d * ld + i] = i < rows ? ATT_LD(src, (long long)i * ATT_HD + d) : 0.0f;\n"
     "  }\n"
     "}\n"
     "/* rows x D of src into t[i * D + d]; rows past `rows` are 0. */\n"
-    "DC_DEVICE void att_stage(float *t, const float *src, int rows) {\n"
+    "DC_DEVICE void att_stage(float *t, const att_in_t *src, int rows) {\n"
     "  for (int e = threadIdx.x; e < ATT_BK * ATT_D; e += ATT_NT) {\n"
     "    const int i = e / ATT_D;\n"
-    "    t[e] = i < rows ? src[(long long)i * ATT_HD + e % ATT_D] : 0.0f;\n"
+    "    t[e] = i < rows ? ATT_LD(src, (long long)i * ATT_HD + e % ATT_D) : 0.0f;\n"
     "  }\n"
     "}\n"
     "/* s[i][j] = q_i . k_j for the thread's rows tq + TQ*r and columns tk + TK*c, summed over d in order. */\n"
@@ -374,7 +388,7 @@ static const char f32_body[] =
     "    const float l = row_l[i];\n"
     "    ATT_UNROLL for (int c = 0; c < ATT_CO; c++) {\n"
     "      const int d = tk + ATT_TK * c;\n"
-    "      if (d < ATT_D) ob[(long long)i * ATT_HD + d] = o[r][c] / l;\n"
+    "      if (d < ATT_D) ATT_ST(ob, (long long)i * ATT_HD + d, o[r][c] / l);\n"
     "    }\n"
     "  }\n"
     "}\n";
@@ -382,10 +396,10 @@ static const char f32_body[] =
 /* ---- bf16 / f16: wmma ---------------------------------------------------- */
 static const char mma_helpers[] =
     "/* rows x D of src into t[i * LDH + d], rounded, zero past D (to DP) and past `rows` (to tile_rows). */\n"
-    "DC_DEVICE void att_stage(att_p *t, int tile_rows, const float *src, int rows) {\n"
+    "DC_DEVICE void att_stage(att_p *t, int tile_rows, const att_in_t *src, int rows) {\n"
     "  for (int e = threadIdx.x; e < tile_rows * ATT_DP; e += ATT_NT) {\n"
     "    const int i = e / ATT_DP, d = e % ATT_DP;\n"
-    "    t[i * ATT_LDH + d] = ATT_TO_P(i < rows && d < ATT_D ? src[(long long)i * ATT_HD + d] : 0.0f);\n"
+    "    t[i * ATT_LDH + d] = ATT_TO_P(i < rows && d < ATT_D ? ATT_LD(src, (long long)i * ATT_HD + d) : 0.0f);\n"
     "  }\n"
     "}\n"
     "/* s = Q K^T for the 16x16 tiles of the first `keys` keys (rounded up to 16), tiles dealt to warps. */\n"
@@ -454,7 +468,7 @@ static const char mma_body[] =
     "  att_fold(o, s, row_a);\n"
     "  ATT_UNROLL for (int u = 0; u < ATT_OPT; u++) {\n"
     "    const int e = (int)threadIdx.x + ATT_NT * u, i = e / ATT_D;\n"
-    "    if (e < ATT_BQ * ATT_D && i < rows) ob[(long long)i * ATT_HD + e % ATT_D] = o[u] / row_l[i];\n"
+    "    if (e < ATT_BQ * ATT_D && i < rows) ATT_ST(ob, (long long)i * ATT_HD + e % ATT_D, o[u] / row_l[i]);\n"
     "  }\n"
     "}\n";
 

@@ -35,7 +35,9 @@
  *
  * The weight (input 1) may be f32, bf16, f16, f8e4m3 or f8e5m2: it is read
  * with dc_cuda_loader(dtype), converted to f32 in registers, then rounded
- * to the compute type when staged.  x, bias and residual are f32.
+ * to the compute type when staged.  x, the residual, the gate and the output
+ * are activations: f32, bf16 or f16 each (G_XLD, G_RLD, G_GLD load them as
+ * f32, G_OST rounds the f32 epilogue result once, as it stores).
  *
  * A linear's gated residual (ops.def) ends the epilogue with
  * res + mod[m / S, gate_at + j] · v, the product and the sum each rounded
@@ -58,19 +60,21 @@ static int weight_dtype_ok(dc_dtype t) {
   return t == DT_F32 || t == DT_BF16 || t == DT_F16 || t == DT_F8_E4M3 || t == DT_F8_E5M2;
 }
 
-/* x and residual must be f32; the weight and bias any storage dtype
- * (layerwise casting casts a module's bias with its weight). */
+/* x, residual, gate and output f32, bf16 or f16 (activations); the weight
+ * and bias any storage dtype (layerwise casting casts a module's bias with
+ * its weight). */
 static dc_status *check_dtypes(const dc_module *m, const dc_node *n) {
   char b[160];
   int nparams = 1 + (int)dc_node_int(n, "bias");
   for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = input_type(m, n, i);
     int param = i >= 1 && i <= nparams;
-    if (param ? !weight_dtype_ok(t->dtype) : t->dtype != DT_F32)
+    if (param ? !weight_dtype_ok(t->dtype) : !dc_cuda_float_io(t->dtype))
       return dc_error(DC_ERR_UNSUPPORTED, "input %d is %s; expected %s", i, dc_type_str(t, b, sizeof b),
-                      param ? "f32, bf16, f16, f8e4m3 or f8e5m2" : "f32");
+                      param ? "f32, bf16, f16, f8e4m3 or f8e5m2" : "f32, bf16 or f16");
   }
-  if (n->type.dtype != DT_F32) return dc_error(DC_ERR_UNSUPPORTED, "output must be f32");
+  if (!dc_cuda_float_io(n->type.dtype))
+    return dc_error(DC_ERR_UNSUPPORTED, "output is %s; expected f32, bf16 or f16", dc_dtype_name(n->type.dtype));
   return NULL;
 }
 
@@ -90,8 +94,10 @@ static void read_epilogue(const dc_module *m, const dc_node *n, gemm *g) {
   g->geglu = g->act == ACT_GEGLU;
   g->out = n->type;
   if (g->has_res) g->res = *input_type(m, n, 2 + g->has_bias);
+  g->rtype = g->has_res ? g->res.dtype : DT_F32;
   int gate = dc_node_gate_slot(n);
   g->has_gate = gate >= 0;
+  g->gtype = g->has_gate ? input_type(m, n, gate)->dtype : DT_F32;
   if (g->has_gate) {
     g->gate_rows = n->type.dims[1];
     g->gate_ld = input_type(m, n, gate)->dims[1];
@@ -196,6 +202,10 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
                   (long long)g->ho, (long long)g->wo, (long long)g->stride, (long long)g->pt, (long long)g->pl);
   dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
   dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
+  dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
+  dc_buf_printf(b, "typedef %s g_o_t;\n#define G_OST %s\n", dc_cuda_ctype(g->otype), dc_cuda_storer(g->otype));
+  if (g->has_res) dc_buf_printf(b, "typedef %s g_r_t;\n#define G_RLD %s\n", dc_cuda_ctype(g->rtype), dc_cuda_loader(g->rtype));
+  if (g->has_gate) dc_buf_printf(b, "typedef %s g_g_t;\n#define G_GLD %s\n", dc_cuda_ctype(g->gtype), dc_cuda_loader(g->gtype));
   if (g->wmma) {
     int bf = g->compute == DC_CUDA_COMPUTE_BF16;
     dc_buf_printf(b,
@@ -217,8 +227,8 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
 static void emit_a_nhwc(dc_buf *b, const gemm *g) {
   dc_buf_printf(b,
                 "/* Implicit im2col of the NHWC input: row m = (n, ho, wo), column k = (r, q, c), c fastest. */\n"
-                "struct g_arow { const float *p; int hb, wb; bool ok; };\n"
-                "DC_DEVICE g_arow g_row(const float *__restrict__ x, int m) {\n"
+                "struct g_arow { const g_x_t *p; int hb, wb; bool ok; };\n"
+                "DC_DEVICE g_arow g_row(const g_x_t *__restrict__ x, int m) {\n"
                 "  const int wo = m %% G_WO, ho = (m / G_WO) %% G_HO, n = m / G_P;\n"
                 "  g_arow r = {x + (long long)n * G_HI * G_WI * G_CI, ho * G_STRIDE - G_PT, wo * G_STRIDE - G_PL, m < G_M};\n"
                 "  return r;\n"
@@ -229,7 +239,7 @@ static void emit_a_nhwc(dc_buf *b, const gemm *g) {
                 "  if (!r.ok || k >= G_K || (unsigned)hi >= (unsigned)G_HI || (unsigned)wi >= (unsigned)G_WI) return -1;\n"
                 "  return ((long long)hi * G_WI + wi) * G_CI + c;\n"
                 "}\n");
-  if (g->ci % 4 == 0)
+  if (g->ci % 4 == 0 && g->xtype == DT_F32)
     dc_buf_printf(b,
                   "struct __align__(16) g_f4 { float v[4]; };\n"
                   "DC_DEVICE void g_a4(const g_arow &r, int k, float *v) {\n"
@@ -243,10 +253,10 @@ static void emit_a_nhwc(dc_buf *b, const gemm *g) {
                   "}\n");
   else
     dc_buf_printf(b,
-                  "DC_DEVICE void g_a4(const g_arow &r, int k, float *v) { /* C %% 4 != 0: a tap edge may fall inside */\n"
+                  "DC_DEVICE void g_a4(const g_arow &r, int k, float *v) { /* one value at a time (C %% 4 != 0, or 16-bit x) */\n"
                   "  G_UNROLL for (int i = 0; i < 4; i++) {\n"
                   "    const long long at = g_tap(r, k + i);\n"
-                  "    v[i] = at < 0 ? 0.0f : r.p[at];\n"
+                  "    v[i] = at < 0 ? 0.0f : G_XLD(r.p, at);\n"
                   "  }\n"
                   "}\n");
 }
@@ -257,10 +267,10 @@ static void emit_a_nhwc(dc_buf *b, const gemm *g) {
  * generation. */
 static void emit_a(dc_buf *b, const gemm *g) {
   if (!g->conv) {
-    dc_buf_printf(b, "struct g_arow { const float *p; bool ok; };\n"
-                     "DC_DEVICE g_arow g_row(const float *__restrict__ x, int m) {\n"
+    dc_buf_printf(b, "struct g_arow { const g_x_t *p; bool ok; };\n"
+                     "DC_DEVICE g_arow g_row(const g_x_t *__restrict__ x, int m) {\n"
                      "  g_arow r = {x + (long long)m * G_K, m < G_M};\n  return r;\n}\n"
-                     "DC_DEVICE float g_a(const g_arow &r, int k) { return r.ok && k < G_K ? r.p[k] : 0.0f; }\n");
+                     "DC_DEVICE float g_a(const g_arow &r, int k) { return r.ok && k < G_K ? G_XLD(r.p, k) : 0.0f; }\n");
     return;
   }
   if (g->nhwc) {
@@ -269,8 +279,8 @@ static void emit_a(dc_buf *b, const gemm *g) {
   }
   dc_buf_printf(b,
                 "/* Implicit im2col of the NCHW input: row m = (n, ho, wo), column k = (c, r, q). */\n"
-                "struct g_arow { const float *p; int hb, wb; bool ok; };\n"
-                "DC_DEVICE g_arow g_row(const float *__restrict__ x, int m) {\n"
+                "struct g_arow { const g_x_t *p; int hb, wb; bool ok; };\n"
+                "DC_DEVICE g_arow g_row(const g_x_t *__restrict__ x, int m) {\n"
                 "  const int wo = m %% G_WO, ho = (m / G_WO) %% G_HO, n = m / G_P;\n"
                 "  g_arow r = {x + (long long)n * G_CI * G_HI * G_WI, ho * G_STRIDE - G_PT, wo * G_STRIDE - G_PL, m < G_M};\n"
                 "  return r;\n"
@@ -278,7 +288,7 @@ static void emit_a(dc_buf *b, const gemm *g) {
                 "DC_DEVICE float g_a(const g_arow &r, int k) {\n"
                 "  const int q = k %% G_KW, t = k / G_KW, c = t / G_KH, hi = r.hb + t %% G_KH, wi = r.wb + q;\n"
                 "  if (!r.ok || k >= G_K || (unsigned)hi >= (unsigned)G_HI || (unsigned)wi >= (unsigned)G_WI) return 0.0f;\n"
-                "  return r.p[((long long)c * G_HI + hi) * G_WI + wi];\n"
+                "  return G_XLD(r.p, ((long long)c * G_HI + hi) * G_WI + wi);\n"
                 "}\n");
 }
 
@@ -319,11 +329,11 @@ static void emit_res_index(dc_buf *b, const gemm *g) {
  * an NCHW conv walks rows fastest (consecutive pixels are adjacent), linear
  * and an NHWC conv columns fastest (the output is row-major [M][OUTC]). */
 static void emit_epilogue(dc_buf *b, const gemm *g) {
-  dc_buf_printf(b, "DC_DEVICE void g_epilogue(float *out, const float *cs, int m0, int by%s%s) {\n"
+  dc_buf_printf(b, "DC_DEVICE void g_epilogue(g_o_t *out, const float *cs, int m0, int by%s%s) {\n"
                    "  for (int e = threadIdx.x; e < G_BM * G_OBN; e += G_NT) {\n",
                 g->has_bias ? ", const g_b_t *__restrict__ bias" : "",
-                g->has_gate ? ", const float *res, const float *__restrict__ gate"
-                : g->has_res ? ", const float *res" : "");
+                g->has_gate ? ", const g_r_t *res, const g_g_t *__restrict__ gate"
+                : g->has_res ? ", const g_r_t *res" : "");
   int planes = g->conv && !g->nhwc;
   if (planes)
     dc_buf_printf(b, "    const int ml = e %% G_BM, cl = e / G_BM;\n");
@@ -345,12 +355,12 @@ static void emit_epilogue(dc_buf *b, const gemm *g) {
     dc_buf_printf(b, "    const long long oi = (long long)m * G_OUTC + j;\n");
   if (g->has_gate) /* __fmul_rn / __fadd_rn: the product rounded first, never one fma (gated_add's bits) */
     dc_buf_printf(b,
-                  "    const float gv = gate[(long long)(m / %lld) * %lldLL + %lldLL + j]; /* sample m / S's chunk */\n"
-                  "    v = __fadd_rn(res[g_res(oi)], __fmul_rn(gv, v)); /* res read before out[oi]: it may be out */\n",
+                  "    const float gv = G_GLD(gate, (long long)(m / %lld) * %lldLL + %lldLL + j); /* sample m / S's chunk */\n"
+                  "    v = __fadd_rn(G_RLD(res, g_res(oi)), __fmul_rn(gv, v)); /* res read before out[oi]: it may be out */\n",
                   (long long)g->gate_rows, (long long)g->gate_ld, (long long)g->gate_at);
   else if (g->has_res)
-    dc_buf_printf(b, "    v += res[g_res(oi)]; /* read just before out[oi]: res may be out */\n");
-  dc_buf_printf(b, "    out[oi] = v;\n  }\n}\n");
+    dc_buf_printf(b, "    v += G_RLD(res, g_res(oi)); /* read just before out[oi]: res may be out */\n");
+  dc_buf_printf(b, "    G_OST(out, oi, v); /* rounded once, here */\n  }\n}\n");
 }
 
 static void emit_epilogue_call(dc_buf *b, const gemm *g) {
@@ -379,7 +389,7 @@ static void emit_stage(dc_buf *b, const gemm *g) {
     dc_buf_printf(b, "#define G_A_ML(i) (threadIdx.x / G_BK + (i) * (G_NT / G_BK))\n#define G_A_KL(i) (threadIdx.x %% G_BK)\n");
   dc_buf_printf(b, "#define G_B_JL(i) (threadIdx.x / G_BK + (i) * (G_NT / G_BK))\n#define G_B_KL (threadIdx.x %% G_BK)\n"
                    "static_assert(G_NT %% G_BK == 0 && (G_BM * G_BK) %% G_NT == 0 && (G_BN * G_BK) %% G_NT == 0, \"tile\");\n"
-                   "DC_DEVICE void g_load(const float *__restrict__ x, const g_w_t *__restrict__ w, int m0, int by, int k0,\n"
+                   "DC_DEVICE void g_load(const g_x_t *__restrict__ x, const g_w_t *__restrict__ w, int m0, int by, int k0,\n"
                    "                       float *ra, float *rb) {\n");
   if (g->nhwc)
     dc_buf_printf(b, "  G_UNROLL for (int i = 0; i < G_APT; i += 4) g_a4(g_row(x, m0 + G_A_ML(i)), k0 + G_A_KL(i), ra + i);\n");
@@ -403,10 +413,10 @@ static void emit_stage(dc_buf *b, const gemm *g) {
 }
 
 static void emit_params(dc_buf *b, const gemm *g, const char *name) {
-  dc_buf_printf(b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const g_w_t *__restrict__ w", name);
+  dc_buf_printf(b, "DC_KERNEL void %s(g_o_t *out, const g_x_t *__restrict__ x, const g_w_t *__restrict__ w", name);
   if (g->has_bias) dc_buf_printf(b, ", const g_b_t *__restrict__ bias");
-  if (g->has_res) dc_buf_printf(b, ", const float *res");
-  if (g->has_gate) dc_buf_printf(b, ", const float *__restrict__ gate");
+  if (g->has_res) dc_buf_printf(b, ", const g_r_t *res");
+  if (g->has_gate) dc_buf_printf(b, ", const g_g_t *__restrict__ gate");
   dc_buf_printf(b, ") {\n");
 }
 
@@ -537,6 +547,7 @@ static dc_status *read_common(const dc_module *m, const dc_node *n, gemm *g) {
   g->xtype = input_type(m, n, 0)->dtype;
   g->wtype = input_type(m, n, 1)->dtype;
   g->btype = dc_node_int(n, "bias") ? input_type(m, n, 2)->dtype : DT_F32;
+  g->otype = n->type.dtype;
   read_epilogue(m, n, g);
   return NULL;
 }

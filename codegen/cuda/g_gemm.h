@@ -19,7 +19,8 @@
 typedef struct {
   int conv, nhwc, wmma, geglu, act, has_bias, has_res, has_gate;
   int64_t gate_rows, gate_ld, gate_at; /* linear's gated residual: rows per sample, mod's row, the chunk */
-  dc_dtype xtype, wtype, btype; /* stored dtypes of the activation x, the weight and the bias */
+  dc_dtype wtype, btype;               /* stored dtypes of the weight and the bias */
+  dc_dtype xtype, otype, rtype, gtype; /* activation dtypes: x, out, residual, gate */
   dc_cuda_compute compute;
   int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
   int64_t ci, hi, wi, kh, kw, ho, wo, stride, pt, pl; /* conv geometry */

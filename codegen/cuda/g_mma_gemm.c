@@ -193,6 +193,10 @@ static void emit_defines(dc_buf *b, const gemm *g, const plan *p, const char *wh
   dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
   dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
   dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
+  /* the activation dtypes of the shared epilogue and signature (g_gemm.c) */
+  dc_buf_printf(b, "typedef %s g_o_t;\n#define G_OST %s\n", dc_cuda_ctype(g->otype), dc_cuda_storer(g->otype));
+  if (g->has_res) dc_buf_printf(b, "typedef %s g_r_t;\n#define G_RLD %s\n", dc_cuda_ctype(g->rtype), dc_cuda_loader(g->rtype));
+  if (g->has_gate) dc_buf_printf(b, "typedef %s g_g_t;\n#define G_GLD %s\n", dc_cuda_ctype(g->gtype), dc_cuda_loader(g->gtype));
   dc_buf_printf(b, "#define G_MMA %s\n", bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16");
   /* Staging through registers rounds pairs: on the GPU one cvt.rn.bf16x2.f32
    * (f16x2) instead of dc_common's integer rounding (~6 instructions a

@@ -24,6 +24,9 @@
  *               __fadd_rn: no fma), as the reference.
  *   rms_norm:   one warp per row, as layer_norm: the f32 sum of x² (no
  *               shift: a mean square has no mean to cancel), y = x·rstd (·w).
+ * Every operand (x, gamma, beta, mod, w, out) may be f32, bf16 or f16: it is
+ * loaded as f32 (x_ld, gamma_ld, ...), the statistics are f32 whatever the
+ * dtypes, and the output is rounded once as it is stored (out_st).
  * No norm writes in place (ops.def), but each element is still read before
  * it is written. */
 #include "cgen.h"
@@ -33,13 +36,22 @@ static void emit_float_define(dc_buf *b, const char *name, double v) {
   dc_buf_printf(b, "#define %s %.9ef\n", name, (float)v);
 }
 
-static dc_status *check_f32(const dc_module *m, const dc_node *n) {
+/* Every operand f32, bf16 or f16 (activations and stored gammas alike). */
+static dc_status *check_float_io(const dc_module *m, const dc_node *n) {
   char b[160];
   for (int i = 0; i < n->ninputs; i++) {
     const dc_type *t = &m->nodes[n->inputs[i]].type;
-    if (t->dtype != DT_F32) return dc_error(DC_ERR_UNSUPPORTED, "input %d is %s; expected f32", i, dc_type_str(t, b, sizeof b));
+    if (!dc_cuda_float_io(t->dtype))
+      return dc_error(DC_ERR_UNSUPPORTED, "input %d is %s; expected f32, bf16 or f16", i, dc_type_str(t, b, sizeof b));
   }
-  return NULL;
+  return dc_cuda_need_float_io(n, "output", n->type.dtype);
+}
+
+/* The operands' element types and accessors (cgen.h): out, then the
+ * inputs under the names the kernel gives them. */
+static void emit_operands(dc_buf *b, const dc_module *m, const dc_node *n, const char *const *tags) {
+  dc_cuda_emit_typed(b, "out", n->type.dtype);
+  for (int i = 0; i < n->ninputs; i++) dc_cuda_emit_typed(b, tags[i], m->nodes[n->inputs[i]].type.dtype);
 }
 
 static void emit_act(dc_buf *b, int act, const char *indent) {
@@ -79,7 +91,7 @@ static const char *group_base(int nhwc) {
 dc_status *dc_cuda_gen_group_norm(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
                                   dc_cuda_kernel *out) {
   (void)o; /* statistics are f32 whatever the tensor-core precision */
-  DC_TRY(check_f32(m, n));
+  DC_TRY(check_float_io(m, n));
   const dc_type *tx = &m->nodes[n->inputs[0]].type;
   int nhwc = n->layout == LAYOUT_NHWC;
   if (tx->rank < 2) return dc_error(DC_ERR_MISMATCH, "group_norm of rank %d; expected at least [N, C]", tx->rank);
@@ -104,29 +116,31 @@ dc_status *dc_cuda_gen_group_norm(const dc_module *m, const dc_node *n, const dc
                 (long long)groups);
   emit_float_define(&b, "GN_EPS", dc_node_float(n, "eps"));
   emit_group_addressing(&b, nhwc, ch);
+  static const char *const tags[] = {"x", "gamma", "beta"};
+  emit_operands(&b, m, n, tags);
   dc_buf_printf(&b,
-                "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ gamma,\n"
-                "                  const float *__restrict__ beta) {\n"
+                "DC_KERNEL void %s(out_t *out, const x_t *__restrict__ x, const gamma_t *__restrict__ gamma,\n"
+                "                  const beta_t *__restrict__ beta) {\n"
                 "  __shared__ float red[32];\n"
                 "  const int c0 = (blockIdx.x %% GN_GROUPS) * GN_CPG;\n"
                 "  const long long base = %s\n"
-                "  const float *xg = x + base;\n"
-                "  const float shift = GN_LEN > 0 ? xg[0] : 0.0f;\n"
+                "  const x_t *xg = x + base;\n"
+                "  const float shift = GN_LEN > 0 ? x_ld(xg, 0) : 0.0f;\n"
                 "  float s = 0.0f;\n"
-                "  for (int i = threadIdx.x; i < GN_LEN; i += blockDim.x) s += xg[GN_AT(i)] - shift;\n"
+                "  for (int i = threadIdx.x; i < GN_LEN; i += blockDim.x) s += x_ld(xg, GN_AT(i)) - shift;\n"
                 "  const float mean = dc_block_sum(s, red) / (float)GN_LEN; /* of the shifted values */\n"
                 "  float q = 0.0f;\n"
                 "  for (int i = threadIdx.x; i < GN_LEN; i += blockDim.x) {\n"
-                "    const float d = (xg[GN_AT(i)] - shift) - mean;\n"
+                "    const float d = (x_ld(xg, GN_AT(i)) - shift) - mean;\n"
                 "    q += d * d;\n"
                 "  }\n"
                 "  const float rstd = 1.0f / sqrtf(dc_block_sum(q, red) / (float)GN_LEN + GN_EPS);\n"
                 "  for (int i = threadIdx.x; i < GN_LEN; i += blockDim.x) {\n"
                 "    const int c = GN_CH(i);\n"
-                "    float y = ((xg[GN_AT(i)] - shift) - mean) * (rstd * gamma[c]) + beta[c];\n",
+                "    float y = ((x_ld(xg, GN_AT(i)) - shift) - mean) * (rstd * gamma_ld(gamma, c)) + beta_ld(beta, c);\n",
                 name, group_base(nhwc));
   emit_act(&b, act, "    ");
-  dc_buf_printf(&b, "    out[base + GN_AT(i)] = y;\n  }\n}\n");
+  dc_buf_printf(&b, "    out_st(out, base + GN_AT(i), y);\n  }\n}\n");
   out->grid[0] = (uint32_t)(blocks > 0 ? blocks : 1);
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = group_threads(len);
@@ -142,9 +156,10 @@ enum { LN_WARPS = 8, LN_MAX_CACHED = 64 /* values per lane kept in registers */ 
 typedef enum { LN_PLAIN, LN_MOD, LN_MOD_AFFINE } ln_kind;
 
 static void emit_ln_out(dc_buf *b, ln_kind k, const char *d) {
-  if (k == LN_PLAIN) dc_buf_printf(b, "(%s) * (rstd * gamma[c]) + beta[c]", d);
-  else if (k == LN_MOD_AFFINE) dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * (rstd * gamma[c]) + beta[c], 1.0f + sc[c]), sh[c])", d);
-  else dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * rstd, 1.0f + sc[c]), sh[c])", d);
+  if (k == LN_PLAIN) dc_buf_printf(b, "(%s) * (rstd * gamma_ld(gamma, c)) + beta_ld(beta, c)", d);
+  else if (k == LN_MOD_AFFINE)
+    dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * (rstd * gamma_ld(gamma, c)) + beta_ld(beta, c), 1.0f + mod_ld(sc, c)), mod_ld(sh, c))", d);
+  else dc_buf_printf(b, "__fadd_rn(__fmul_rn((%s) * rstd, 1.0f + mod_ld(sc, c)), mod_ld(sh, c))", d);
 }
 
 /* The row held in v[] (lane + 32 i): read once. */
@@ -153,7 +168,7 @@ static void emit_layer_cached(dc_buf *b, ln_kind k) {
                 "  float v[LN_VPL], s = 0.0f;\n"
                 "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
                 "    const int c = lane + 32 * i;\n"
-                "    v[i] = c < LN_C ? xr[c] - shift : 0.0f;\n"
+                "    v[i] = c < LN_C ? x_ld(xr, c) - shift : 0.0f;\n"
                 "    s += v[i];\n"
                 "  }\n"
                 "  const float mean = dc_warp_sum(s) / (float)LN_C; /* of the shifted values */\n"
@@ -165,32 +180,32 @@ static void emit_layer_cached(dc_buf *b, ln_kind k) {
                 "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
                 "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
                 "    const int c = lane + 32 * i;\n"
-                "    if (c < LN_C) yr[c] = ");
+                "    if (c < LN_C) out_st(yr, c, ");
   emit_ln_out(b, k, "v[i] - mean");
-  dc_buf_printf(b, ";\n  }\n");
+  dc_buf_printf(b, ");\n  }\n");
 }
 
 /* Rows too wide for registers: three strided passes over global memory. */
 static void emit_layer_streamed(dc_buf *b, ln_kind k) {
   dc_buf_printf(b,
                 "  float s = 0.0f;\n"
-                "  for (int c = lane; c < LN_C; c += 32) s += xr[c] - shift;\n"
+                "  for (int c = lane; c < LN_C; c += 32) s += x_ld(xr, c) - shift;\n"
                 "  const float mean = dc_warp_sum(s) / (float)LN_C; /* of the shifted values */\n"
                 "  float q = 0.0f;\n"
                 "  for (int c = lane; c < LN_C; c += 32) {\n"
-                "    const float d = (xr[c] - shift) - mean;\n"
+                "    const float d = (x_ld(xr, c) - shift) - mean;\n"
                 "    q += d * d;\n"
                 "  }\n"
                 "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
-                "  for (int c = lane; c < LN_C; c += 32) yr[c] = ");
-  emit_ln_out(b, k, "(xr[c] - shift) - mean");
-  dc_buf_printf(b, ";\n");
+                "  for (int c = lane; c < LN_C; c += 32) out_st(yr, c, ");
+  emit_ln_out(b, k, "(x_ld(xr, c) - shift) - mean");
+  dc_buf_printf(b, ");\n");
 }
 
 /* A kernel of one warp per row of x's (input 0's) last dim: the checks, the
  * source's head (through LN_EPS) into b, and the blocks to launch. */
 static dc_status *rows_head(const dc_module *m, const dc_node *n, dc_buf *b, int64_t *vpl, int64_t *blocks) {
-  DC_TRY(check_f32(m, n));
+  DC_TRY(check_float_io(m, n));
   const dc_type *tx = &m->nodes[n->inputs[0]].type;
   int64_t c = tx->dims[tx->rank - 1], rows = c ? (int64_t)dc_type_numel(tx) / c : 0;
   const char *op = dc_op_get(n->op)->name;
@@ -215,8 +230,8 @@ static const char row_prologue[] =
     "  const int lane = threadIdx.x % 32;\n"
     "  const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
     "  if (row >= LN_ROWS) return; /* the whole warp: it shares the row */\n"
-    "  const float *xr = x + row * LN_C;\n"
-    "  float *yr = out + row * LN_C;\n";
+    "  const x_t *xr = x + row * LN_C;\n"
+    "  out_t *yr = out + row * LN_C;\n";
 
 static dc_status *rows_finish(dc_buf *b, int64_t blocks, const char *name, dc_cuda_kernel *out) {
   dc_buf_printf(b, "}\n");
@@ -234,18 +249,20 @@ static dc_status *gen_layer(const dc_module *m, const dc_node *n, ln_kind k, con
   dc_buf b;
   int64_t vpl, blocks;
   DC_TRY(rows_head(m, n, &b, &vpl, &blocks));
+  static const char *const plain_tags[] = {"x", "gamma", "beta"}, *const mod_tags[] = {"x", "mod", "gamma", "beta"};
+  emit_operands(&b, m, n, k == LN_PLAIN ? plain_tags : mod_tags);
   if (k == LN_PLAIN)
-    dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ gamma,\n"
-                      "                  const float *__restrict__ beta) {\n", name);
+    dc_buf_printf(&b, "DC_KERNEL void %s(out_t *out, const x_t *__restrict__ x, const gamma_t *__restrict__ gamma,\n"
+                      "                  const beta_t *__restrict__ beta) {\n", name);
   else
-    dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x, const float *__restrict__ mod%s) {\n",
-                  name, k == LN_MOD_AFFINE ? ",\n                  const float *__restrict__ gamma, const float *__restrict__ beta" : "");
-  dc_buf_printf(&b, "%s  const float shift = xr[0];\n", row_prologue);
+    dc_buf_printf(&b, "DC_KERNEL void %s(out_t *out, const x_t *__restrict__ x, const mod_t *__restrict__ mod%s) {\n",
+                  name, k == LN_MOD_AFFINE ? ",\n                  const gamma_t *__restrict__ gamma, const beta_t *__restrict__ beta" : "");
+  dc_buf_printf(&b, "%s  const float shift = x_ld(xr, 0);\n", row_prologue);
   if (k != LN_PLAIN) { /* x [B,S,C]: the row's sample is row / S */
     const dc_type *tx = &m->nodes[n->inputs[0]].type, *tm = &m->nodes[n->inputs[1]].type;
     dc_buf_printf(&b,
-                  "  const float *mrow = mod + (row / %lldLL) * %lldLL;\n"
-                  "  const float *sc = mrow + %lldLL, *sh = mrow + %lldLL; /* this sample's scale and shift */\n",
+                  "  const mod_t *mrow = mod + (row / %lldLL) * %lldLL;\n"
+                  "  const mod_t *sc = mrow + %lldLL, *sh = mrow + %lldLL; /* this sample's scale and shift */\n",
                   (long long)tx->dims[1], (long long)tm->dims[1], (long long)dc_node_int(n, "scale_at"),
                   (long long)dc_node_int(n, "shift_at"));
   }
@@ -277,30 +294,32 @@ dc_status *dc_cuda_gen_rms_norm(const dc_module *m, const dc_node *n, const dc_c
   dc_buf b;
   int64_t vpl, blocks;
   int weighted = n->ninputs > 1;
-  const char *wmul = weighted ? " * w[c]" : "";
+  const char *wmul = weighted ? " * w_ld(w, c)" : "";
   DC_TRY(rows_head(m, n, &b, &vpl, &blocks));
-  dc_buf_printf(&b, "DC_KERNEL void %s(float *out, const float *__restrict__ x%s) {\n%s", name,
-                weighted ? ", const float *__restrict__ w" : "", row_prologue);
+  static const char *const tags[] = {"x", "w"};
+  emit_operands(&b, m, n, tags);
+  dc_buf_printf(&b, "DC_KERNEL void %s(out_t *out, const x_t *__restrict__ x%s) {\n%s", name,
+                weighted ? ", const w_t *__restrict__ w" : "", row_prologue);
   if (vpl <= LN_MAX_CACHED)
     dc_buf_printf(&b,
                   "  float v[LN_VPL], q = 0.0f;\n"
                   "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
                   "    const int c = lane + 32 * i;\n"
-                  "    v[i] = c < LN_C ? xr[c] : 0.0f;\n"
+                  "    v[i] = c < LN_C ? x_ld(xr, c) : 0.0f;\n"
                   "    q += v[i] * v[i];\n"
                   "  }\n"
                   "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
                   "  LN_UNROLL for (int i = 0; i < LN_VPL; i++) {\n"
                   "    const int c = lane + 32 * i;\n"
-                  "    if (c < LN_C) yr[c] = v[i] * rstd%s;\n"
+                  "    if (c < LN_C) out_st(yr, c, v[i] * rstd%s);\n"
                   "  }\n",
                   wmul);
   else
     dc_buf_printf(&b,
                   "  float q = 0.0f;\n"
-                  "  for (int c = lane; c < LN_C; c += 32) q += xr[c] * xr[c];\n"
+                  "  for (int c = lane; c < LN_C; c += 32) { const float xc = x_ld(xr, c); q += xc * xc; }\n"
                   "  const float rstd = 1.0f / sqrtf(dc_warp_sum(q) / (float)LN_C + LN_EPS);\n"
-                  "  for (int c = lane; c < LN_C; c += 32) yr[c] = xr[c] * rstd%s;\n",
+                  "  for (int c = lane; c < LN_C; c += 32) out_st(yr, c, x_ld(xr, c) * rstd%s);\n",
                   wmul);
   return rows_finish(&b, blocks, name, out);
 }

@@ -113,6 +113,26 @@ const char *dc_cuda_storer(dc_dtype t) {
   }
 }
 
+int dc_cuda_float_io(dc_dtype t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
+
+int dc_cuda_all_f32(const dc_module *m, const dc_node *n) {
+  if (n->type.dtype != DT_F32) return 0;
+  for (int i = 0; i < n->ninputs; i++)
+    if (m->nodes[n->inputs[i]].type.dtype != DT_F32) return 0;
+  return 1;
+}
+
+void dc_cuda_emit_typed(dc_buf *b, const char *tag, dc_dtype t) {
+  dc_buf_printf(b, "typedef %s %s_t;\n#define %s_ld %s\n", dc_cuda_ctype(t), tag, tag, dc_cuda_loader(t));
+  if (dc_cuda_float_io(t)) dc_buf_printf(b, "#define %s_st %s\n", tag, dc_cuda_storer(t));
+}
+
+dc_status *dc_cuda_need_float_io(const dc_node *n, const char *what, dc_dtype t) {
+  if (dc_cuda_float_io(t)) return NULL;
+  return dc_error(DC_ERR_UNSUPPORTED, "%s: the CUDA kernel reads and writes f32, bf16 or f16 %s, got %s",
+                  dc_op_get(n->op)->name, what, t < DT_COUNT ? dc_dtype_name(t) : "?");
+}
+
 dc_status *dc_cuda_finish(dc_buf *b, const char *name, dc_cuda_kernel *out) {
   dc_buf_u8(b, 0);
   dc_status *st = dc_buf_status(b, "writing a CUDA kernel");
