@@ -195,8 +195,14 @@ static int async_a_row(const op_case *c, dc_cuda_compute compute) {
     }
     void *p32[8] = {out32, x32}, *p16[8] = {out16, bufs[0]};
     for (int i = 1; i < n->ninputs; i++) p32[1 + i] = p16[1 + i] = bufs[i];
+    /* the 16-bit kernel's x parameter has its own type (g_x_t) */
+    const char *ctypes16[8];
+    char x16type[40];
+    memcpy(ctypes16, ctypes, sizeof ctypes16);
+    snprintf(x16type, sizeof x16type, "const %s", dc_cuda_ctype(g16.xtype));
+    ctypes16[1] = x16type;
     st = run(&k32, np, ctypes, p32);
-    if (!st) st = run(&k16, np, ctypes, p16);
+    if (!st) st = run(&k16, np, ctypes16, p16);
     if (st && dc_status_code_of(st) == DC_ERR_UNSUPPORTED && strstr(dc_status_message(st), "compiler")) {
       skipped = 1;
       dc_status_free(st);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
 #include "codegen/cuda/nvrtc.h"
 #include "cuda_harness.h"
 #include "op_cases.h"
@@ -113,13 +114,16 @@ static void check_source(const dc_module *m, const dc_node *n, const dc_cuda_ker
   if (n->op == OP_REL_POS_BIAS) check_rel_bias(m, n, k->source);
   /* The kernel's fifth parameter and its bias switch, in whichever of the
    * two attention generators took the node (g_attention.c, or g_flash.c
-   * at bf16/f16). */
-  const char *five = "const att_in_t *v, const att_b_t *bias)", *flash_five = "const float *v, const float *bias) {";
-  int flash = strstr(k->source, "#define FL_BIAS") != NULL;
+   * at bf16/f16, whose parameters carry the operands' own types). */
+  if (n->op != OP_ATTENTION_BIAS && n->op != OP_ATTENTION) return;
+  char flash_five[96];
+  int flash = strstr(k->source, "#define FL_BIAS") != NULL, bias = n->op == OP_ATTENTION_BIAS;
+  snprintf(flash_five, sizeof flash_five, "const %s *v, const %s *bias)",
+           dc_cuda_ctype(m->nodes[n->inputs[2]].type.dtype), dc_cuda_ctype(m->nodes[n->inputs[bias ? 3 : 2]].type.dtype));
+  const char *five = flash ? flash_five : "const att_in_t *v, const att_b_t *bias)";
   const char *on = flash ? "#define FL_BIAS 1" : "#define ATT_BIAS 1", *off = flash ? "#define FL_BIAS 0" : "#define ATT_BIAS 0";
-  if (flash) five = flash_five;
-  if (n->op == OP_ATTENTION_BIAS) CHECK(strstr(k->source, on) && strstr(k->source, five));
-  if (n->op == OP_ATTENTION) CHECK(strstr(k->source, off) && !strstr(k->source, five));
+  if (bias) CHECK(strstr(k->source, on) && strstr(k->source, five));
+  else CHECK(strstr(k->source, off) && !strstr(k->source, flash ? "*v, const" : five));
 }
 
 static int is_mine(dc_op op) {
