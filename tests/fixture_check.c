@@ -11,7 +11,7 @@
  * runs the plan with the reference backend (compared with diffusers too),
  * then on the GPU, and compares the GPU's outputs with diffusers AND with
  * the reference backend's, within the run's tolerance for f32 compute and
- * 1e-2 for bf16/f16; one "RESULT ..." line per output feeds
+ * LOW_PRECISION_TOL for bf16/f16 (bf16 activations: see there); one "RESULT ..." line per output feeds
  * tools/gpu_check.sh.  That needs no LLVM: a -DDIFFC_LLVM=OFF build runs it
  * (its cpu target says it has no CPU code generator).  Exits 77 (skip) when
  * the machine has no NVIDIA driver or GPU, after the reference runs. */
@@ -25,7 +25,15 @@
 #include "runtime/diffrun.h"
 #include "testutil.h"
 
-#define LOW_PRECISION_TOL 1e-2 /* issue 4: bf16 compute against fp32 references */
+/* A bf16/f16 plan against diffusers' fp32 outputs.  Since issue 16 such a
+ * plan stores every activation in bf16/f16, so it is as far from fp32 as a
+ * bf16 model is: diffusers' own bf16 run (the fixture's model and inputs,
+ * `.to(torch.bfloat16)`) lands 3.7e-2 from its fp32 output on unet_tiny and
+ * 1.8e-2 on vae_tiny decode; diffc's bf16 plans land 2.2e-2 and 1.8e-2.
+ * The tolerance is that distance with room for the GPU's own rounding
+ * order, not a looser test of f32 work (f32 compute keeps the run's
+ * tolerance). */
+#define LOW_PRECISION_TOL 5e-2
 
 typedef struct {
   const char *dir, *backend, *target, *cuda_arch;

@@ -137,6 +137,9 @@ static dc_status *build_module(const mb_case *c, const char *name, dc_dtype wt, 
     dc_weight_file wf = {wpath, f.header_hash, f.file.size};
     if (dc_module_add_file(m, &wf) < 0) st = dc_nomem("building the module");
   }
+  /* bf16 values between the casts are legal only where the module says so
+   * (as --compute-dtype bf16 compiles a model: pass activation-dtype) */
+  if (!st && act != DT_F32) st = dc_module_set_meta(m, "activation_dtype", dc_dtype_name(act));
   int32_t op = -1;
   if (!st) st = add_op(m, c, have_weights ? &f : NULL, act, &op);
   if (!st) st = dc_module_add_output(m, "y", m->nnodes - 1);
@@ -144,7 +147,7 @@ static dc_status *build_module(const mb_case *c, const char *name, dc_dtype wt, 
   if (!st) st = dc_module_set_meta(m, "entry", name);
   if (have_weights) dc_st_close(&f);
   if (!st) st = dc_verify(m, "cuda_microbench");
-  dc_memory_options mem = {.layout = c->nhwc ? LAYOUT_NHWC : 0};
+  dc_memory_options mem = {.layout = c->nhwc ? LAYOUT_NHWC : 0, .activation = act != DT_F32 ? act : 0};
   dc_pipeline_options po = {.memory = &mem};
   if (!st) st = dc_pipeline_run(m, &po);
   char *cast_path = st ? NULL : dc_asprintf("%s.weights.safetensors", plan_path);
