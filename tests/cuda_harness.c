@@ -30,6 +30,7 @@
 #include "codegen/cuda/cgen.h" /* dc_cuda_ctype */
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/kernel_cache.h" /* dc_kcache_default_dir */
+#include "runtime/cuda_driver.h" /* the CUresult values the fake driver returns */
 #include "runtime/kernels.h"
 #include "testutil.h"
 
@@ -627,3 +628,23 @@ void ch_nvrtc_close(int *sources, int *compiles) {
   if (nv) dc_nvrtc_unload(nv);
   nv = NULL;
 }
+
+/* ---- the fake driver's execute hook for a plan ------------------------------ */
+static const dc_plan *emulated_plan;
+static ch_kernel *const *emulated_built;
+static char emulate_error[600];
+
+void ch_emulate_plan(const dc_plan *plan, ch_kernel *const *kernels) {
+  emulated_plan = plan, emulated_built = kernels;
+  emulate_error[0] = 0;
+}
+
+int ch_emulate_launch(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
+  dc_status *st = ch_plan_launch(emulated_plan, emulated_built, ki, grid, block, smem, params);
+  if (!st) return DC_CUDA_SUCCESS;
+  snprintf(emulate_error, sizeof emulate_error, "%s", dc_status_message(st));
+  dc_status_free(st);
+  return DC_CUDA_ERROR_LAUNCH_FAILED;
+}
+
+const char *ch_emulate_error(void) { return emulate_error; }

@@ -68,5 +68,13 @@ void ch_plan_free(const dc_plan *plan, ch_kernel **built);
  * node). */
 dc_status *ch_plan_launch(const dc_plan *plan, ch_kernel *const *built, int ki, const uint32_t grid[3],
                           const uint32_t block[3], uint32_t smem, void **params);
+/* The fake driver's execute hook (fk.execute) for a whole plan on the
+ * emulator: ch_emulate_plan names the plan and its built kernels (and clears
+ * the last error); ch_emulate_launch launches kernel ki through
+ * ch_plan_launch, returning CUDA_ERROR_LAUNCH_FAILED with the emulator's
+ * message in ch_emulate_error() when it fails. */
+void ch_emulate_plan(const dc_plan *plan, ch_kernel *const *built);
+int ch_emulate_launch(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params);
+const char *ch_emulate_error(void);
 
 #endif

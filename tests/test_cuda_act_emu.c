@@ -29,18 +29,6 @@
 /* --compute-dtype bf16 on cuda, as driver/compile.c sets it without --storage-dtype. */
 static const dc_memory_options bf16_mode = {.activation = DT_BF16, .storage = DT_BF16, .storage_all = 1};
 
-static dc_module *front_half(const char *fixture, const char *variant, const dc_memory_options *mem) {
-  char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
-  dc_compile_options o = {.model = model, .variant = variant, .memory = *mem};
-  dc_folder f;
-  memset(&f, 0, sizeof f);
-  dc_module *m = NULL;
-  dc_status *st = dc_compile_module(&o, &f, &m);
-  CHECK_OK(st);
-  dc_folder_close(&f);
-  dc_free(dir), dc_free(model);
-  return st ? (dc_module_destroy(m), NULL) : m;
-}
 
 static int count_op(const dc_module *m, dc_op op) {
   int k = 0;
@@ -50,7 +38,7 @@ static int count_op(const dc_module *m, dc_op op) {
 
 static void check_graph(void) {
   dc_memory_options f32 = {0};
-  dc_module *a = front_half("unet_tiny/model", NULL, &f32), *b = front_half("unet_tiny/model", NULL, &bf16_mode);
+  dc_module *a = tu_compile_fixture("unet_tiny/model", &f32), *b = tu_compile_fixture("unet_tiny/model", &bf16_mode);
   if (a && b) {
     double ratio = (double)b->arena_bytes / (double)a->arena_bytes;
     printf("unet_tiny arena: f32 %llu bytes, bf16 activations %llu bytes (%.2f)\n", (unsigned long long)a->arena_bytes,
@@ -62,9 +50,9 @@ static void check_graph(void) {
   dc_module_destroy(a), dc_module_destroy(b);
 
   /* A bf16 checkpoint: every frontend cast bypassed, every weight bf16. */
-  dc_module *c = front_half("unet_tiny_bf16/model", "bf16", &bf16_mode);
+  dc_module *c = tu_compile_fixture_variant("unet_tiny_bf16/model", "bf16", &bf16_mode);
   dc_memory_options layerwise = {.storage = DT_BF16};
-  dc_module *d = front_half("unet_tiny_bf16/model", "bf16", &layerwise);
+  dc_module *d = tu_compile_fixture_variant("unet_tiny_bf16/model", "bf16", &layerwise);
   if (c && d) {
     int weights = count_op(c, OP_WEIGHT), bf16 = 0;
     for (int32_t i = 0; i < c->nnodes; i++) bf16 += c->nodes[i].op == OP_WEIGHT && c->nodes[i].type.dtype == DT_BF16;
@@ -96,16 +84,7 @@ static void check_verifier(void) {
 /* ---- emulated plans ------------------------------------------------------------ */
 static dc_plan plan;
 static ch_kernel **built;
-static char launch_error[600];
 static int skip;
-
-static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  dc_status *st = ch_plan_launch(&plan, built, ki, grid, block, smem, params);
-  if (!st) return DC_CUDA_SUCCESS;
-  snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
-  dc_status_free(st);
-  return DC_CUDA_ERROR_LAUNCH_FAILED;
-}
 
 /* Emulated against the reference backend: both widen the same bf16 values,
  * compute in f32 and round each value to bf16 as they store it; the one
@@ -170,12 +149,13 @@ static void run_fixture(const char *fixture, const char *entry, const char *io_n
     st = ch_plan_build(&plan, &built);
     if (!missing_tool(st, "C++ compiler", label)) {
       CHECK_OK(st);
-      fk.execute = emulate;
+      ch_emulate_plan(&plan, built);
+      fk.execute = ch_emulate_launch;
       drt_plan *emu = st ? NULL : tu_load_with_inputs(path, NULL, &io), *ref = st ? NULL : tu_load_with_inputs(path, "reference", &io);
       drt_stats s = {0};
       if (emu && ref) {
         dc_status *rs = drt_run(emu, &s);
-        if (rs && launch_error[0]) printf("emulator: %s\n", launch_error);
+        if (rs && ch_emulate_error()[0]) printf("emulator: %s\n", ch_emulate_error());
         CHECK_OK(rs);
         CHECK_OK(drt_run(ref, NULL));
         CHECK(s.device_peak_bytes == s.device_predicted_bytes);

@@ -23,15 +23,6 @@
 
 static dc_plan plan;
 static ch_kernel **built;
-static char launch_error[600];
-
-static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  dc_status *st = ch_plan_launch(&plan, built, ki, grid, block, smem, params);
-  if (!st) return DC_CUDA_SUCCESS;
-  snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
-  dc_status_free(st);
-  return DC_CUDA_ERROR_LAUNCH_FAILED;
-}
 
 /* The plan's output on the emulated CUDA backend against the reference
  * backend, inputs from the same seed. */
@@ -45,7 +36,7 @@ static double output_vs_reference(const char *path) {
     drt_set_random_inputs(a, 7);
     drt_set_random_inputs(b, 7);
     dc_status *st = drt_run(a, NULL);
-    if (st && launch_error[0]) printf("emulator: %s\n", launch_error);
+    if (st && ch_emulate_error()[0]) printf("emulator: %s\n", ch_emulate_error());
     CHECK_OK(st);
     CHECK_OK(drt_run(b, NULL));
     size_t n = 0, nb = 0;
@@ -88,7 +79,8 @@ static void run_case(const mb_case *c, dc_cuda_compute compute, const dc_nvrtc *
     dc_status_free(st);
     skip = 1;
   } else if (!st) {
-    fk.execute = emulate;
+    ch_emulate_plan(&plan, built);
+    fk.execute = ch_emulate_launch;
     enum { REPEAT = 3 };
     double t[REPEAT] = {0};
     char note[600];

@@ -11,19 +11,10 @@
 /* ==== the generated kernels, emulated ========================================================= */
 static const dc_plan *emu_plan;
 static ch_kernel **built;
-static char launch_error[600];
 
 static void free_built(void) {
   ch_plan_free(emu_plan, built);
   built = NULL;
-}
-
-static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  dc_status *st = ch_plan_launch(emu_plan, built, ki, grid, block, smem, params);
-  if (!st) return DC_CUDA_SUCCESS;
-  snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
-  dc_status_free(st);
-  return DC_CUDA_ERROR_LAUNCH_FAILED;
 }
 
 
@@ -35,10 +26,11 @@ static dc_status *emulated_run(const plan_file *pf, int ndev, run_result *r) {
   if (!built) DC_TRY(ch_plan_build(emu_plan, &built));
   for (int i = 0; i < pf->plan.cuda.nkernels; i++)
     if (!built[i]) return dc_error(DC_ERR_INTERNAL, "kernel %d was not built", i);
-  fk.execute = emulate;
+  ch_emulate_plan(emu_plan, built);
+  fk.execute = ch_emulate_launch;
   dc_status *st = run_plan(pf, NULL, NULL, r);
   fk.execute = NULL;
-  if (st && launch_error[0]) printf("emulator: %s\n", launch_error);
+  if (st && ch_emulate_error()[0]) printf("emulator: %s\n", ch_emulate_error());
   return st;
 }
 

@@ -21,7 +21,6 @@
 
 static dc_plan plan;           /* the plan as read back: the kernels' sources */
 static ch_kernel **built;      /* per kernel */
-static char launch_error[600]; /* the emulator's message for a failed launch */
 static int skip;
 
 static dc_status *build_all(void) { return ch_plan_build(&plan, &built); }
@@ -29,15 +28,6 @@ static dc_status *build_all(void) { return ch_plan_build(&plan, &built); }
 static void free_built(void) {
   ch_plan_free(&plan, built);
   built = NULL;
-}
-
-/* The fake's cuLaunchKernel, through the emulator. */
-static int emulate(int ki, const unsigned grid[3], const unsigned block[3], unsigned smem, void **params) {
-  dc_status *st = ch_plan_launch(&plan, built, ki, grid, block, smem, params);
-  if (!st) return DC_CUDA_SUCCESS;
-  snprintf(launch_error, sizeof launch_error, "%s", dc_status_message(st));
-  dc_status_free(st);
-  return DC_CUDA_ERROR_LAUNCH_FAILED;
 }
 
 /* Non-NULL: the plan was compiled with these memory techniques; fp8 storage
@@ -87,12 +77,13 @@ static dc_status *compile(const char *fixture, const char *entry, const dc_st_fi
 
 /* Runs the plan on the emulator and on the reference backend and compares. */
 static void run_plan(const char *path, const dc_st_file *io, const char *label, double compile_s, double build_s) {
-  fk.execute = emulate;
+  ch_emulate_plan(&plan, built);
+  fk.execute = ch_emulate_launch;
   drt_plan *emu = tu_load_with_inputs(path, NULL, io), *ref = tu_load_with_inputs(path, "reference", io);
   drt_stats s = {0};
   if (emu && ref) {
     dc_status *rs = drt_run(emu, &s);
-    if (rs && launch_error[0]) printf("emulator: %s\n", launch_error);
+    if (rs && ch_emulate_error()[0]) printf("emulator: %s\n", ch_emulate_error());
     CHECK_OK(rs);
     CHECK_OK(drt_run(ref, NULL));
     CHECK(!strcmp(s.backend, "cuda") && s.device_peak_bytes == s.device_predicted_bytes);

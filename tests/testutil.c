@@ -174,8 +174,12 @@ int tu_tmp_files_left(void) {
 }
 
 dc_module *tu_compile_fixture(const char *fixture, const struct dc_memory_options *mem) {
+  return tu_compile_fixture_variant(fixture, NULL, mem);
+}
+
+dc_module *tu_compile_fixture_variant(const char *fixture, const char *variant, const struct dc_memory_options *mem) {
   char *dir = dc_path_join(tu_source_dir, "fixtures"), *model = dc_path_join(dir, fixture);
-  dc_compile_options o = {.model = model, .memory = *mem};
+  dc_compile_options o = {.model = model, .variant = variant, .memory = *mem};
   dc_folder f;
   memset(&f, 0, sizeof f);
   dc_module *m = NULL;

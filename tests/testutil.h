@@ -79,5 +79,7 @@ drt_plan *tu_load_with_inputs(const char *plan, const char *backend, const dc_st
  * summary. */
 struct dc_memory_options;
 dc_module *tu_compile_fixture(const char *fixture, const struct dc_memory_options *mem);
+/* The same with the checkpoint variant ("bf16" reads *.bf16.safetensors); NULL: none. */
+dc_module *tu_compile_fixture_variant(const char *fixture, const char *variant, const struct dc_memory_options *mem);
 
 #endif

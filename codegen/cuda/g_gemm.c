@@ -174,6 +174,25 @@ static uint32_t smem_bytes(const gemm *g) {
 enum { STATIC_SMEM_MAX = 48 * 1024 };
 
 /* ---- emitted text ------------------------------------------------------- */
+/* The conv geometry and the operands' types and loads (x, weight, bias,
+ * output, residual, gate) as the kernel text names them; shared with the
+ * mma.sync generator (g_gemm.h). */
+static void emit_operands(dc_buf *b, const gemm *g) {
+  if (g->conv)
+    dc_buf_printf(b,
+                  "#define G_CI %lld\n#define G_HI %lld\n#define G_WI %lld\n#define G_KH %lld\n#define G_KW %lld\n"
+                  "#define G_HO %lld\n#define G_WO %lld\n#define G_P (G_HO * G_WO)\n"
+                  "#define G_STRIDE %lld\n#define G_PT %lld\n#define G_PL %lld\n",
+                  (long long)g->ci, (long long)g->hi, (long long)g->wi, (long long)g->kh, (long long)g->kw,
+                  (long long)g->ho, (long long)g->wo, (long long)g->stride, (long long)g->pt, (long long)g->pl);
+  dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
+  dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
+  dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
+  dc_buf_printf(b, "typedef %s g_o_t;\n#define G_OST %s\n", dc_cuda_ctype(g->otype), dc_cuda_storer(g->otype));
+  if (g->has_res) dc_buf_printf(b, "typedef %s g_r_t;\n#define G_RLD %s\n", dc_cuda_ctype(g->rtype), dc_cuda_loader(g->rtype));
+  if (g->has_gate) dc_buf_printf(b, "typedef %s g_g_t;\n#define G_GLD %s\n", dc_cuda_ctype(g->gtype), dc_cuda_loader(g->gtype));
+}
+
 static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
   static const char *const compute_desc[] = {"f32 FMA (no tensor cores)", "bf16 tensor cores (WMMA 16x16x16), f32 accumulation",
                                              "f16 tensor cores (WMMA 16x16x16), f32 accumulation"};
@@ -193,19 +212,7 @@ static void emit_defines(dc_buf *b, const gemm *g, const char *what) {
                 "#define G_BPT (G_BN * G_BK / G_NT)\n",
                 (long long)g->m, (long long)g->ncols, (long long)g->k, (long long)g->outc, g->bm, g->bn, g->bk,
                 g->threads, g->geglu ? g->bn / 2 : g->bn);
-  if (g->conv)
-    dc_buf_printf(b,
-                  "#define G_CI %lld\n#define G_HI %lld\n#define G_WI %lld\n#define G_KH %lld\n#define G_KW %lld\n"
-                  "#define G_HO %lld\n#define G_WO %lld\n#define G_P (G_HO * G_WO)\n"
-                  "#define G_STRIDE %lld\n#define G_PT %lld\n#define G_PL %lld\n",
-                  (long long)g->ci, (long long)g->hi, (long long)g->wi, (long long)g->kh, (long long)g->kw,
-                  (long long)g->ho, (long long)g->wo, (long long)g->stride, (long long)g->pt, (long long)g->pl);
-  dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
-  dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
-  dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
-  dc_buf_printf(b, "typedef %s g_o_t;\n#define G_OST %s\n", dc_cuda_ctype(g->otype), dc_cuda_storer(g->otype));
-  if (g->has_res) dc_buf_printf(b, "typedef %s g_r_t;\n#define G_RLD %s\n", dc_cuda_ctype(g->rtype), dc_cuda_loader(g->rtype));
-  if (g->has_gate) dc_buf_printf(b, "typedef %s g_g_t;\n#define G_GLD %s\n", dc_cuda_ctype(g->gtype), dc_cuda_loader(g->gtype));
+  emit_operands(b, g);
   if (g->wmma) {
     int bf = g->compute == DC_CUDA_COMPUTE_BF16;
     dc_buf_printf(b,
@@ -583,6 +590,7 @@ dc_status *dc_gemm_read(const dc_module *m, const dc_node *n, gemm *g) {
   return check_int_range(g);
 }
 
+void dc_gemm_emit_operands(dc_buf *b, const gemm *g) { emit_operands(b, g); }
 void dc_gemm_emit_col(dc_buf *b, const gemm *g) { emit_col(b, g); }
 void dc_gemm_emit_res_index(dc_buf *b, const gemm *g) { emit_res_index(b, g); }
 void dc_gemm_emit_epilogue(dc_buf *b, const gemm *g) { emit_epilogue(b, g); }

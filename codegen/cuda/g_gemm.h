@@ -40,6 +40,9 @@ dc_status *dc_gemm_read(const dc_module *m, const dc_node *n, gemm *g);
  * local column; g_res(oi), the residual's index; g_epilogue; the kernel's
  * opening line with its parameters (out, x, w, bias, res, gate as the node
  * has them); and the epilogue call that ends the kernel. */
+/* The conv geometry #defines and the operand typedefs / loads (g_x_t,
+ * g_w_t, g_b_t, g_o_t, g_r_t, g_g_t) both GEMM kernels' text uses. */
+void dc_gemm_emit_operands(dc_buf *b, const gemm *g);
 void dc_gemm_emit_col(dc_buf *b, const gemm *g);
 void dc_gemm_emit_res_index(dc_buf *b, const gemm *g);
 void dc_gemm_emit_epilogue(dc_buf *b, const gemm *g);

@@ -183,20 +183,7 @@ static void emit_defines(dc_buf *b, const gemm *g, const plan *p, const char *wh
                 (long long)g->m, (long long)g->ncols, (long long)g->k, (long long)g->outc, p->t.bm, p->t.bn, BK,
                 p->threads, g->geglu ? p->t.bn / 2 : p->t.bn, p->stages, LDS, p->t.wgn, p->t.bm / p->t.wgm,
                 p->t.bn / p->t.wgn);
-  if (g->conv)
-    dc_buf_printf(b,
-                  "#define G_CI %lld\n#define G_HI %lld\n#define G_WI %lld\n#define G_KH %lld\n#define G_KW %lld\n"
-                  "#define G_HO %lld\n#define G_WO %lld\n#define G_P (G_HO * G_WO)\n"
-                  "#define G_STRIDE %lld\n#define G_PT %lld\n#define G_PL %lld\n",
-                  (long long)g->ci, (long long)g->hi, (long long)g->wi, (long long)g->kh, (long long)g->kw,
-                  (long long)g->ho, (long long)g->wo, (long long)g->stride, (long long)g->pt, (long long)g->pl);
-  dc_buf_printf(b, "typedef %s g_x_t;\n#define G_XLD %s\n", dc_cuda_ctype(g->xtype), dc_cuda_loader(g->xtype));
-  dc_buf_printf(b, "typedef %s g_w_t;\n#define G_WLD %s\n", dc_cuda_ctype(g->wtype), dc_cuda_loader(g->wtype));
-  dc_buf_printf(b, "typedef %s g_b_t;\n#define G_BIAS(i) %s(bias, (i))\n", dc_cuda_ctype(g->btype), dc_cuda_loader(g->btype));
-  /* the activation dtypes of the shared epilogue and signature (g_gemm.c) */
-  dc_buf_printf(b, "typedef %s g_o_t;\n#define G_OST %s\n", dc_cuda_ctype(g->otype), dc_cuda_storer(g->otype));
-  if (g->has_res) dc_buf_printf(b, "typedef %s g_r_t;\n#define G_RLD %s\n", dc_cuda_ctype(g->rtype), dc_cuda_loader(g->rtype));
-  if (g->has_gate) dc_buf_printf(b, "typedef %s g_g_t;\n#define G_GLD %s\n", dc_cuda_ctype(g->gtype), dc_cuda_loader(g->gtype));
+  dc_gemm_emit_operands(b, g);
   dc_buf_printf(b, "#define G_MMA %s\n", bf ? "dc_mma_16816_bf16" : "dc_mma_16816_f16");
   /* Staging through registers rounds pairs: on the GPU one cvt.rn.bf16x2.f32
    * (f16x2) instead of dc_common's integer rounding (~6 instructions a
