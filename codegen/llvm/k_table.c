@@ -80,6 +80,7 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
    * (~50 s at 100 GFLOP/s: the bias is 0.1% of it) or a Flux step of ~100 TFLOP (the table far less). */
   [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
   [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
+  [OP_CONV3D] = {DC_LOWER_REFERENCE, "no LLVM conv3d kernel yet: the reference runs it"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 
