@@ -9,7 +9,7 @@
 #
 #   bench/cogvideox_memory.sh [--e2e] [--keep]
 #     --e2e    also generate a reduced CogVideoX video end to end on this machine (cpu target): a
-#              2-block transformer at full head width, a 2-layer T5, a narrow VAE, 9 frames at 240x360,
+#              2-block transformer at full head width, a 2-layer T5, a narrow VAE, 9 frames at 256x384,
 #              2 steps with CFG; wall time and peak RSS from /usr/bin/time -v
 #     --keep   keep the plans' fp8 weight files instead of deleting them after reading
 #
@@ -140,15 +140,16 @@ def derive(name, edits, dest):
     c.update(edits)
     json.dump(c, open(f"{out}/{dest}", "w"), indent=2)
 # Same head width (64) and RoPE as 5b, 2 blocks of 4 heads; T5 of 2 layers at d_model 256.
+# 256x384 pixels: latents of 32x48, whole 2x2 patches.
 derive("cogvideox_5b_transformer.json",
-       {"num_layers": 2, "num_attention_heads": 4, "text_embed_dim": 256, "sample_height": 30,
-        "sample_width": 45, "sample_frames": 9}, "transformer.json")
+       {"num_layers": 2, "num_attention_heads": 4, "text_embed_dim": 256, "sample_height": 32,
+        "sample_width": 48, "sample_frames": 9}, "transformer.json")
 derive("flux_text_encoder_2.json",
        {"d_model": 256, "d_kv": 64, "d_ff": 512, "num_heads": 4, "num_layers": 2,
         "num_decoder_layers": 2}, "text_encoder.json")
 derive("cogvideox_5b_vae.json",
        {"block_out_channels": [32, 64, 64, 64], "layers_per_block": 1, "norm_num_groups": 16,
-        "sample_height": 240, "sample_width": 360}, "vae.json")
+        "sample_height": 256, "sample_width": 384}, "vae.json")
 EOF
   component "$cfg/transformer.json" transformer "$red"
   component "$cfg/text_encoder.json" text_encoder "$red"
@@ -158,13 +159,13 @@ EOF
   rm -rf "$out"
   mkdir -p "$out"
   t="$plans/reduced-compile.time"
-  /usr/bin/time -v "$bin/diffc" "$red" -o "$plan" --height 240 --width 360 --num-frames 9 \
+  /usr/bin/time -v "$bin/diffc" "$red" -o "$plan" --height 256 --width 384 --num-frames 9 \
     --max-sequence-length 226 >"$plans/reduced-compile.txt" 2>"$t"
   e2e_rows+=("| diffc (compile, cpu) | $(time_field "$t" 'Elapsed (wall clock)') | $(rss "$t") |")
   t="$plans/reduced-run.time"
   /usr/bin/time -v "$bin/diffrun" "$plan" --prompt "a panda playing a guitar by a stream" --steps 2 \
     --seed 42 -o "$out/out.png" --video "$out/out.apng" >"$plans/reduced-run.txt" 2>"$t"
-  e2e_rows+=("| diffrun (2 steps, CFG, 9 frames 240x360) | $(time_field "$t" 'Elapsed (wall clock)') | $(rss "$t") |")
+  e2e_rows+=("| diffrun (2 steps, CFG, 9 frames 256x384) | $(time_field "$t" 'Elapsed (wall clock)') | $(rss "$t") |")
   e2e_frames=$(find "$out" -name 'out-*.png' | wc -l)
 }
 time_field() { sed -n "s/^[[:space:]]*$2[^:]*: //p" "$1" | tail -1; }
@@ -209,8 +210,8 @@ figures="$repo/bench/cogvideox-diffusers-figures.md"
     echo
     echo "Reduced generation on this machine (cpu target, configs derived from the released ones by"
     echo "the script: 2 transformer blocks of 4 heads x 64, a 2-layer T5 at d_model 256, the VAE at"
-    echo "widths 32/64/64/64 with one layer per block; seeded random weights): 9 frames at 240x360"
-    echo "(3 latent frames of 30x45), 226 tokens, 2 DDIM steps with CFG, $e2e_frames frames written."
+    echo "widths 32/64/64/64 with one layer per block; seeded random weights): 9 frames at 256x384"
+    echo "(3 latent frames of 32x48), 226 tokens, 2 DDIM steps with CFG, $e2e_frames frames written."
     echo
     echo "| step | wall time | peak RSS |"
     echo "| --- | --- | --- |"

@@ -95,7 +95,12 @@ static void test_bench_configs(void) {
                   holds its 384x384 positional table (226,492,416 values) besides 2,243,171,520 parameters */
                {"../bench/configs/flux1_dev_transformer.json", 11901408320ull},
                {"../bench/configs/flux1_schnell_transformer.json", 11891178560ull},
-               {"../bench/configs/sd35_medium_transformer.json", 2469663936ull}};
+               {"../bench/configs/sd35_medium_transformer.json", 2469663936ull},
+               /* CogVideoX-5b (3D RoPE) and -2b (its sincos table is computed, not stored), 5b's VAE
+                  (encoder and decoder) */
+               {"../bench/configs/cogvideox_5b_transformer.json", 5570283072ull},
+               {"../bench/configs/cogvideox_2b_transformer.json", 1693783872ull},
+               {"../bench/configs/cogvideox_5b_vae.json", 215583907ull}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *config = src_path(cases[i].config);
     dc_weight_list l;
