@@ -287,15 +287,13 @@ typedef struct {
 } conv3d_shape;
 
 static op_case conv3d_row(conv3d_shape s, int bias) {
-  op_case c = {.op = OP_CONV3D};
+  op_case c = {.op = OP_CONV3D, .cuda_computes = OC_CC_GEMM};
   c.in[c.nin++] = f32_shape(5, (int64_t[]){s.b, s.c, s.t, s.h, s.w});
   c.in[c.nin++] = f32_shape(5, (int64_t[]){s.o, s.c, s.kt, s.kh, s.kw});
   if (bias) c.in[c.nin++] = f32_shape(1, (int64_t[]){s.o});
   static const char *names[] = {"bias", "pad_h", "pad_w", "stride_h", "stride_t", "stride_w"};
   const int64_t vals[] = {bias, s.ph, s.pw, s.sh, s.st, s.sw};
   for (int i = 0; i < 6; i++) c.attrs[i] = (oc_attr){names[i], vals[i], 0, 0};
-  c.where = OC_CPU;
-  c.why = "no CUDA conv3d kernel yet";
   return c;
 }
 
