@@ -50,8 +50,12 @@ static const char usage[] =
     "  --batch N                pipeline: images per prompt (default 1)\n"
     "  --clip-skip N            pipeline: take the text encoder's hidden state N layers before the\n"
     "                           last, as diffusers' clip_skip (default 0)\n"
-    "  --max-sequence-length N  Flux and SD3 pipelines: T5's prompt tokens, as diffusers'\n"
-    "                           max_sequence_length (1..512; default 512 Flux, 256 SD3)\n"
+    "  --max-sequence-length N  Flux, SD3 and CogVideoX pipelines: T5's prompt tokens, as diffusers'\n"
+    "                           max_sequence_length (1..512; default 512 Flux, 256 SD3, 226 CogVideoX)\n"
+    "  --num-frames N           CogVideoX pipeline: the frames asked for, as diffusers' num_frames\n"
+    "                           (default the transformer's sample_frames, 49 for CogVideoX-5b); the\n"
+    "                           latents have (N - 1) / 4 + 1 frames, and the VAE's frame batching\n"
+    "                           decides how many frames come out (49 from 49)\n"
     "  --config DIR             single-file checkpoint: take configs, tokenizers and scheduler from\n"
     "                           this diffusers pipeline folder instead of the bundled defaults\n"
     "  --no-hoist               pipeline: compute nothing once before the denoising loop (by\n"
@@ -246,6 +250,7 @@ typedef struct {
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
   int clip_skip, no_hoist, max_sequence_length, cuda_sm_count;
+  int64_t num_frames;
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
@@ -514,6 +519,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       o->cuda_sm_count = (int)v;
       continue;
     }
+    if (!strcmp(a, "--num-frames")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], 1, 1024, &v));
+      o->num_frames = v;
+      continue;
+    }
     if (!strcmp(a, "--max-sequence-length")) {
       long long v;
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
@@ -732,6 +744,7 @@ int main(int argc, char **argv) {
                              .batch = o.batch,
                              .clip_skip = o.clip_skip,
                              .max_sequence_length = o.max_sequence_length,
+                             .num_frames = o.num_frames,
                              .no_hoist = o.no_hoist,
                              .config_dir = o.config_dir,
                              .clip_hidden_state = o.clip_hidden_state,

@@ -30,10 +30,12 @@ static const char usage[] =
     "  --negative-prompt TEXT  what to steer away from (default: none; SDXL then uses zeros, as\n"
     "                      diffusers' force_zeros_for_empty_prompt; SD3 encodes \"\"; Flux takes none)\n"
     "  --steps N           denoising steps (default 50; Flux and SD3 28)\n"
-    "  --guidance G        guidance scale (default 7.5; SDXL 5.0; Flux 3.5; SD3 7.0): classifier-free\n"
+    "  --guidance G        guidance scale (default 7.5; SDXL 5.0; Flux 3.5; SD3 7.0; CogVideoX 6): CFG,\n"
     "                      guidance, where G <= 1 runs no unconditional half; Flux dev's embedded\n"
     "                      guidance (Flux runs no CFG; schnell ignores G)\n"
     "  --guidance-rescale F  diffusers' guidance_rescale (default 0; SD and SDXL)\n"
+    "  --dynamic-cfg       CogVideoX: diffusers' use_dynamic_cfg (the guidance rises from 1 to\n"
+    "                      1 + G along a cosine ramp over the timesteps)\n"
     "  --scheduler NAME    a scheduler class instead of the pipeline's (from its config, as\n"
     "                      diffusers' from_config): PNDMScheduler, EulerDiscreteScheduler,\n"
     "                      EulerAncestralDiscreteScheduler, DDIMScheduler,\n"
@@ -49,9 +51,10 @@ static const char usage[] =
     "  --original-size HxW, --crop TOPxLEFT, --target-size HxW\n"
     "                      SDXL's size conditioning (default: the image size, 0x0, the image size)\n"
     "  -o, --output FILE.png  write the image (8-bit RGB; the parameters in a \"parameters\" text\n"
-    "                      chunk); with --batch N plans, FILE-0.png ... FILE-(N-1).png\n"
-    "  --outputs FILE      also write \"image\" [B,3,H,W] in [0,1] (diffusers' output_type=\"pt\") and\n"
-    "                      the final \"latents\" to a .safetensors file\n"
+    "                      chunk); with --batch N plans, FILE-0.png ... FILE-(N-1).png; a video\n"
+    "                      (CogVideoX) as one PNG per frame, FILE-000.png, FILE-001.png ...\n"
+    "  --outputs FILE      also write \"image\" [B,3,H,W] in [0,1] (diffusers' output_type=\"pt\"; a\n"
+    "                      video [1,F,3,H,W]) and the final \"latents\" to a .safetensors file\n"
     "\n"
     "options:\n"
     "  --inputs FILE       read the inputs from a .safetensors file: one tensor per plan input,\n"
@@ -142,7 +145,7 @@ typedef struct {
   const char *prompt, *negative_prompt, *scheduler, *latents, *png;
   const char *scheduler_set[16];
   int nscheduler_set;
-  int steps, has_seed, generation;
+  int steps, has_seed, generation, dynamic_cfg;
   double guidance, guidance_rescale;
   int64_t original_size[2], crop[2], target_size[2];
   int has_original_size, has_crop, has_target_size;
@@ -209,6 +212,10 @@ static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int 
                                       "--scheduler", "--latents", "--original-size", "--crop", "--target-size",
                                       "--scheduler-set", "-o", "--output"};
   const char *a = argv[*i];
+  if (!strcmp(a, "--dynamic-cfg")) { /* a flag: no value */
+    o->dynamic_cfg = o->generation = *used = 1;
+    return NULL;
+  }
   int k = -1;
   for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
     if (!strcmp(a, names[j])) k = j;
@@ -643,18 +650,20 @@ static void note(void *ctx, const char *text) {
 
 /* --latents FILE: the tensor "latents" with the plan's latent shape, F32. */
 static dc_status *read_latents(drt_plan *p, const char *path, float **out) {
-  int64_t want[4];
-  DC_TRY(dc_generate_latent_shape(p, want));
+  int64_t want[5];
+  int rank = 4;
+  DC_TRY(dc_generate_latent_shape(p, want, &rank));
   dc_st_file f;
   DC_TRY(dc_st_open(path, &f));
   const dc_st_tensor *t = dc_st_find(&f, "latents");
   char b1[160], b2[160];
   dc_status *st = NULL;
-  if (!t) st = dc_error(DC_ERR_MISMATCH, "%s: no tensor \"latents\" (expected F32%s)", path, dims_str(4, want, b1, sizeof b1));
-  else if (t->dtype != DT_F32 || t->rank != 4 || memcmp(t->dims, want, sizeof want))
+  if (!t)
+    st = dc_error(DC_ERR_MISMATCH, "%s: no tensor \"latents\" (expected F32%s)", path, dims_str(rank, want, b1, sizeof b1));
+  else if (t->dtype != DT_F32 || t->rank != rank || memcmp(t->dims, want, sizeof want[0] * (size_t)rank))
     st = dc_error(DC_ERR_MISMATCH, "%s: tensor \"latents\" is %s%s, but the plan's latents are F32%s", path,
                   dc_dtype_safetensors_name(t->dtype), dims_str(t->rank, t->dims, b1, sizeof b1),
-                  dims_str(4, want, b2, sizeof b2));
+                  dims_str(rank, want, b2, sizeof b2));
   if (!st && !(*out = dc_malloc(t->bytes))) st = dc_nomem("reading the latents");
   if (!st) memcpy(*out, f.file.data + t->offset, t->bytes);
   dc_st_close(&f);
@@ -680,14 +689,22 @@ static char *image_path(const char *png, int64_t batch, int64_t i) {
   return dc_asprintf("%.*s-%lld%s", (int)n, png, (long long)i, png + n);
 }
 
+/* A video's frame i: FILE-000.png, FILE-001.png ... */
+static char *frame_path(const char *png, int64_t i) {
+  size_t n = strlen(png) - 4;
+  return dc_asprintf("%.*s-%03lld%s", (int)n, png, (long long)i, png + n);
+}
+
 static dc_status *write_images(const options *o, drt_plan *p, const dc_generate_result *r) {
   char *params = parameters_text(o, r, p);
   if (!params) return dc_nomem("writing the image");
   dc_png_text text = {"parameters", params};
   size_t per = (size_t)(3 * r->height * r->width);
+  int video = r->frames > 1;
+  int64_t n = video ? r->batch * r->frames : r->batch; /* a video's batch is 1: its frames */
   dc_status *st = NULL;
-  for (int64_t b = 0; b < r->batch && !st; b++) {
-    char *path = image_path(o->png, r->batch, b);
+  for (int64_t b = 0; b < n && !st; b++) {
+    char *path = video ? frame_path(o->png, b) : image_path(o->png, r->batch, b);
     st = path ? dc_png_write_chw(path, r->image + per * (size_t)b, (int)r->height, (int)r->width, &text, 1)
               : dc_nomem("writing the image");
     if (!st && !o->quiet) printf("wrote %s\n", path);
@@ -700,6 +717,10 @@ static dc_status *write_images(const options *o, drt_plan *p, const dc_generate_
 static dc_status *write_generation(const char *path, const dc_generate_result *r) {
   dc_st_out t[2] = {{"image", {DT_F32, 4, {r->batch, 3, r->height, r->width}}, r->image},
                     {"latents", {DT_F32, 4, {r->batch, r->latent_channels, r->latent_h, r->latent_w}}, r->latents}};
+  if (r->frames > 1 || r->latent_frames > 1) { /* a video: [B, F, 3, H, W] and [B, F', C, h, w] */
+    t[0].type = (dc_type){DT_F32, 5, {r->batch, r->frames, 3, r->height, r->width}};
+    t[1].type = (dc_type){DT_F32, 5, {r->batch, r->latent_frames, r->latent_channels, r->latent_h, r->latent_w}};
+  }
   return dc_st_write(path, t, 2);
 }
 
@@ -734,7 +755,7 @@ static dc_status *run_pipeline(const options *o, drt_plan *p) {
   progress_state ps = {.tty = !o->quiet && isatty(2), .start = dc_now_seconds()};
   dc_generate_options go = {.prompt = o->prompt, .negative_prompt = o->negative_prompt, .steps = o->steps,
                             .guidance = o->guidance, .guidance_rescale = o->guidance_rescale,
-                            .scheduler = o->scheduler, .scheduler_set = o->scheduler_set,
+                            .use_dynamic_cfg = o->dynamic_cfg, .scheduler = o->scheduler, .scheduler_set = o->scheduler_set,
                             .nscheduler_set = o->nscheduler_set, .seed = o->seed, .latents = latents,
                             .has_original_size = o->has_original_size, .has_crops = o->has_crop,
                             .has_target_size = o->has_target_size, .progress = progress, .progress_ctx = &ps,
