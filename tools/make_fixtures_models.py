@@ -97,7 +97,7 @@ def reinit_weights(model, seed):
     done = set()
     with torch.no_grad():
         for mname, m in model.named_modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
+            if isinstance(m, (nn.Conv2d, nn.Conv3d, nn.Linear)):
                 fan_in = m.weight[0].numel()
                 m.weight.copy_(_randn(g, *m.weight.shape) / math.sqrt(fan_in))
                 done.add(id(m.weight))
