@@ -13,6 +13,7 @@ static const dc_class_desc *const classes[] = {
     &dc_class_t5_encoder_model,
     &dc_class_flux_transformer_2d,
     &dc_class_sd3_transformer_2d,
+    &dc_class_cogvideox_transformer_3d,
 };
 
 const dc_class_desc *const *dc_classes(int *n) {

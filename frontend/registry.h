@@ -112,5 +112,6 @@ extern const dc_class_desc dc_class_clip_text_model_with_projection; /* clip_tex
 extern const dc_class_desc dc_class_t5_encoder_model;  /* t5_encoder.c */
 extern const dc_class_desc dc_class_flux_transformer_2d; /* flux_transformer.c */
 extern const dc_class_desc dc_class_sd3_transformer_2d;  /* sd3_transformer.c */
+extern const dc_class_desc dc_class_cogvideox_transformer_3d; /* cogvideox_transformer.c */
 
 #endif

@@ -1,8 +1,9 @@
 """make_fixtures' models (tools/make_fixtures.py): building a diffusers model class (or a transformers
 text encoder: CLIP, make_fixtures_clip.py; T5, make_fixtures_t5.py) from a config with seeded weights, the seeded inputs of a run,
 one reference forward (UNet forward, VAE encode/decode, with diffusers' tiling/slicing as the run asks;
-a text encoder's outputs), the attention modules' summary, and saving a model folder (bf16 or fp16
-variant, sharded, the older transformers layout) or a pipeline's model_index.json.
+a text encoder's outputs; a DiT's: make_fixtures_dit.py, make_fixtures_cogvideox.py), the attention
+modules' summary, and saving a model folder (bf16 or fp16 variant, sharded, the older transformers layout)
+or a pipeline's model_index.json.
 """
 
 import json
@@ -15,6 +16,7 @@ from torch import nn
 from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
 from make_fixtures_t5 import build_t5, embed_tokens_layout, is_t5, reinit_t5_norms, run_t5, t5_class, t5_inputs
 from make_fixtures_dit import apply_dit_options, flux_inputs, run_dit, sd3_inputs
+from make_fixtures_cogvideox import cogvideox_inputs, reinit_cogvideox_buffers, run_cogvideox
 
 
 def is_transformers(cls_name):
@@ -112,6 +114,7 @@ def reinit_weights(model, seed):
                     m.bias.copy_(0.1 * _randn(g, *m.bias.shape))
                     done.add(id(m.bias))
         reinit_t5_norms(model, g, _randn, done)
+        reinit_cogvideox_buffers(model, g, _randn)
         reinit_embeddings(model, g, _randn, done)
     missed = [n for n, p in model.named_parameters() if id(p) not in done]
     if missed:
@@ -130,6 +133,8 @@ def make_inputs(spec):
         return flux_inputs(**a)
     if kind == "sd3":
         return sd3_inputs(**a)
+    if kind == "cogvideox":
+        return cogvideox_inputs(**a)
     return image_inputs(a["seed"], a["name"], *a["shape"])
 
 
@@ -142,6 +147,8 @@ def run_model(model, kind, entry, inputs, clip_hidden=None):
             return run_t5(model, inputs)
         if kind in ("flux", "sd3"):
             return run_dit(model, kind, inputs)
+        if kind == "cogvideox":
+            return run_cogvideox(model, inputs)
         if kind == "unet":
             added = None
             if "text_embeds" in inputs:

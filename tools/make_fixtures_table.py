@@ -197,6 +197,29 @@ SD3_TINY = {
 }
 SD35_TINY = dict(SD3_TINY, num_layers=3, dual_attention_layers=[0, 1], qk_norm="rms_norm")
 
+# CogVideoXTransformer3DModel at a tiny width (2 heads of 16, time_embed_dim 16, text_embed_dim 32, 4 latent
+# channels, 2 blocks): sample_frames 9 (3 latent frames at temporal_compression_ratio 4) of 6x8 latents (3x4
+# patches; non-square), 8 text tokens.  5b-style (3D RoPE), 2b-style (3D sincos positions; here without qkv
+# bias) and 5b-I2V-style (RoPE plus the learned table, 8 input channels)
+COGVIDEOX_TINY = {
+    "num_attention_heads": 2,
+    "attention_head_dim": 16,
+    "in_channels": 4,
+    "out_channels": 4,
+    "time_embed_dim": 16,
+    "text_embed_dim": 32,
+    "num_layers": 2,
+    "sample_width": 8,
+    "sample_height": 6,
+    "sample_frames": 9,
+    "patch_size": 2,
+    "temporal_compression_ratio": 4,
+    "max_text_seq_length": 8,
+    "use_rotary_positional_embeddings": True,
+}
+COGVIDEOX_SINCOS = dict(COGVIDEOX_TINY, use_rotary_positional_embeddings=False, attention_bias=False)
+COGVIDEOX_LEARNED = dict(COGVIDEOX_TINY, in_channels=8, use_learned_positional_embeddings=True)
+
 CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
                 "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
 CLIP_PROMPTS_2 = ["an oil painting of a lighthouse at dusk, waves crashing on the rocks",
@@ -248,6 +271,13 @@ FLUX_SCHNELL_IN = dict(seed=410, batch=2, channels=16, rows=5, cols=3, seq=13, j
 # pipeline passes them)
 SD3_IN = dict(seed=420, batch=2, channels=4, h=6, w=10, seq=9, joint_dim=24, pooled_dim=20, sigmas=[1.0, 0.42])
 SD35_IN = dict(seed=430, batch=2, channels=4, h=10, w=6, seq=11, joint_dim=24, pooled_dim=20, sigmas=[0.8, 0.05])
+# CogVideoX: the sample size (batch 2, 3 latent frames of 6x8, 8 tokens, integer timesteps); other sizes: 2
+# frames of 8x6 (a 4x3 grid on the 3x4 base: the pipeline's rotary grid is the crop region (0, 1)-(3, 3)) with
+# 5 tokens, and 2 frames of 4x10 (the sincos table recomputed for a 2x5 grid) with the 8 tokens it needs
+COGVIDEOX_IN = dict(seed=440, batch=2, frames=3, channels=4, h=6, w=8, seq=8, text_dim=32, timesteps=[999, 421])
+COGVIDEOX_RESIZED_IN = dict(seed=441, batch=1, frames=2, channels=4, h=8, w=6, seq=5, text_dim=32, timesteps=[37])
+COGVIDEOX_SINCOS_RESIZED_IN = dict(COGVIDEOX_RESIZED_IN, seed=442, h=4, w=10, seq=8, timesteps=[640])
+COGVIDEOX_LEARNED_IN = dict(COGVIDEOX_IN, seed=443, channels=8, timesteps=[501, 2])
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -275,6 +305,12 @@ def _flux_run(io, inputs, tol=1e-4, **options):
 def _sd3_run(io, inputs, tol=1e-4, **options):
     return dict(entry="forward", io=io, kind="sd3", inputs=("sd3", inputs), tolerance=tol, component=None,
                 variant=None, **options)
+
+
+def _cogvideox_run(io, inputs, tol=1e-4, **options):
+    """options as _flux_run's."""
+    return dict(entry="forward", io=io, kind="cogvideox", inputs=("cogvideox", inputs), tolerance=tol,
+                component=None, variant=None, **options)
 
 
 def _clip_run(io, inputs, hidden=None, variant=None, tol=1e-5):
@@ -456,6 +492,34 @@ FIXTURES = [
          runs=[_sd3_run("io_forward.safetensors", SD35_IN),
                _sd3_run("io_group_block.safetensors", SD35_IN, group_offload="block"),
                _sd3_run("io_fp8.safetensors", SD35_IN, layerwise_casting="fp8_e4m3")]),
+    dict(name="cogvideox_tiny", cls="CogVideoXTransformer3DModel", config=COGVIDEOX_TINY, seed=15,
+         description="diffusers' CogVideoXTransformer3DModel CogVideoX-5b-style (use_rotary_positional_embeddings) "
+                     "at a tiny width: 2 blocks of 2 heads of 16, time_embed_dim 16, text_embed_dim 32, 4 latent "
+                     "channels, patch_size 2, sample 9 frames (3 latent frames) of 6x8 latents, "
+                     "max_text_seq_length 8. image_rotary_emb is CogVideoXPipeline's "
+                     "(_prepare_rotary_positional_embeddings); diffc computes it from the shapes. Runs: batch 2 at "
+                     "the sample size, 8 tokens, timesteps [999, 421]; batch 1, 2 frames of 8x6 (a 4x3 grid on the "
+                     "3x4 base grid: the rotary grid is the crop region (0, 1)-(3, 3)), 5 tokens, timestep 37; "
+                     "the first again with group offload by block (diffc --offload group --group-level block "
+                     "--blocks-per-group 1 --prefetch) against the plain forward, and with "
+                     "enable_layerwise_casting(float8_e4m3fn, float32) (diffc --storage-dtype fp8_e4m3): "
+                     "diffusers' own fp8-stored output is the reference (patch_embed and the norms stay fp32).",
+         runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_IN),
+               _cogvideox_run("io_resized.safetensors", COGVIDEOX_RESIZED_IN),
+               _cogvideox_run("io_group_block.safetensors", COGVIDEOX_IN, group_offload="block"),
+               _cogvideox_run("io_fp8.safetensors", COGVIDEOX_IN, layerwise_casting="fp8_e4m3")]),
+    dict(name="cogvideox_sincos", cls="CogVideoXTransformer3DModel", config=COGVIDEOX_SINCOS, seed=16,
+         description="CogVideoXTransformer3DModel CogVideoX-2b-style (3D sincos positions, spatial interpolation "
+                     "scale 1.875) at the cogvideox_tiny width, with attention_bias false (no q/k/v bias). Runs: "
+                     "batch 2 at the sample size, 8 tokens, timesteps [999, 421]; batch 1, 2 frames of 4x10 latents "
+                     "(diffusers recomputes the table for the 2x5 grid), 8 tokens, timestep 640.",
+         runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_IN),
+               _cogvideox_run("io_resized.safetensors", COGVIDEOX_SINCOS_RESIZED_IN)]),
+    dict(name="cogvideox_learned", cls="CogVideoXTransformer3DModel", config=COGVIDEOX_LEARNED, seed=17,
+         description="CogVideoXTransformer3DModel CogVideoX-5b-I2V-style (rotary positions plus the learned table "
+                     "patch_embed.pos_embedding, seeded, text rows included) at the cogvideox_tiny width with 8 "
+                     "input channels. Batch 2 at the sample size, 8 tokens, timesteps [501, 2].",
+         runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_LEARNED_IN)]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},

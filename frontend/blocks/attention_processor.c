@@ -151,3 +151,48 @@ dc_status *blk_joint_attention(dc_gb *g, const char *p, const blk_joint_attentio
   }
   return gb_linear(g, P("%s.to_out.0", p), xs, a->dim, a->dim, 1, out);
 }
+
+/* ---- CogVideoXAttnProcessor2_0 -------------------------------------------- */
+
+/* nn.LayerNorm(head_dim) over each head of x [B,S,heads*head_dim]: the
+ * rows of the processor's [B,H,S,D] view, as [B, S*heads, head_dim]. */
+static dc_status *head_layer_norm(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t x,
+                                  int32_t *out) {
+  const dc_type *t = gb_type(g, x);
+  int64_t b = t->dims[0], seq = t->dims[1];
+  DC_TRY(gb_reshape(g, p, x, 3, (int64_t[]){b, seq * a->heads, a->head_dim}, &x));
+  DC_TRY(gb_layer_norm(g, p, x, a->head_dim, 1e-6, &x));
+  return gb_reshape(g, p, x, 3, (int64_t[]){b, seq, a->dim}, out);
+}
+
+/* rope over the tokens from `start` (the video's), the text ones copied. */
+static dc_status *rope_from(dc_gb *g, const char *p, int64_t heads, int64_t start, int32_t x, int32_t freqs,
+                            int32_t *out) {
+  dc_node n = dc_node_make(OP_ROPE, 2, (int32_t[]){x, freqs});
+  dc_node_set_int(&n, "heads", heads);
+  dc_node_set_int(&n, "start", start);
+  return gb_add(g, &n, p, out);
+}
+
+dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t h,
+                                   int64_t text_len, int32_t freqs, int32_t *out) {
+  char s[256];
+  int32_t q, k, v, o;
+  if (a->heads * a->head_dim != a->dim)
+    return dc_error(DC_ERR_INTERNAL, "%s: %lld heads of %lld do not make width %lld", p, (long long)a->heads,
+                    (long long)a->head_dim, (long long)a->dim);
+  DC_TRY(gb_linear(g, P("%s.to_q", p), h, a->dim, a->dim, a->qkv_bias, &q));
+  DC_TRY(gb_linear(g, P("%s.to_k", p), h, a->dim, a->dim, a->qkv_bias, &k));
+  DC_TRY(gb_linear(g, P("%s.to_v", p), h, a->dim, a->dim, a->qkv_bias, &v));
+  DC_TRY(head_layer_norm(g, P("%s.norm_q", p), a, q, &q));
+  DC_TRY(head_layer_norm(g, P("%s.norm_k", p), a, k, &k));
+  if (freqs >= 0) {
+    DC_TRY(rope_from(g, p, a->heads, text_len, q, freqs, &q));
+    DC_TRY(rope_from(g, p, a->heads, text_len, k, freqs, &k));
+  }
+  dc_node n = dc_node_make(OP_ATTENTION, 3, (int32_t[]){q, k, v});
+  dc_node_set_int(&n, "heads", a->heads);
+  dc_node_set_float(&n, "scale", 1.0 / sqrt((double)a->head_dim));
+  DC_TRY(gb_add(g, &n, p, &o));
+  return gb_linear(g, P("%s.to_out.0", p), o, a->dim, a->dim, 1, out);
+}

@@ -19,10 +19,12 @@
  *                                 AdaLayerNormContinuous, SD35AdaLayerNormZeroX
  *   blocks/transformer_flux.c:    transformers/transformer_flux.py: FluxTransformerBlock,
  *                                 FluxSingleTransformerBlock
+ *   blocks/transformer_cogvideox.c: transformers/cogvideox_transformer_3d.py: CogVideoXBlock
  *   blocks/transformer_2d.c:      transformers/transformer_2d.py: Transformer2DModel (continuous input)
  *   blocks/embeddings.c:          embeddings.py: Timesteps, TimestepEmbedding,
  *                                 PixArtAlphaTextProjection, CombinedTimestep(Guidance)TextProjEmbeddings,
- *                                 FluxPosEmbed, PatchEmbed (SD3)
+ *                                 FluxPosEmbed, PatchEmbed (SD3), CogVideoXPatchEmbed with its 3D sincos
+ *                                 table, and CogVideoX's 3D rotary table
  *   blocks/unet_2d_blocks.c:      unets/unet_2d_blocks.py: the down, mid and up blocks of
  *                                 UNets (CrossAttnDownBlock2D, DownBlock2D, ...) and VAEs
  *                                 (DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D)
@@ -347,5 +349,81 @@ dc_status *blk_flux_transformer_block(dc_gb *g, const char *p, const blk_flux_cf
  * does both once, the same values). */
 dc_status *blk_flux_single_transformer_block(dc_gb *g, const char *p, const blk_flux_cfg *c, int32_t h,
                                              int32_t emb_act, int32_t freqs, int32_t *out);
+
+/* ---- CogVideoX: embeddings.py, normalization.py, attention_processor.py,
+ * transformers/cogvideox_transformer_3d.py ------------------------------------ */
+
+/* CogVideoXPatchEmbed's video half with patch_size_t None: p.proj, a
+ * patch x patch conv with stride patch (bias), on every frame of x
+ * [B,F,in,H,W] -> [B, F*(H/patch)*(W/patch), dim], frame-major then
+ * row-major.  H and W are multiples of patch (checked by the caller). */
+dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                     int32_t *out);
+
+/* The video tokens x [B, F*h*w, dim] plus get_3d_sincos_pos_embed(dim,
+ * (w, h), F, spatial_scale, temporal_scale) (the non-persistent table of
+ * CogVideoXPatchEmbed, whose text rows are zeros), computed here in double
+ * as diffusers does and rounded to f32 as its forward casts it.  The table
+ * is one temporal part [F, dim/4] and one spatial part [h*w, 3*dim/4]: two
+ * small constants broadcast over the grid, not the whole table.  dim is a
+ * multiple of 16 (checked by the caller). */
+dc_status *blk_cogvideox_sincos_pos(dc_gb *g, const char *scope, int32_t x, int64_t frames, int64_t h, int64_t w,
+                                    double spatial_scale, double temporal_scale, int32_t *out);
+
+/* The rotary table [F*h*w, 2, head_dim] of a video grid of F frames of
+ * h x w patches, as CogVideoXPipeline._prepare_rotary_positional_embeddings
+ * makes it for CogVideoX 1.0 (patch_size_t None):
+ * get_resize_crop_region_for_grid over the base grid base_h x base_w
+ * (sample_height and sample_width // patch_size), get_3d_rotary_pos_embed's
+ * "linspace" grid (head_dim/4 channels for time, 3*head_dim/8 for each of h
+ * and w, theta 10000).  The positions are a constant [F*h*w, 3] and the
+ * table a rope_freqs of them.  head_dim is a multiple of 16 (checked by the
+ * caller). */
+dc_status *blk_cogvideox_rotary_table(dc_gb *g, const char *scope, int64_t head_dim, int64_t frames, int64_t h,
+                                      int64_t w, int64_t base_h, int64_t base_w, int32_t *out);
+
+/* The chunks of CogVideoXLayerNormZero's [B, 6*dim] linear output. */
+enum {
+  BLK_COG_SHIFT, BLK_COG_SCALE, BLK_COG_GATE, BLK_COG_ENC_SHIFT, BLK_COG_ENC_SCALE, BLK_COG_ENC_GATE,
+};
+
+/* CogVideoXLayerNormZero at p: *mod = p.linear(emb_act) [B, 6*dim]
+ * (chunks BLK_COG_*); the one p.norm (nn.LayerNorm(dim, eps), with weight
+ * and bias when affine) modulated by the video chunks for x (*out) and by
+ * the text chunks for ctx (*ctx_out). */
+dc_status *blk_cogvideox_layer_norm_zero(dc_gb *g, const char *p, int32_t x, int32_t ctx, int32_t emb_act,
+                                         int64_t cond_dim, int64_t dim, int affine, double eps, int32_t *out,
+                                         int32_t *ctx_out, int32_t *mod);
+/* AdaLayerNorm with chunk_dim 1 (CogVideoX's norm_out): p.linear(emb_act)
+ * [B, 2*dim] chunked (shift, scale) -- the order of this branch only --,
+ * then p.norm(x) * (1 + scale) + shift; p.norm with weight and bias when
+ * affine. */
+dc_status *blk_ada_layer_norm_shift_scale(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t cond_dim,
+                                          int64_t dim, int affine, double eps, int32_t *out);
+
+typedef struct {
+  int64_t dim, heads, head_dim;
+  int qkv_bias; /* attention_bias: to_q/k/v with bias (to_out.0 always has one) */
+} blk_cogvideox_attention_cfg;
+
+/* Attention with CogVideoXAttnProcessor2_0 at p on the joint sequence
+ * h = [text; video] [B, T+N, dim]: to_q/k/v, per-head LayerNorm norm_q /
+ * norm_k (affine, eps 1e-6), RoPE with freqs [N, 2, head_dim] on the video
+ * tokens only (from token T; none when freqs < 0), softmax attention at
+ * scale 1/sqrt(head_dim), to_out.0 -> [B, T+N, dim]. */
+dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t h,
+                                   int64_t text_len, int32_t freqs, int32_t *out);
+
+typedef struct {
+  blk_cogvideox_attention_cfg attn;
+  int64_t time_dim; /* time_embed_dim: the width of emb_act */
+  int affine;       /* norm_elementwise_affine */
+  double eps;       /* norm_eps */
+} blk_cogvideox_block_cfg;
+
+/* CogVideoXBlock: x [B,N,dim] video, ctx [B,T,dim] text, emb_act =
+ * silu(temb) [B, time_dim], freqs the video's rotary table or -1. */
+dc_status *blk_cogvideox_block(dc_gb *g, const char *p, const blk_cogvideox_block_cfg *c, int32_t x, int32_t ctx,
+                               int32_t emb_act, int32_t freqs, int32_t *out, int32_t *ctx_out);
 
 #endif

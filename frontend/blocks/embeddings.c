@@ -1,6 +1,10 @@
 /* embeddings.c — diffusers' embeddings.py (blocks.h): Timesteps and
  * TimestepEmbedding; the DiTs' conditioning embeddings, Flux's rotary
- * table and SD3's patch embedding. */
+ * table, SD3's patch embedding, and CogVideoX's patch embedding with its
+ * position tables (the 3D sincos table; the 3D rotary table the pipeline
+ * computes), which are computed here at compile time from the shapes. */
+#include <math.h>
+
 #include "blocks.h"
 
 #define P(...) gb_path(s, sizeof s, __VA_ARGS__)
@@ -86,4 +90,121 @@ dc_status *blk_patch_embed_cropped(dc_gb *g, const char *p, int32_t x, int64_t i
   DC_TRY(gb_to_tokens(g, p, x, &x));
   DC_TRY(cropped_table(g, p, dim, max_size, h, w, &pos));
   return gb_binary(g, OP_ADD, p, x, pos, out);
+}
+
+/* ---- CogVideoX ------------------------------------------------------------ */
+
+dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                     int32_t *out) {
+  char s[256];
+  const dc_type *t = gb_type(g, x);
+  int64_t b = t->dims[0], f = t->dims[1], h = t->dims[3] / patch, w = t->dims[4] / patch;
+  DC_TRY(gb_reshape(g, P("%s.proj", p), x, 4, (int64_t[]){b * f, in, t->dims[3], t->dims[4]}, &x));
+  DC_TRY(gb_conv2d(g, P("%s.proj", p), x, in, dim, patch, patch, (int64_t[]){0, 0, 0, 0}, &x));
+  DC_TRY(gb_to_tokens(g, p, x, &x));
+  return gb_reshape(g, p, x, 3, (int64_t[]){b, f * h * w, dim}, out);
+}
+
+/* get_1d_sincos_pos_embed_from_grid for one position: [sin(pos * o_k),
+ * cos(pos * o_k)] with o_k = 1 / 10000^(k / (n/2)), k < n/2, in double (the
+ * frequencies are float64 there), stored as f32. */
+static void sincos_row(double pos, int64_t n, float *out) {
+  int64_t half = n / 2;
+  for (int64_t k = 0; k < half; k++) {
+    double a = pos * (1.0 / pow(10000.0, (double)k / ((double)n / 2.0)));
+    out[k] = (float)sin(a);
+    out[half + k] = (float)cos(a);
+  }
+}
+
+/* diffusers' grids are torch.arange(n, float32) / scale: an f32 quotient. */
+static double grid_pos(int64_t i, double scale) {
+  return (double)((float)i / (float)scale);
+}
+
+/* get_3d_sincos_pos_embed's two parts: temporal [frames, dim/4] and spatial
+ * [h*w, 3*dim/4], the latter [emb(column), emb(row)] per patch (the "xy"
+ * meshgrid puts the width coordinate first). */
+static dc_status *sincos_tables(dc_gb *g, const char *scope, int64_t dim, int64_t frames, int64_t h, int64_t w,
+                                double spatial_scale, double temporal_scale, int32_t *temporal, int32_t *spatial) {
+  int64_t dt = dim / 4, ds = dim - dt, half = ds / 2;
+  float *tt = dc_malloc(sizeof(float) * (size_t)(frames * dt)), *st = dc_malloc(sizeof(float) * (size_t)(h * w * ds));
+  if (!tt || !st) {
+    dc_free(tt), dc_free(st);
+    return dc_nomem("computing CogVideoX's sincos position table");
+  }
+  for (int64_t f = 0; f < frames; f++) sincos_row(grid_pos(f, temporal_scale), dt, tt + f * dt);
+  for (int64_t i = 0; i < h; i++)
+    for (int64_t j = 0; j < w; j++) {
+      sincos_row(grid_pos(j, spatial_scale), half, st + (i * w + j) * ds);
+      sincos_row(grid_pos(i, spatial_scale), half, st + (i * w + j) * ds + half);
+    }
+  dc_type ttype = {DT_F32, 3, {frames, 1, dt}}, stype = {DT_F32, 2, {h * w, ds}};
+  *temporal = dc_module_add_constant(g->m, scope, &ttype, tt);
+  *spatial = dc_module_add_constant(g->m, scope, &stype, st);
+  dc_free(tt), dc_free(st);
+  return *temporal < 0 || *spatial < 0 ? dc_nomem("adding CogVideoX's sincos position table") : NULL;
+}
+
+/* x viewed [B, F, h*w, dim]: its first dim/4 channels plus the temporal
+ * part (broadcast over the patches), the rest plus the spatial part
+ * (broadcast over batch and frames), joined again: each element gets the
+ * one addition diffusers' embeds + pos_embedding gives it. */
+dc_status *blk_cogvideox_sincos_pos(dc_gb *g, const char *scope, int32_t x, int64_t frames, int64_t h, int64_t w,
+                                    double spatial_scale, double temporal_scale, int32_t *out) {
+  const dc_type *t = gb_type(g, x);
+  int64_t b = t->dims[0], dim = t->dims[2], dt = dim / 4;
+  int32_t temporal = -1, spatial = -1, xt, xs;
+  DC_TRY(sincos_tables(g, scope, dim, frames, h, w, spatial_scale, temporal_scale, &temporal, &spatial));
+  DC_TRY(gb_reshape(g, scope, x, 4, (int64_t[]){b, frames, h * w, dim}, &x));
+  DC_TRY(gb_slice(g, scope, x, 3, 0, dt, &xt));
+  DC_TRY(gb_binary(g, OP_ADD, scope, xt, temporal, &xt));
+  DC_TRY(gb_slice(g, scope, x, 3, dt, dim, &xs));
+  DC_TRY(gb_binary(g, OP_ADD, scope, xs, spatial, &xs));
+  DC_TRY(gb_concat(g, scope, xt, xs, 3, &x));
+  return gb_reshape(g, scope, x, 3, (int64_t[]){b, frames * h * w, dim}, out);
+}
+
+/* get_resize_crop_region_for_grid((h, w), base_w, base_h): the grid
+ * resized to fit the base grid and centred, as (top, left, bottom, right),
+ * in double with Python's round (half to even: rint). */
+static void crop_region(int64_t h, int64_t w, int64_t base_h, int64_t base_w, double box[4]) {
+  double th = (double)base_h, tw = (double)base_w, rh, rw;
+  if ((double)h / (double)w > th / tw) rh = th, rw = rint(th / (double)h * (double)w);
+  else rw = tw, rh = rint(tw / (double)w * (double)h);
+  box[0] = rint((th - rh) / 2.0), box[1] = rint((tw - rw) / 2.0);
+  box[2] = box[0] + rh, box[3] = box[1] + rw;
+}
+
+/* torch.linspace(start, end, n, dtype=float32) element i: the f32 step,
+ * counted from the start in the first half and from the end in the second,
+ * as torch's CPU kernel does. */
+static float linspace_at(double start, double end, int64_t n, int64_t i) {
+  float s = (float)start, e = (float)end;
+  if (n == 1) return s;
+  float step = (e - s) / (float)(n - 1);
+  return i < n / 2 ? s + step * (float)i : e - step * (float)(n - 1 - i);
+}
+
+dc_status *blk_cogvideox_rotary_table(dc_gb *g, const char *scope, int64_t head_dim, int64_t frames, int64_t h,
+                                      int64_t w, int64_t base_h, int64_t base_w, int32_t *out) {
+  double box[4];
+  crop_region(h, w, base_h, base_w, box);
+  int64_t n = frames * h * w;
+  float *pos = dc_malloc(sizeof(float) * (size_t)(n * 3));
+  if (!pos) return dc_nomem("computing CogVideoX's rotary positions");
+  /* grid_t = linspace(0, F*(F-1)/F, F): 0 .. F-1 */
+  for (int64_t f = 0, k = 0; f < frames; f++)
+    for (int64_t i = 0; i < h; i++)
+      for (int64_t j = 0; j < w; j++, k++) {
+        pos[k * 3] = linspace_at(0.0, (double)(frames * (frames - 1)) / (double)frames, frames, f);
+        pos[k * 3 + 1] = linspace_at(box[0], box[2] * (double)(h - 1) / (double)h, h, i);
+        pos[k * 3 + 2] = linspace_at(box[1], box[3] * (double)(w - 1) / (double)w, w, j);
+      }
+  dc_type pt = {DT_F32, 2, {n, 3}};
+  int32_t ids = dc_module_add_constant(g->m, scope, &pt, pos);
+  dc_free(pos);
+  if (ids < 0) return dc_nomem("adding CogVideoX's rotary positions");
+  int64_t axes[3] = {head_dim / 4, head_dim / 8 * 3, head_dim / 8 * 3};
+  return blk_flux_pos_embed(g, scope, ids, axes, 3, 10000.0, out);
 }

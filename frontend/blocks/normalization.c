@@ -1,5 +1,5 @@
 /* normalization.c — diffusers' normalization.py: the adaptive layer norms of
- * the DiTs (blocks.h).  Each norm's linear turns the conditioning
+ * the DiTs (blocks.h), CogVideoX's included.  Each norm's linear turns the conditioning
  * embedding into k chunks of the block's width; the ops read the chunks
  * where they lie in that [B, k*dim] output (mod_layer_norm's scale_at and
  * shift_at, gated_add's at), so no chunk is sliced out. */
@@ -55,4 +55,26 @@ dc_status *blk_ada_layer_norm_continuous(dc_gb *g, const char *p, int32_t x, int
   DC_TRY(gb_linear_halves_swapped(g, P("%s.linear", p), 1, &swapped));
   DC_TRY(modulation(g, p, emb_act, cond_dim, dim, 2, &mod));
   return gb_mod_layer_norm(g, P("%s.norm", p), x, mod, swapped ? dim : 0, swapped ? 0 : dim, affine, eps, out);
+}
+
+/* One linear, one LayerNorm, two streams: the norm's weight and bias are
+ * bound once and read by both modulations. */
+dc_status *blk_cogvideox_layer_norm_zero(dc_gb *g, const char *p, int32_t x, int32_t ctx, int32_t emb_act,
+                                         int64_t cond_dim, int64_t dim, int affine, double eps, int32_t *out,
+                                         int32_t *ctx_out, int32_t *mod) {
+  char s[256];
+  DC_TRY(modulation(g, p, emb_act, cond_dim, dim, 6, mod));
+  DC_TRY(gb_mod_layer_norm(g, P("%s.norm", p), x, *mod, BLK_COG_SCALE * dim, BLK_COG_SHIFT * dim, affine, eps, out));
+  return gb_mod_layer_norm(g, P("%s.norm", p), ctx, *mod, BLK_COG_ENC_SCALE * dim, BLK_COG_ENC_SHIFT * dim, affine,
+                           eps, ctx_out);
+}
+
+/* Chunk 0 is the shift and chunk 1 the scale (AdaLayerNorm's chunk_dim 1
+ * branch), unlike AdaLayerNormContinuous above. */
+dc_status *blk_ada_layer_norm_shift_scale(dc_gb *g, const char *p, int32_t x, int32_t emb_act, int64_t cond_dim,
+                                          int64_t dim, int affine, double eps, int32_t *out) {
+  char s[256];
+  int32_t mod;
+  DC_TRY(modulation(g, p, emb_act, cond_dim, dim, 2, &mod));
+  return gb_mod_layer_norm(g, P("%s.norm", p), x, mod, dim, 0, affine, eps, out);
 }
