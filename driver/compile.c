@@ -151,6 +151,7 @@ static void memory_flags(const dc_compile_options *o, dc_buf *b) {
     dc_buf_printf(b, " --host-memory %s", mo->host_memory == DC_HOST_PINNED ? "pinned" : "on-demand");
   if (o->vae_slicing) dc_buf_printf(b, " --vae-slicing");
   if (o->vae_tiling) dc_buf_printf(b, " --vae-tiling");
+  if (o->vae_no_frame_batching) dc_buf_printf(b, " --no-vae-frame-batching");
   if (mo->storage != DT_F32 && !mo->storage_all) dc_buf_printf(b, " --storage-dtype %s", dc_dtype_name(mo->storage));
   for (int i = 0; i < mo->nskip_cast; i++) dc_buf_printf(b, " --skip-cast %s", mo->skip_cast[i]);
   dc_buf_u8(b, 0);
@@ -311,6 +312,9 @@ static dc_status *check_class_options(const dc_compile_options *o, const dc_fold
   if (asked && f->desc && (f->desc->facts.options & asked) != asked)
     return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
                     "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
+  if (o->vae_no_frame_batching && f->desc && !(f->desc->facts.options & DC_FACT_VAE_FRAME_BATCHING))
+    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to a %s; %s is a %s",
+                    dc_class_names_with(DC_FACT_VAE_FRAME_BATCHING, names, sizeof names), f->dir, f->class_name);
   if ((o->clip_hidden_state || o->clip_final_norm) && f->desc && !(f->desc->facts.options & DC_FACT_CLIP_HIDDEN))
     return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a %s; %s is a %s",
                     dc_class_names_with(DC_FACT_CLIP_HIDDEN, names, sizeof names), f->dir, f->class_name);
@@ -349,6 +353,9 @@ static dc_status *check_pipeline_options(const dc_compile_options *o) {
   if (o->nshapes)
     return dc_error(DC_ERR_ARGUMENT, "--input %s: a pipeline's inputs come from --height, --width and --batch; --input "
                     "applies to one component (--component NAME)", o->shapes[0].name);
+  if (o->vae_no_frame_batching)
+    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to a video VAE compiled alone (--component vae); "
+                    "a pipeline decodes as diffusers does, in frame batches");
   return NULL;
 }
 
@@ -437,6 +444,7 @@ static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_modu
                          .vae_tiling = o->vae_tiling,
                          .tile_size = o->tile_size,
                          .tile_overlap = o->tile_overlap,
+                         .vae_no_frame_batching = o->vae_no_frame_batching,
                          .clip_hidden_index = o->clip_hidden_state ? o->clip_hidden_index : -1,
                          .clip_hidden_final_norm = o->clip_final_norm};
   DC_TRY(check_class_options(o, f));

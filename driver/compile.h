@@ -40,11 +40,12 @@ typedef struct {
   dc_memory_options memory; /* --offload, --group-level, --blocks-per-group, --prefetch */
   const char *offload_dir;  /* --offload-dir: the offload groups' weights as files there */
   int vae_slicing, vae_tiling; /* --vae-slicing, --vae-tiling (classes whose facts allow them) */
+  int vae_no_frame_batching;   /* --no-vae-frame-batching (a video VAE: the coder over all frames at once) */
   /* --sign: sign the plan with this Ed25519 secret key (64 bytes, from
    * dc_secret_key_load), or NULL for an unsigned plan */
   const uint8_t *sign_secret;
   int64_t tile_size;           /* --tile-size PX (0: the config's sample_size) */
-  double tile_overlap;         /* --tile-overlap F (0: 0.25) */
+  double tile_overlap;         /* --tile-overlap F (0: 0.25; AutoencoderKLCogVideoX: 1/6 rows, 1/5 columns) */
   /* a pipeline folder (model_index.json, no --component): */
   int64_t height, width;       /* --height, --width (0: the pipeline's default) */
   int64_t batch;               /* --batch: images per prompt (0: 1) */

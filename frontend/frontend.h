@@ -243,7 +243,10 @@ typedef struct {
   int vae_slicing;     /* encode/decode one sample of the batch at a time */
   int vae_tiling;      /* tiled encode/decode above the tile size */
   int64_t tile_size;   /* image pixels per tile; 0 = the config's sample_size */
-  double tile_overlap; /* overlap factor; 0 = 0.25 */
+  double tile_overlap; /* overlap factor; 0 = 0.25 (AutoencoderKLCogVideoX: 1/6 for rows, 1/5 for columns) */
+  /* AutoencoderKLCogVideoX: the coder over all frames in one pass instead
+   * of diffusers' frame batches (whose GroupNorms see one batch each). */
+  int vae_no_frame_batching;
   /* CLIPTextModel(WithProjection): one more output, "hidden_state", for the
    * pipelines: transformers' hidden_states[clip_hidden_index] (0 = the
    * embeddings, k = after encoder layer k), through final_layer_norm when

@@ -8,6 +8,7 @@
 static const dc_class_desc *const classes[] = {
     &dc_class_unet_2d_condition,
     &dc_class_autoencoder_kl,
+    &dc_class_autoencoder_kl_cogvideox,
     &dc_class_clip_text_model,
     &dc_class_clip_text_model_with_projection,
     &dc_class_t5_encoder_model,

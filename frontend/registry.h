@@ -107,6 +107,7 @@ void dc_classes_describe(dc_buf *b);
 /* The descriptors, defined beside their builders. */
 extern const dc_class_desc dc_class_unet_2d_condition; /* unet.c */
 extern const dc_class_desc dc_class_autoencoder_kl;    /* vae.c */
+extern const dc_class_desc dc_class_autoencoder_kl_cogvideox; /* cogvideox_vae.c */
 extern const dc_class_desc dc_class_clip_text_model;   /* clip_text.c */
 extern const dc_class_desc dc_class_clip_text_model_with_projection; /* clip_text.c */
 extern const dc_class_desc dc_class_t5_encoder_model;  /* t5_encoder.c */

@@ -19,6 +19,7 @@ enum {
   DC_FACT_VAE_SLICING = 1 << 0, /* --vae-slicing: diffusers enable_slicing */
   DC_FACT_VAE_TILING = 1 << 1,  /* --vae-tiling, --tile-size, --tile-overlap: enable_tiling */
   DC_FACT_CLIP_HIDDEN = 1 << 2, /* --clip-hidden-state, --clip-final-norm: a text encoder's hidden_states[k] */
+  DC_FACT_VAE_FRAME_BATCHING = 1 << 3, /* --no-vae-frame-batching: a video VAE's coder over all frames at once */
 };
 
 typedef struct dc_model_facts {

@@ -266,6 +266,7 @@ static int apply_diffc_options(const cJSON *run, const char *io_name, dc_compile
     const cJSON *value = o->next;
     if (!strcmp(flag, "--vae-tiling")) co->vae_tiling = 1;
     else if (!strcmp(flag, "--vae-slicing")) co->vae_slicing = 1;
+    else if (!strcmp(flag, "--no-vae-frame-batching")) co->vae_no_frame_batching = 1;
     else if (!strcmp(flag, "--clip-final-norm")) co->clip_final_norm = 1;
     else if (!strcmp(flag, "--clip-hidden-state") && cJSON_IsString(value)) { /* its value is the next string */
       co->clip_hidden_state = 1;

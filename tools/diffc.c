@@ -172,8 +172,14 @@ static const char usage[] =
     "                           must fit, or diffc says by how much they do not\n"
     "  --vae-slicing            VAE classes (below): encode/decode one sample of the batch at a time\n"
     "  --vae-tiling             VAE classes (below): diffusers' tiled encode/decode above the tile size\n"
-    "  --tile-size PX           tile size in image pixels (default: the config's sample_size)\n"
-    "  --tile-overlap F         tile overlap factor (default 0.25)\n"
+    "  --tile-size PX           tile size in image pixels (default: the config's sample_size;\n"
+    "                           AutoencoderKLCogVideoX: sample_height/2 x sample_width/2, and PX sets both)\n"
+    "  --tile-overlap F         tile overlap factor (default 0.25; AutoencoderKLCogVideoX: 1/6 for rows and\n"
+    "                           1/5 for columns, and F sets both)\n"
+    "  --no-vae-frame-batching  AutoencoderKLCogVideoX: run the encoder/decoder over all frames in one pass\n"
+    "                           instead of diffusers' batches of 8 frames (encode) / 2 latent frames\n"
+    "                           (decode) with chained conv caches; the output then differs from\n"
+    "                           diffusers' encode/decode (it is vae.encoder/vae.decoder on the whole input)\n"
     "  --clip-hidden-state K    text encoders (below): also output hidden_state, transformers'\n"
     "                           hidden_states[K] (0: the embeddings, K: after encoder layer K)\n"
     "  --clip-final-norm        put hidden_state through final_layer_norm (SD's clip_skip does)\n"
@@ -245,7 +251,7 @@ typedef struct {
   int report_json;           /* --format json */
   const char *format;        /* --format as given */
   dc_input_shape shapes[MAX_SHAPES];
-  int nshapes, verbose, no_progress, no_kernel_cache, vae_slicing, vae_tiling;
+  int nshapes, verbose, no_progress, no_kernel_cache, vae_slicing, vae_tiling, vae_no_frame_batching;
   int clip_hidden_state, clip_hidden_index, clip_final_norm;
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
@@ -300,6 +306,7 @@ static dc_status *memory_arg(int argc, char **argv, int *i, options *o, int *use
   *used = 1;
   if (!strcmp(a, "--vae-slicing")) return o->vae_slicing = 1, NULL;
   if (!strcmp(a, "--vae-tiling")) return o->vae_tiling = 1, NULL;
+  if (!strcmp(a, "--no-vae-frame-batching")) return o->vae_no_frame_batching = 1, NULL;
   if (!strcmp(a, "--prefetch")) return o->memory.prefetch = 1, NULL;
   if (!strncmp(a, "--prefetch=", 11)) {
     DC_TRY(int_arg("--prefetch", a + 11, 1, 64, &v));
@@ -737,6 +744,7 @@ int main(int argc, char **argv) {
                              .offload_dir = o.offload_dir,
                              .vae_slicing = o.vae_slicing,
                              .vae_tiling = o.vae_tiling,
+                             .vae_no_frame_batching = o.vae_no_frame_batching,
                              .tile_size = o.tile_size,
                              .tile_overlap = o.tile_overlap,
                              .height = o.height,

@@ -15,6 +15,7 @@ from torch import nn
 
 from make_fixtures_clip import build_clip, clip_class, clip_inputs, is_clip, legacy_layout, reinit_embeddings, run_clip
 from make_fixtures_t5 import build_t5, embed_tokens_layout, is_t5, reinit_t5_norms, run_t5, t5_class, t5_inputs
+from make_fixtures_cogvideox_vae import run_cogvideox_whole
 from make_fixtures_dit import apply_dit_options, flux_inputs, run_dit, sd3_inputs
 from make_fixtures_cogvideox import cogvideox_inputs, reinit_cogvideox_buffers, run_cogvideox
 
@@ -55,7 +56,7 @@ def image_inputs(seed, name, *shape):
 def apply_vae_options(model, run):
     """diffusers' enable_tiling / enable_slicing, as the run asks; and a DiT run's memory options."""
     if run.get("tiling"):
-        model.enable_tiling()
+        model.enable_tiling()  # each class's own default tiles
     if run.get("slicing"):
         model.enable_slicing()
     apply_dit_options(model, run)
@@ -156,6 +157,8 @@ def run_model(model, kind, entry, inputs, clip_hidden=None):
             y = model(inputs["sample"], inputs["timestep"], inputs["encoder_hidden_states"],
                       added_cond_kwargs=added).sample
             return {"out.sample": y}
+        if kind == "cogvideox_whole":
+            return run_cogvideox_whole(model, entry, inputs)
         if entry == "encode":
             dist = model.encode(inputs["sample"]).latent_dist
             return {"out.mean": dist.mean, "out.logvar": dist.logvar}

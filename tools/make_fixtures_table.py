@@ -532,3 +532,7 @@ FIXTURES = [
          same_as={"io_forward_unet.safetensors": "unet_tiny/io_forward.safetensors",
                   "io_decode_vae.safetensors": "vae_tiny/io_decode.safetensors"}),
 ]
+
+from make_fixtures_cogvideox_vae import COGVIDEOX_VAE_FIXTURES  # noqa: E402 (its own module: configs and runs)
+
+FIXTURES += COGVIDEOX_VAE_FIXTURES

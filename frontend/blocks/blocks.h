@@ -29,6 +29,10 @@
  *                                 UNets (CrossAttnDownBlock2D, DownBlock2D, ...) and VAEs
  *                                 (DownEncoderBlock2D, UpDecoderBlock2D, UNetMidBlock2D)
  *   blocks/vae_blocks.c:          autoencoders/vae.py: Encoder, Decoder
+ *   blocks/autoencoder_kl_cogvideox.c: autoencoders/autoencoder_kl_cogvideox.py (and
+ *                                 CogVideoXDownsample3D / Upsample3D of downsampling.py,
+ *                                 upsampling.py): causal conv3d, SpatialNorm3D,
+ *                                 ResnetBlock3D, Encoder3D, Decoder3D
  *   blocks/clip.c:                transformers' models/clip/modeling_clip.py (text):
  *                                 CLIPTextEmbeddings, CLIPEncoderLayer, CLIPEncoder
  *   blocks/t5.c:                  transformers' models/t5/modeling_t5.py (encoder):
@@ -177,6 +181,55 @@ dc_status *blk_vae_encoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_
 /* Decoder: conv_in, mid block, UpDecoderBlock2Ds over the reversed
  * channels (layers_per_block + 1 resnets each), norm, silu, conv_out to cout. */
 dc_status *blk_vae_decoder(dc_gb *g, const char *p, const blk_vae_cfg *v, int32_t x, int64_t cout, int32_t *out);
+
+/* ---- autoencoders/autoencoder_kl_cogvideox.py --------------------------------- */
+
+/* The conv caches that chain CogVideoX's frame batches: per causal conv
+ * (by module path), the value holding the last kt-1 frames of its padded
+ * input in the batch before; -1 until the first batch has run. */
+typedef struct {
+  char *path;
+  int32_t frames;
+} blk_conv_cache_entry;
+typedef struct {
+  blk_conv_cache_entry *e;
+  int n, cap;
+  int save; /* keep this batch's frames for the next (0 in the last batch: nobody reads them) */
+} blk_conv_cache;
+void blk_conv_cache_deinit(blk_conv_cache *c);
+
+typedef struct {
+  const int64_t *block_out_channels;
+  int nblocks;
+  int64_t layers_per_block;
+  int64_t groups;                  /* norm_num_groups */
+  double eps;                      /* norm_eps: the encoder's resnet GroupNorms (the others use 1e-6) */
+  int64_t temporal_compress_level; /* log2(temporal_compression_ratio): blocks below it compress time */
+} blk_cvx_cfg;
+
+/* Every builder below takes cache NULL for one pass over all frames (the
+ * causal padding is the first frame), else the caches of the batch before,
+ * which it reads and (with cache->save) replaces. */
+
+/* CogVideoXEncoder3D: conv_in, CogVideoXDownBlock3Ds (a Downsample3D after
+ * each but the last, compressing time below the level), mid block (2
+ * resnets), norm_out (eps 1e-6), silu, conv_out to cout (2 * latent). */
+dc_status *blk_cvx_encoder(dc_gb *g, const char *p, const blk_cvx_cfg *c, blk_conv_cache *cache, int32_t x,
+                           int64_t cout, int32_t *out);
+/* CogVideoXDecoder3D of the latents z: conv_in, mid block, CogVideoXUpBlock3Ds
+ * over the reversed channels (layers_per_block + 1 resnets, an Upsample3D
+ * after each but the last), norm_out, silu, conv_out to cout; every norm is
+ * a SpatialNorm3D conditioned on z. */
+dc_status *blk_cvx_decoder(dc_gb *g, const char *p, const blk_cvx_cfg *c, blk_conv_cache *cache, int32_t z,
+                           int64_t cout, int32_t *out);
+/* CogVideoXDownsample3D at p: with compress_time, frames averaged in pairs
+ * (the first kept apart when their number is odd); then per frame, padded
+ * right and bottom by one, p.conv 3x3 stride 2. */
+dc_status *blk_cvx_downsample3d(dc_gb *g, const char *p, int32_t x, int compress_time, int32_t *out);
+/* CogVideoXUpsample3D at p: nearest x2 in H and W, and with compress_time
+ * in time too (the first frame apart when their number is odd > 1); then
+ * per frame p.conv 3x3. */
+dc_status *blk_cvx_upsample3d(dc_gb *g, const char *p, int32_t x, int compress_time, int32_t *out);
 
 /* ---- transformers: models/clip/modeling_clip.py ------------------------------ */
 
