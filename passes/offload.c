@@ -233,27 +233,16 @@ static int32_t find_or_add(int32_t *a, int32_t *b, int32_t *n, int32_t x, int32_
 }
 
 /* Each read of an offloaded weight: its group instance and upload pair.
- * Model offload has one instance (everything uploaded once, held).  The
- * k-th read of a weight is counted within its reader's phase, and the
- * instance names the phase: a module that reads one weight twice in a run
- * (CogVideoX's norm over both streams) must not pair its second read with
- * the next phase's first reads of the group's other weights, whose upload
- * would then sit in a phase that may be skipped or repeated. */
+ * Model offload has one instance (everything uploaded once, held). */
 static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
   size_t nslots = (size_t)m->nnodes * DC_MAX_INPUTS + 1;
   int32_t *reads = dc_calloc((size_t)m->nnodes + 1, sizeof *reads);
-  int32_t *read_phase = dc_calloc((size_t)m->nnodes + 1, sizeof *read_phase), nph = m->nphases > 0 ? m->nphases : 1;
-  if (!read_phase) {
-    dc_free(reads);
-    return dc_nomem("grouping weights for offload");
-  }
   g->slot_pair = dc_malloc(nslots * sizeof *g->slot_pair);
   g->pair_w = dc_calloc(nslots, sizeof *g->pair_w), g->pair_inst = dc_calloc(nslots, sizeof *g->pair_inst);
   g->inst_key = dc_calloc(nslots, sizeof *g->inst_key), g->inst_occ = dc_calloc(nslots, sizeof *g->inst_occ);
   g->first_use = dc_calloc(nslots, sizeof *g->first_use);
   if (!reads || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ || !g->first_use) {
     dc_free(reads);
-    dc_free(read_phase);
     return dc_nomem("grouping weights for offload");
   }
   for (int32_t i = 0; i < m->nnodes; i++) {
@@ -264,8 +253,7 @@ static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
       if (key < 0) continue;
       int same = 0; /* a node reading a weight twice reads one upload */
       for (int j = 0; j < k; j++) same |= n->inputs[j] == w;
-      if (read_phase[w] != n->phase) reads[w] = 0, read_phase[w] = n->phase;
-      int32_t occ = model ? 0 : (reads[w] - same) * nph + n->phase;
+      int32_t occ = model ? 0 : reads[w] - same;
       if (!same) reads[w]++;
       int32_t before = g->ninst, inst = find_or_add(g->inst_key, g->inst_occ, &g->ninst, key, occ);
       if (inst == before) g->first_use[inst] = i;
@@ -273,7 +261,6 @@ static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
     }
   }
   dc_free(reads);
-  dc_free(read_phase);
   return NULL;
 }
 
