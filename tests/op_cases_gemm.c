@@ -287,15 +287,13 @@ typedef struct {
 } conv3d_shape;
 
 static op_case conv3d_row(conv3d_shape s, int bias) {
-  op_case c = {.op = OP_CONV3D};
+  op_case c = {.op = OP_CONV3D, .cuda_computes = OC_CC_GEMM};
   c.in[c.nin++] = f32_shape(5, (int64_t[]){s.b, s.c, s.t, s.h, s.w});
   c.in[c.nin++] = f32_shape(5, (int64_t[]){s.o, s.c, s.kt, s.kh, s.kw});
   if (bias) c.in[c.nin++] = f32_shape(1, (int64_t[]){s.o});
   static const char *names[] = {"bias", "pad_h", "pad_w", "stride_h", "stride_t", "stride_w"};
   const int64_t vals[] = {bias, s.ph, s.pw, s.sh, s.st, s.sw};
   for (int i = 0; i < 6; i++) c.attrs[i] = (oc_attr){names[i], vals[i], 0, 0};
-  c.where = OC_REF;
-  c.why = "no LLVM or CUDA conv3d kernel yet";
   return c;
 }
 
@@ -304,7 +302,7 @@ static op_case conv3d_row(conv3d_shape s, int bias) {
 /* CogVideoX's causal convs (3x3x3 over the frames after the padding ones,
  * stride 1, pad 1) and 1x1x1 shortcuts; stride 2 in each axis alone and in
  * all three, kernels 1 and 3 per axis, padding 0 and 1, odd sizes, batch 2,
- * with and without bias, weights stored in bf16 and f16. */
+ * with and without bias, weights stored in bf16, f16 and fp8 e4m3. */
 static int conv3d_rows(op_case *out) {
   int k = 0;
   out[k++] = CONV3D(1, 3, 3, 5, 6, 4, 3, 3, 3, 1, 1, 1, 1, 1), 1);
@@ -319,8 +317,15 @@ static int conv3d_rows(op_case *out) {
   out[k++] = CONV3D(1, 4, 3, 5, 6, 3, 1, 1, 3, 1, 1, 1, 0, 1), 1);  /* 1x1x3 */
   out[k++] = CONV3D(1, 2, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1), 1);  /* a 1x1 frame: only the centre taps */
   out[k++] = CONV3D(1, 17, 3, 4, 19, 33, 3, 3, 3, 1, 1, 1, 1, 1), 1); /* widths no multiple of a vector */
+  /* W' a multiple of the vector width (LLVM's rows packer at 8 and 16
+   * lanes), over several output frames and with stride_t 2; K = 11·27 = 297
+   * (two k blocks) */
+  out[k++] = CONV3D(1, 4, 4, 3, 16, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1);
+  out[k++] = CONV3D(2, 3, 5, 2, 32, 6, 3, 3, 3, 2, 1, 1, 1, 1), 0);
+  out[k++] = CONV3D(1, 11, 3, 4, 8, 13, 3, 3, 3, 1, 1, 1, 1, 1), 1);
   out[k++] = stored(CONV3D(1, 5, 4, 5, 6, 7, 3, 3, 3, 1, 1, 1, 1, 1), 1), DT_BF16);
   out[k++] = stored_with_bias(CONV3D(2, 3, 3, 6, 5, 4, 3, 3, 3, 1, 2, 2, 1, 1), 1), DT_F16);
+  out[k++] = stored(CONV3D(1, 4, 3, 5, 7, 6, 3, 3, 3, 1, 1, 1, 1, 1), 0), DT_F8_E4M3);
   return k;
 }
 

@@ -6,6 +6,7 @@
 
 dc_status *dc_k_silu(dc_kgen *g);
 dc_status *dc_k_conv2d(dc_kgen *g);
+dc_status *dc_k_conv3d(dc_kgen *g);
 dc_status *dc_k_linear(dc_kgen *g);
 dc_status *dc_k_gelu(dc_kgen *g);
 dc_status *dc_k_clamp(dc_kgen *g);
@@ -36,6 +37,7 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
     case OP_SILU: return dc_k_silu;
     case OP_CONV2D: return dc_k_conv2d;
+    case OP_CONV3D: return dc_k_conv3d;
     case OP_LINEAR: return dc_k_linear;
     case OP_GELU: return dc_k_gelu;
     case OP_CLAMP: return dc_k_clamp;
@@ -80,7 +82,6 @@ static const dc_lowering llvm_marks[OP_COUNT] = {
    * (~50 s at 100 GFLOP/s: the bias is 0.1% of it) or a Flux step of ~100 TFLOP (the table far less). */
   [OP_ROPE_FREQS] = {DC_LOWER_REFERENCE, "a cos/sin table of tokens x head dims, once per forward: the reference is enough"},
   [OP_REL_POS_BIAS] = {DC_LOWER_REFERENCE, "T5's bias table, once per forward: the reference is enough"},
-  [OP_CONV3D] = {DC_LOWER_REFERENCE, "no LLVM conv3d kernel yet: the reference runs it"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 
