@@ -313,7 +313,7 @@ static dc_status *check_class_options(const dc_compile_options *o, const dc_fold
     return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
                     "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
   if (o->vae_no_frame_batching && f->desc && !(f->desc->facts.options & DC_FACT_VAE_FRAME_BATCHING))
-    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to a %s; %s is a %s",
+    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to %s (a video VAE); %s is a %s",
                     dc_class_names_with(DC_FACT_VAE_FRAME_BATCHING, names, sizeof names), f->dir, f->class_name);
   if ((o->clip_hidden_state || o->clip_final_norm) && f->desc && !(f->desc->facts.options & DC_FACT_CLIP_HIDDEN))
     return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a %s; %s is a %s",
