@@ -467,12 +467,6 @@ static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
   return read_output(g, name, eps, g->nlat);
 }
 
-/* CogVideoXPipeline's use_dynamic_cfg: the scale at timestep t, 1 + scale
- * * (1 - cos(pi * ((steps - t) / steps) ** 5)) / 2, in Python floats. */
-static double dynamic_guidance(double scale, int steps, double t) {
-  return 1.0 + scale * ((1.0 - cos(M_PI * pow((steps - t) / steps, 5.0))) / 2.0);
-}
-
 static dc_status *denoise_step(gen_ctx *g, int i) {
   float t = dc_scheduler_timestep(g->sched, i);
   memcpy(g->x, g->lat, g->nlat * sizeof(float));
@@ -480,7 +474,8 @@ static dc_status *denoise_step(gen_ctx *g, int i) {
   if (g->cfg) DC_TRY(unet_half(g, "uncond", t, g->eps_u));
   DC_TRY(unet_half(g, "cond", t, g->eps_c));
   if (g->cfg) { /* noise_pred_uncond + guidance_scale * (noise_pred_text - noise_pred_uncond) */
-    double scale = g->o->use_dynamic_cfg ? dynamic_guidance(g->guidance, g->step_count, t) : g->guidance;
+    double scale = g->o->use_dynamic_cfg ? dc_cogvideox_dynamic_guidance(g->guidance, g->step_count, (int64_t)t)
+                                         : g->guidance;
     float s = (float)scale;
     for (size_t k = 0; k < g->nlat; k++) g->eps_u[k] = g->eps_u[k] + s * (g->eps_c[k] - g->eps_u[k]);
     if (g->o->guidance_rescale > 0) rescale_cfg(g, g->eps_u, g->eps_c);
@@ -643,8 +638,9 @@ dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_re
   if (is_video(&g.pi) && (o->has_original_size || o->has_crops || o->has_target_size))
     return dc_error(DC_ERR_ARGUMENT, "--original-size, --crops-coords-top-left and --target-size are SDXL's");
   r->guidance = g.guidance;
-  r->batch = g.pi.batch, r->height = g.pi.height, r->width = g.pi.width, r->frames = g.pi.frames;
-  r->latent_frames = g.pi.latent_frames;
+  r->batch = g.pi.batch, r->height = g.pi.height, r->width = g.pi.width;
+  r->frames = is_video(&g.pi) ? g.pi.frames : 0; /* 0: an image pipeline (generate.h) */
+  r->latent_frames = is_video(&g.pi) ? g.pi.latent_frames : 0;
   r->latent_channels = g.pi.channels, r->latent_h = g.pi.lh, r->latent_w = g.pi.lw;
   dc_torch_manual_seed(&g.gen, o->seed);
   dc_status *st = open_parts(&g);

@@ -162,10 +162,11 @@ static void check_case(const pc_ctx *x, drt_plan *p, const cJSON *c) {
   run_case(p, c, NULL, &r);
   size_t ni = 0, nl = 0;
   const float *img = ref_tensor(&ref, "image", &ni), *lat = ref_tensor(&ref, "latents", &nl);
-  CHECK(img && lat && ni == (size_t)(r.batch * r.frames * 3 * r.height * r.width) &&
-        nl == (size_t)(r.batch * r.latent_frames * r.latent_channels * r.latent_h * r.latent_w));
+  int64_t frames = r.frames ? r.frames : 1, latent_frames = r.latent_frames ? r.latent_frames : 1;
+  CHECK(img && lat && ni == (size_t)(r.batch * frames * 3 * r.height * r.width) &&
+        nl == (size_t)(r.batch * latent_frames * r.latent_channels * r.latent_h * r.latent_w));
   if (num(c, "frames", 0) > 0) CHECK(r.frames == (int64_t)num(c, "frames", 0));
-  if (img && lat && r.image && ni == (size_t)(r.batch * r.frames * 3 * r.height * r.width)) {
+  if (img && lat && r.image && ni == (size_t)(r.batch * frames * 3 * r.height * r.width)) {
     const char *cls = str(c, "pipeline_class");
     float *packed = cls && !strcmp(cls, "FluxPipeline") ? flux_packed(&r) : NULL;
     CHECK(compare("image", r.image, img, ni) <= tol);
@@ -190,7 +191,7 @@ static void check_variants(const pc_ctx *x, drt_plan *p, const cJSON *c) {
   run_case(p, c, NULL, &base);
   if (t) {
     run_case(p, c, (const float *)(io.file.data + t->offset), &from_noise);
-    size_t n = (size_t)(base.batch * base.frames * 3 * base.height * base.width);
+    size_t n = (size_t)(base.batch * (base.frames ? base.frames : 1) * 3 * base.height * base.width);
     CHECK(base.image && from_noise.image && !memcmp(base.image, from_noise.image, n * sizeof(float)));
     printf("  --latents from the recorded noise: the same image bit for bit\n");
     dc_generate_result_free(&from_noise);
@@ -207,7 +208,7 @@ static void check_variants(const pc_ctx *x, drt_plan *p, const cJSON *c) {
     if (q) {
       dc_generate_result r;
       run_case(q, c, NULL, &r);
-      size_t n = (size_t)(base.batch * base.frames * 3 * base.height * base.width);
+      size_t n = (size_t)(base.batch * (base.frames ? base.frames : 1) * 3 * base.height * base.width);
       int same = r.image && base.image && !memcmp(r.image, base.image, n * sizeof(float));
       printf("  %s: %s; device arena peak %llu B (hoisted plan: %llu B), uploaded %llu B\n", variants[v].tag,
              same ? "bit-identical image" : "IMAGE DIFFERS", (unsigned long long)r.device_predicted_bytes,
