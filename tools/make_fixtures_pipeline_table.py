@@ -350,8 +350,8 @@ PIPELINES = {**PIPELINES, **PIPELINES_DIT}
 COGVIDEOX_TRANSFORMER = {
     "num_attention_heads": 2,
     "attention_head_dim": 16,
-    "in_channels": 16,
-    "out_channels": 16,
+    "in_channels": 4,
+    "out_channels": 4,
     "time_embed_dim": 16,
     "text_embed_dim": T5_CONFIG["d_model"],
     "num_layers": 2,
@@ -365,14 +365,15 @@ COGVIDEOX_TRANSFORMER = {
     "use_learned_positional_embeddings": False,
 }
 
-# AutoencoderKLCogVideoX with three levels (spatial scale factor 4) and CogVideoX's temporal compression
-# 4 (the first two levels halve time), one resnet per level (the decoder: two), 16 latent channels,
-# groups of 4; scaling_factor 0.7 as CogVideoX-5b's
+# AutoencoderKLCogVideoX with three levels of 8 channels (spatial scale factor 4) and CogVideoX's
+# temporal compression 4 (the first two levels halve time), one resnet per level (the decoder: two),
+# 4 latent channels (the 3x3x3 convs make wider ones costly in the repository), groups of 4;
+# scaling_factor 0.7 as CogVideoX-5b's
 VAE_COGVIDEOX = {
-    "block_out_channels": [8, 16, 16],
+    "block_out_channels": [8, 8, 8],
     "down_block_types": ["CogVideoXDownBlock3D"] * 3,
     "up_block_types": ["CogVideoXUpBlock3D"] * 3,
-    "latent_channels": 16,
+    "latent_channels": 4,
     "layers_per_block": 1,
     "norm_num_groups": 4,
     "temporal_compression_ratio": 4,
@@ -397,8 +398,8 @@ PIPELINES_VIDEO = {
         vae_conv_out_scale=0.4,
         scheduler=SCHEDULER_COGVIDEOX,
         description="CogVideoXPipeline, CogVideoX-5b style: CogVideoXTransformer3DModel with 3D RoPE, 2 layers, "
-                    "2 heads of 16, patch 2, sample 4 x 6 latents x 17 frames; AutoencoderKLCogVideoX [8, 16, 16] "
-                    "(spatial scale factor 4, temporal 4), 16 latent channels, scaling_factor 0.7; text_encoder / "
+                    "2 heads of 16, patch 2, sample 4 x 6 latents x 17 frames; AutoencoderKLCogVideoX [8, 8, 8] "
+                    "(spatial scale factor 4, temporal 4), 4 latent channels, scaling_factor 0.7; text_encoder / "
                     "tokenizer = flux's T5 (same files); CogVideoXDDIMScheduler with CogVideoX-5b's config "
                     "(v_prediction, zero-SNR rescaled betas, trailing spacing)."),
 }
