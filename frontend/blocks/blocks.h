@@ -414,7 +414,9 @@ typedef struct {
  * h = [text; video] [B, T+N, dim]: to_q/k/v, per-head LayerNorm norm_q /
  * norm_k (affine, eps 1e-6), RoPE with freqs [N, 2, head_dim] on the video
  * tokens only (from token T; none when freqs < 0), softmax attention at
- * scale 1/sqrt(head_dim), to_out.0 -> [B, T+N, dim]. */
+ * scale 1/sqrt(head_dim) -> [B, T+N, dim], before p.to_out.0, which the
+ * caller applies (a per-token Linear with bias: CogVideoXBlock projects
+ * each stream's share into its gated residual). */
 dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t h,
                                    int64_t text_len, int32_t freqs, int32_t *out);
 
