@@ -13,10 +13,12 @@
  *     sample_size), the output shapes, the rotary table and the cropped
  *     positional table;
  *   - CogVideoX: the variants diffc does not build refused by key
- *     (patch_size_t, ofs_embed_dim, ...), widths the position tables cannot
- *     split, text lengths the added tables do not cover, sizes the learned
- *     table does not cover; the rotary table's positions for a grid of
- *     another aspect than the base grid (the pipeline's crop region);
+ *     (ofs_embed_dim, patch_size_t without rotary positions, ...), widths
+ *     the position tables cannot split, text lengths the added tables do
+ *     not cover, sizes the learned table (or 1.5's sliced rotary grid)
+ *     does not cover, frames that are no whole patch_size_t groups; the
+ *     rotary positions for a grid of another aspect than the base grid
+ *     (1.0: the pipeline's crop region) and 1.5's integer positions;
  *   - group offload by block: every double and single block is a group of
  *     its own and nothing outside the block lists is uploaded, as
  *     diffusers' block_level offload groups them. */
@@ -128,13 +130,16 @@ static void test_config_errors(void) {
 }
 
 static void test_cogvideox_config_errors(void) {
-  expect_config_error("cogvideox_tiny", "{\"patch_size_t\": 2}",
-                      "\"patch_size_t\" is 2, which diffc does not support (supported: null (CogVideoX 1.0))");
+  expect_config_error("cogvideox_sincos", "{\"patch_size_t\": 2}",
+                      "\"patch_size_t\" is 2 but the positions are not the rotary ones alone");
+  expect_config_error("cogvideox_sincos", "{\"patch_bias\": false}", "\"patch_bias\" is false");
+  /* a 1.0 checkpoint asked to be 1.5: its conv patch embedding is no Linear */
+  expect_weight_error("cogvideox_tiny", "{\"patch_size_t\": 2}",
+                      "\"patch_embed.proj.weight\" has shape [32,4,2,2] but the config implies [32,32]");
   expect_config_error("cogvideox_tiny", "{\"ofs_embed_dim\": 512}", "\"ofs_embed_dim\" is 512, which diffc does not");
   expect_config_error("cogvideox_tiny", "{\"activation_fn\": \"gelu\"}",
                       "\"activation_fn\" is \"gelu\", which diffc does not support (supported: \"gelu-approximate\")");
   expect_config_error("cogvideox_tiny", "{\"norm_elementwise_affine\": false}", "\"norm_elementwise_affine\" is false");
-  expect_config_error("cogvideox_tiny", "{\"patch_bias\": false}", "\"patch_bias\" is false");
   expect_config_error("cogvideox_tiny", "{\"use_rotary_positional_embedding\": true}",
                       "\"use_rotary_positional_embeddings\"");
   expect_config_error("cogvideox_sincos", "{\"use_learned_positional_embeddings\": true}",
@@ -180,6 +185,10 @@ static void test_input_errors(void) {
                      "\"hidden_states\", max_text_seq_length");
   dc_input_shape cog_size[] = {{"hidden_states", 5, {2, 2, 8, 6, 8}}};
   expect_input_error("cogvideox_learned", cog_size, 1, "needs [B,3,8,6,8] (use_learned_positional_embeddings");
+  dc_input_shape cog_t_frames[] = {{"hidden_states", 5, {1, 3, 4, 6, 8}}};
+  expect_input_error("cogvideox_t", cog_t_frames, 1, "with F a multiple of 2, H at most 6 and W at most 8");
+  dc_input_shape cog_t_big[] = {{"hidden_states", 5, {1, 2, 4, 8, 8}}};
+  expect_input_error("cogvideox_t", cog_t_big, 1, "the rotary grid is sliced from the base grid");
   dc_input_shape cog_batch[] = {{"hidden_states", 5, {2, 3, 4, 6, 8}}, {"timestep", 1, {1}}};
   expect_input_error("cogvideox_tiny", cog_batch, 2, "input \"timestep\" is [1] but the model needs [2]");
 }
@@ -327,6 +336,17 @@ static void test_cogvideox_graph(void) {
       CHECK(p[row[k] * 3] == want[k][0] && p[row[k] * 3 + 1] == want[k][1] && p[row[k] * 3 + 2] == want[k][2]);
   }
   dc_module_destroy(m);
+  char *t15 = fixture_model("cogvideox_t");
+  CHECK_OK(build(t15, NULL, 0, &m)); /* 1.5: 4 latent frames in 2 groups; the "slice" grid's integer positions */
+  pos = m ? only_node(m, OP_CONSTANT, 2) : NULL;
+  CHECK(m && dims_are(input_type(m, "hidden_states"), 5, (int64_t[]){1, 4, 4, 6, 8}) && pos &&
+        dims_are(&pos->type, 2, (int64_t[]){2 * 3 * 4, 3}));
+  if (pos) {
+    const float *p = pos->data;
+    CHECK(p[23 * 3] == 1 && p[23 * 3 + 1] == 2 && p[23 * 3 + 2] == 3 && p[5 * 3 + 1] == 1 && p[5 * 3 + 2] == 1);
+  }
+  dc_module_destroy(m);
+  dc_free(t15);
   CHECK_OK(build(sincos, NULL, 0, &m));
   /* no rotary table; the sincos table as a temporal [F,1,dim/4] and a spatial [h*w,3*dim/4] part */
   if (m) {
