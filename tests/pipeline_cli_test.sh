@@ -174,4 +174,19 @@ expect_fail "--max-sequence-length 600" "--max-sequence-length" "$tmp/h.dplan" -
   "$diffc" "$fl" --max-sequence-length 600 -o "$tmp/h.dplan"
 expect_fail "--max-sequence-length on SD" "has no T5 text encoder" "$tmp/h.dplan" -- \
   "$diffc" "$sd" --max-sequence-length 64 -o "$tmp/h.dplan"
+# ---- CogVideoX: a video, frame by frame and animated ----
+cv=$fx/pipelines/cogvideox
+"$diffc" "$cv" -o "$tmp/cv.dplan" 2>/dev/null && ok "the cogvideox pipeline compiles" || bad "the cogvideox pipeline compiles"
+"$diffrun" "$tmp/cv.dplan" --prompt "a cat" --steps 2 --dynamic-cfg -o "$tmp/v.png" --video "$tmp/v.apng" \
+  --outputs "$tmp/v.safetensors" -q && [ -s "$tmp/v-000.png" ] && [ -s "$tmp/v-016.png" ] && [ ! -e "$tmp/v-017.png" ] &&
+  [ -s "$tmp/v.apng" ] && [ -s "$tmp/v.safetensors" ] &&
+  ok "a CogVideoX run writes its 17 frames, an animated PNG and --outputs" || bad "CogVideoX frames"
+expect_fail "--batch 2 on CogVideoX" "one video per prompt" "$tmp/h.dplan" -- \
+  "$diffc" "$cv" --batch 2 -o "$tmp/h.dplan"
+expect_fail "CogVideoX at a size its patches cannot take" "--width 20: must be a positive multiple of 8" \
+  "$tmp/h.dplan" -- "$diffc" "$cv" --width 20 -o "$tmp/h.dplan"
+expect_fail "--num-frames on SD" "--num-frames 9: StableDiffusionPipeline makes images" "$tmp/h.dplan" -- \
+  "$diffc" "$sd" --num-frames 9 -o "$tmp/h.dplan"
+expect_fail "--dynamic-cfg on SD" "only CogVideoXPipeline has use_dynamic_cfg" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --dynamic-cfg -o "$tmp/e.png"
 cli_finish
