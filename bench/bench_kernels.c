@@ -312,8 +312,10 @@ static void bench_conv3d_shape(int64_t c, int64_t o, int64_t t, int64_t h, int64
   dc_module_destroy(m);
   m = dc_module_create();
   conv_shape s = {1, c, h, w, o, 3, 3, 1, 1, 1, 1, 1};
-  snprintf(what, sizeof what, "conv2d 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)h, (long long)w);
-  bench_algo(what, m, add_conv(m, &s, 1, ACT_NONE, RES_NONE), 2.0 * (double)(c * 9) * (double)o * (double)(h * w), 0, 2);
+  snprintf(what, sizeof what, "conv2d 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)h,
+           (long long)w);
+  double flops = 2.0 * (double)(c * 9) * (double)o * (double)(h * w);
+  bench_algo(what, m, add_conv(m, &s, 1, ACT_NONE, RES_NONE), flops, 0, 2);
   dc_module_destroy(m);
 }
 

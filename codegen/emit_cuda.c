@@ -271,7 +271,7 @@ dc_status *dc_emit_cuda_kernels(const dc_module *m, const dc_nvrtc *nv, const dc
                                 dc_plan_cuda *out, dc_cuda_emit_report *rep_out) {
   memset(out, 0, sizeof *out);
   dc_cuda_emit_report local, *rep = rep_out ? rep_out : &local;
-  memset(rep, 0, sizeof *rep); /* before any return: the driver prints the report whatever happens */
+  memset(rep, 0, sizeof *rep); /* before any return: the caller prints and frees the report whatever happens */
   /* an op the CUDA backend does not lower (a constant, say: its bytes are
    * placed by the CPU runtime only so far) is refused here, naming the node */
   DC_TRY(dc_lowering_check(m, "cuda", dc_cuda_lowering));

@@ -92,7 +92,7 @@ static dc_status *build_variants(const dc_compile_options *o, variants *vs) {
     if (!st && k == 0) {
       int pipeline = pl.open;
       vae_options = pipeline ? DC_FACT_VAE_SLICING | DC_FACT_VAE_TILING : f.desc ? f.desc->facts.options : 0;
-      if (pipeline) vs->loop_steps = pl.info.kind == DC_PIPE_FLUX || pl.info.kind == DC_PIPE_SD3 ? 28 : 50;
+      if (pipeline) vs->loop_steps = pl.info.kind == DC_PIPE_FLUX || pl.info.kind == DC_PIPE_SD3 ? 28 : 50; /* CogVideoX: 50 */
     }
     dc_folder_close(&f);
     dc_compile_pipeline_close(&pl);

@@ -19,6 +19,7 @@
 #include "passes/passes.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/tokenizer.h"
+#include "pipeline/tokenizer_t5.h"
 #include "plan/plan_format.h"
 
 
@@ -312,7 +313,7 @@ static dc_status *check_class_options(const dc_compile_options *o, const dc_fold
     return dc_error(DC_ERR_ARGUMENT, "--vae-slicing, --vae-tiling, --tile-size and --tile-overlap apply to an "
                     "%s; %s is a %s", dc_class_names_with(asked, names, sizeof names), f->dir, f->class_name);
   if (o->vae_no_frame_batching && f->desc && !(f->desc->facts.options & DC_FACT_VAE_FRAME_BATCHING))
-    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to a %s; %s is a %s",
+    return dc_error(DC_ERR_ARGUMENT, "--no-vae-frame-batching applies to %s (a video VAE); %s is a %s",
                     dc_class_names_with(DC_FACT_VAE_FRAME_BATCHING, names, sizeof names), f->dir, f->class_name);
   if ((o->clip_hidden_state || o->clip_final_norm) && f->desc && !(f->desc->facts.options & DC_FACT_CLIP_HIDDEN))
     return dc_error(DC_ERR_ARGUMENT, "--clip-hidden-state and --clip-final-norm apply to a %s; %s is a %s",
@@ -364,7 +365,7 @@ static dc_status *check_pipeline_options(const dc_compile_options *o) {
 static dc_status *check_pipeline_files(const dc_pipeline_source *src, int *tokens) {
   const dc_text_files *toks[2] = {&src->tokenizer, &src->tokenizer_2};
   /* CLIP tokenizers: SDXL's and SD3's two, Flux's first (its second is T5's) */
-  int nclip = src->kind == DC_PIPE_FLUX ? 1 : src->has_text_encoder_2 ? 2 : 1;
+  int nclip = src->kind == DC_PIPE_COGVIDEOX ? 0 : src->kind == DC_PIPE_FLUX ? 1 : src->has_text_encoder_2 ? 2 : 1;
   *tokens = 0;
   for (int i = 0; i < nclip; i++) {
     dc_clip_tokenizer *t = NULL;
@@ -375,6 +376,11 @@ static dc_status *check_pipeline_files(const dc_pipeline_source *src, int *token
       return dc_error(DC_ERR_UNSUPPORTED, "%s: model_max_length %d, but the first tokenizer's is %d", toks[i]->origin,
                       n, *tokens);
     *tokens = n;
+  }
+  if (src->kind == DC_PIPE_COGVIDEOX) { /* its tokenizer is T5's */
+    dc_t5_tokenizer *t = NULL;
+    DC_TRY(dc_t5_tokenizer_parse(&src->tokenizer, &t));
+    dc_t5_tokenizer_free(t);
   }
   dc_scheduler *s = NULL;
   DC_TRY(dc_scheduler_parse(&src->scheduler, NULL, &s));
@@ -408,6 +414,7 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
                                   .vae_tiling = o->vae_tiling, .tile_size = o->tile_size,
                                   .tile_overlap = o->tile_overlap};
   bo.max_sequence_length = o->max_sequence_length;
+  bo.num_frames = o->num_frames;
   DC_TRY(dc_pipeline_build(&pl->src, &bo, m, &pl->info));
   if (o->verbose) say(o, "diffc: %s: %s, %d nodes\n", o->model, pl->src.class_name, (*m)->nnodes);
   return NULL;
@@ -415,9 +422,9 @@ static dc_status *build_pipeline(const dc_compile_options *o, dc_compile_pipelin
 
 /* One model: the folder's class builds it. */
 static dc_status *build_model(const dc_compile_options *o, dc_folder *f, dc_module **m) {
-  if (o->height || o->width || o->batch || o->clip_skip || o->max_sequence_length)
-    return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch, --clip-skip and --max-sequence-length apply to a "
-                    "pipeline folder; for one model, give its input shapes with --input NAME=DIMS");
+  if (o->height || o->width || o->batch || o->clip_skip || o->max_sequence_length || o->num_frames)
+    return dc_error(DC_ERR_ARGUMENT, "--height, --width, --batch, --clip-skip, --max-sequence-length and --num-frames "
+                    "apply to a pipeline folder; for one model, give its input shapes with --input NAME=DIMS");
   if (is_single_file(o->model)) { /* a DiT's transformer alone */
     if (o->component || o->variant)
       return dc_error(DC_ERR_ARGUMENT, "%s is a single-file checkpoint: --component and --variant apply to folders",
@@ -573,7 +580,7 @@ static char *pipeline_json(const dc_compile_options *o, const dc_compile_pipelin
   const dc_pipeline_info *pi = &pl->info;
   cJSON *j = cJSON_CreateObject();
   if (!j) return NULL;
-  static const char *const kinds[] = {"sd", "sdxl", "flux", "sd3"};
+  static const char *const kinds[] = {"sd", "sdxl", "flux", "sd3", "cogvideox"};
   cJSON_AddStringToObject(j, "class", pl->src.class_name);
   cJSON_AddStringToObject(j, "kind", kinds[pi->kind]);
   cJSON_AddBoolToObject(j, "sdxl", pi->sdxl);
@@ -592,6 +599,12 @@ static char *pipeline_json(const dc_compile_options *o, const dc_compile_pipelin
   cJSON_AddBoolToObject(j, "force_zeros_for_empty_prompt", pl->src.force_zeros_for_empty_prompt);
   cJSON_AddBoolToObject(j, "has_safety_checker", pl->src.has_safety_checker);
   cJSON_AddNumberToObject(j, "clip_skip", o->clip_skip);
+  if (pi->kind == DC_PIPE_COGVIDEOX) {
+    cJSON_AddNumberToObject(j, "num_frames", (double)pi->num_frames);
+    cJSON_AddNumberToObject(j, "latent_frames", (double)pi->latent_frames);
+    cJSON_AddNumberToObject(j, "frames", (double)pi->frames);
+    cJSON_AddNumberToObject(j, "vae_scale_factor_temporal", (double)pi->vae_scale_temporal);
+  }
   char *s = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   return s;

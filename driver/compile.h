@@ -50,7 +50,8 @@ typedef struct {
   int64_t height, width;       /* --height, --width (0: the pipeline's default) */
   int64_t batch;               /* --batch: images per prompt (0: 1) */
   int clip_skip;               /* --clip-skip */
-  int max_sequence_length;     /* --max-sequence-length (Flux, SD3: T5's tokens; 0 = the pipeline's default) */
+  int max_sequence_length;     /* --max-sequence-length (Flux, SD3, CogVideoX: T5's tokens; 0 = the pipeline's default) */
+  int64_t num_frames;          /* --num-frames (CogVideoX: the video's frames; 0 = the transformer's sample_frames) */
   int no_hoist;                /* --no-hoist (passes/hoist.c) */
   const char *config_dir;      /* --config DIR: a single-file checkpoint's configs, tokenizers, scheduler */
   /* Text encoders: --clip-hidden-state K adds the output hidden_state =

@@ -476,8 +476,12 @@ static dc_status *set_meta(dc_module *m, const dc_pipeline_source *src, const dc
   if (!st) st = dc_module_set_meta(m, "model", model);
   dc_free(model);
   char size[96];
-  snprintf(size, sizeof size, "%lldx%lld, %lld image(s) per prompt", (long long)info->width, (long long)info->height,
-           (long long)info->batch);
+  if (info->kind == DC_PIPE_COGVIDEOX)
+    snprintf(size, sizeof size, "%lldx%lld, %lld frames asked (%lld latent frames)", (long long)info->width,
+             (long long)info->height, (long long)info->num_frames, (long long)info->latent_frames);
+  else
+    snprintf(size, sizeof size, "%lldx%lld, %lld image(s) per prompt", (long long)info->width,
+             (long long)info->height, (long long)info->batch);
   if (!st) st = dc_module_set_meta(m, "pipeline", size);
   return st;
 }
@@ -490,15 +494,18 @@ dc_status *dc_pipeline_build(const dc_pipeline_source *src, const dc_pipeline_bu
   info->sdxl = src->kind == DC_PIPE_SDXL;
   info->tokens = o->tokens ? o->tokens : 77;
   if (o->clip_skip < 0) return dc_error(DC_ERR_ARGUMENT, "--clip-skip %d: must be 0 or more", o->clip_skip);
-  int dit = src->kind == DC_PIPE_FLUX || src->kind == DC_PIPE_SD3;
-  if (!dit && o->max_sequence_length)
-    return dc_error(DC_ERR_ARGUMENT, "--max-sequence-length %d: %s has no T5 text encoder (it applies to Flux and SD3 "
-                    "pipelines)", o->max_sequence_length, src->class_name);
-  DC_TRY(dit ? pb_resolve_dit(src, o, info) : resolve_size(src, o, info));
+  int dit = src->kind == DC_PIPE_FLUX || src->kind == DC_PIPE_SD3, video = src->kind == DC_PIPE_COGVIDEOX;
+  if (!dit && !video && o->max_sequence_length)
+    return dc_error(DC_ERR_ARGUMENT, "--max-sequence-length %d: %s has no T5 text encoder (it applies to Flux, SD3 "
+                    "and CogVideoX pipelines)", o->max_sequence_length, src->class_name);
+  if (!video && o->num_frames)
+    return dc_error(DC_ERR_ARGUMENT, "--num-frames %lld: %s makes images (it applies to CogVideoX pipelines)",
+                    (long long)o->num_frames, src->class_name);
+  DC_TRY(video ? pb_resolve_video(src, o, info) : dit ? pb_resolve_dit(src, o, info) : resolve_size(src, o, info));
   dc_module *m = dc_module_create();
   if (!m) return dc_nomem("building the pipeline");
   dc_status *st = set_meta(m, src, info);
-  if (!st) st = dit ? pb_build_dit(src, o, info, m) : build_all(src, o, info, m);
+  if (!st) st = video ? pb_build_video(src, o, info, m) : dit ? pb_build_dit(src, o, info, m) : build_all(src, o, info, m);
   if (!st) st = dc_phases_sync_meta(m);
   if (!st) st = dc_verify(m, "pipeline build");
   if (st) {

@@ -1,6 +1,7 @@
 /* pipeline_build_internal.h — what the pipeline builders share:
- * pipeline_build.c (the SD and SDXL pipelines, the merger, the whole) and
- * pipeline_build_dit.c (Flux and SD3). */
+ * pipeline_build.c (the SD and SDXL pipelines, the merger, the whole),
+ * pipeline_build_dit.c (Flux and SD3) and pipeline_build_video.c
+ * (CogVideoX). */
 #ifndef DC_PIPELINE_BUILD_INTERNAL_H
 #define DC_PIPELINE_BUILD_INTERNAL_H
 
@@ -59,5 +60,11 @@ dc_status *pb_pipeline_facts(dc_module *m, const dc_pipeline_source *src);
 dc_status *pb_resolve_dit(const dc_pipeline_source *src, const dc_pipeline_build_options *o, dc_pipeline_info *info);
 dc_status *pb_build_dit(const dc_pipeline_source *src, const dc_pipeline_build_options *o, const dc_pipeline_info *info,
                         dc_module *m);
+
+/* pipeline_build_video.c: the size, frames and tokens, and the whole module
+ * of a CogVideoX pipeline (info->frames set from the VAE's output). */
+dc_status *pb_resolve_video(const dc_pipeline_source *src, const dc_pipeline_build_options *o, dc_pipeline_info *info);
+dc_status *pb_build_video(const dc_pipeline_source *src, const dc_pipeline_build_options *o, dc_pipeline_info *info,
+                          dc_module *m);
 
 #endif

@@ -1,10 +1,12 @@
 /* cogvideox_transformer.c — diffusers' CogVideoXTransformer3DModel
  * (models/transformers/cogvideox_transformer_3d.py) as an IR graph:
  * CogVideoX 1.0, 2b-style (3D sincos positions) and 5b-style (3D RoPE,
- * optionally with learned positions as the 5b image-to-video model).
+ * optionally with learned positions as the 5b image-to-video model), and
+ * CogVideoX 1.5 text-to-video (patch_size_t: patches span frames too).
  *
  *   hidden_states [B,F,in_channels,H,W] (latent frames) -> patch_embed.proj
- *      per frame to F*(H/p)*(W/p) video tokens (+ the sincos table, 2b)
+ *      per frame (1.5: per patch_size_t frames) to (F/p_t)*(H/p)*(W/p)
+ *      video tokens (+ the sincos table, 2b)
  *   encoder_hidden_states [B,T,text_embed_dim] -> patch_embed.text_proj
  *   timestep [B] -> time_proj (Timesteps over the blocks' width)
  *      -> time_embedding -> emb [B,time_embed_dim]
@@ -29,7 +31,7 @@ enum { COG_PATH = 256, COG_MAX_LAYERS = 4096 };
 typedef struct {
   const char *path; /* config.json, for messages */
   int64_t heads, head_dim, in_ch, out_ch, time_dim, text_dim, layers;
-  int64_t sample_w, sample_h, sample_frames, patch, tcr, max_text;
+  int64_t sample_w, sample_h, sample_frames, patch, patch_t, tcr, max_text; /* patch_t 0: None */
   double freq_shift, eps, spatial_scale, temporal_scale;
   int flip_sin_to_cos, qkv_bias, rope, learned;
 } cog_config;
@@ -51,13 +53,27 @@ static dc_status *cfg_string_is(const dc_json_doc *d, const char *key, const cha
   return unsupported(d, key, supported);
 }
 
-/* What diffc builds of the keys that select other variants: CogVideoX 1.5's
- * patch_size_t (a Linear patch embedding over frame pairs) and its
- * image-to-video ofs embedding; the activations of the released models;
- * the affine norms and the patch conv's bias every released model has. */
-static dc_status *cfg_variants(const dc_json_doc *d) {
+/* CogVideoX 1.5's patch_size_t (a Linear patch embedding over frame
+ * groups), with the rotary positions alone as the released models have
+ * them: the sincos and learned tables count the tokens of patch_size_t
+ * None, so diffusers' forward fails with them. */
+static dc_status *cfg_patch_t(const dc_json_doc *d, cog_config *c) {
   const cJSON *pt = cJSON_GetObjectItemCaseSensitive(d->root, "patch_size_t");
-  if (pt && !cJSON_IsNull(pt)) return unsupported(d, "patch_size_t", "null (CogVideoX 1.0)");
+  if (!pt || cJSON_IsNull(pt)) return NULL;
+  DC_TRY(dc_json_int_min(d, "patch_size_t", 1, 1, &c->patch_t));
+  if (!c->rope || c->learned)
+    return dc_error(DC_ERR_UNSUPPORTED, "%s: \"patch_size_t\" is %lld but the positions are not the rotary ones "
+                    "alone (\"use_rotary_positional_embeddings\" true, \"use_learned_positional_embeddings\" false); "
+                    "diffusers' position tables do not fit patch_size_t's tokens", d->path, (long long)c->patch_t);
+  return NULL;
+}
+
+/* What diffc builds of the keys that select other variants: CogVideoX 1.5's
+ * image-to-video ofs embedding; the activations of the released models;
+ * the affine norms every released model has, and the patch conv's bias
+ * every 1.0 model has (1.5's Linear patch embedding has one whatever
+ * patch_bias says). */
+static dc_status *cfg_variants(const dc_json_doc *d, const cog_config *c) {
   int64_t ofs;
   const cJSON *o = cJSON_GetObjectItemCaseSensitive(d->root, "ofs_embed_dim");
   if (o && !cJSON_IsNull(o)) { /* diffusers tests `if ofs_embed_dim:`, so 0 is none too */
@@ -72,7 +88,7 @@ static dc_status *cfg_variants(const dc_json_doc *d) {
   DC_TRY(dc_json_bool(d, "norm_elementwise_affine", 1, &affine));
   if (!affine) return unsupported(d, "norm_elementwise_affine", "true");
   DC_TRY(dc_json_bool(d, "patch_bias", 1, &patch_bias));
-  return patch_bias ? NULL : unsupported(d, "patch_bias", "true");
+  return patch_bias || c->patch_t ? NULL : unsupported(d, "patch_bias", "true (or any with patch_size_t)");
 }
 
 /* Each position scheme's constraint on the widths, where diffusers raises
@@ -127,8 +143,9 @@ static dc_status *cfg_load(const dc_json_doc *d, cog_config *c) {
     return dc_error(DC_ERR_FORMAT, "%s: \"sample_height\" %lld and \"sample_width\" %lld must each be at least "
                     "\"patch_size\" %lld", d->path, (long long)c->sample_h, (long long)c->sample_w,
                     (long long)c->patch);
-  DC_TRY(cfg_variants(d));
-  return cfg_positions(d, c);
+  DC_TRY(cfg_positions(d, c));
+  DC_TRY(cfg_patch_t(d, c));
+  return cfg_variants(d, c);
 }
 
 /* ---- inputs ------------------------------------------------------------ */
@@ -141,6 +158,21 @@ static dc_status *bad_input(const char *name, const int64_t *have, int rank, con
   char b[160];
   return dc_error(DC_ERR_ARGUMENT, "input \"%s\" is %s but the model needs %s (%s)", name,
                   dc_dims_str(have, rank, b, sizeof b), need, why);
+}
+
+/* CogVideoX 1.5: whole frame groups (diffusers reshapes F into F / p_t
+ * groups; its pipeline pads the latents to that), and a grid within the
+ * base grid, whose rotary positions the pipeline slices. */
+static dc_status *check_latent_t(const cog_config *c, const int64_t *x) {
+  char need[160], why[224];
+  int64_t bh = c->sample_h / c->patch, bw = c->sample_w / c->patch;
+  snprintf(need, sizeof need, "[B,F,%lld,H,W] with F a multiple of %lld, H at most %lld and W at most %lld",
+           (long long)c->in_ch, (long long)c->patch_t, (long long)(bh * c->patch), (long long)(bw * c->patch));
+  snprintf(why, sizeof why, "patch_size_t %lld; the rotary grid is sliced from the base grid of sample_height and "
+           "sample_width (%s)", (long long)c->patch_t, c->path);
+  if (x[1] % c->patch_t || x[3] / c->patch > bh || x[4] / c->patch > bw)
+    return bad_input("hidden_states", x, 5, need, why);
+  return NULL;
 }
 
 /* The latent: in_channels, sides multiples of patch_size (the conv would
@@ -156,6 +188,7 @@ static dc_status *check_latent(const cog_config *c, const int64_t *x) {
            c->path);
   if (x[2] != c->in_ch || x[3] % c->patch || x[4] % c->patch || x[3] < c->patch || x[4] < c->patch)
     return bad_input("hidden_states", x, 5, need, why);
+  if (c->patch_t) return check_latent_t(c, x);
   int64_t frames = (c->sample_frames - 1) / c->tcr + 1;
   if (c->learned && (x[1] != frames || x[3] != c->sample_h || x[4] != c->sample_w)) {
     snprintf(need, sizeof need, "[B,%lld,%lld,%lld,%lld]", (long long)frames, (long long)c->in_ch,
@@ -175,6 +208,7 @@ static dc_status *check_latent(const cog_config *c, const int64_t *x) {
 static dc_status *input_shapes(const cog_config *c, const dc_build_options *opt, cog_shapes *s) {
   char need[96], why[160];
   int64_t frames = (c->sample_frames - 1) / c->tcr + 1;
+  if (c->patch_t) frames = (frames + c->patch_t - 1) / c->patch_t * c->patch_t; /* padded as the pipeline does */
   DC_TRY(dc_build_input_shape(opt, "hidden_states", 5,
                               (int64_t[]){1, frames, c->in_ch, c->sample_h, c->sample_w}, s->x));
   DC_TRY(check_latent(c, s->x));
@@ -234,16 +268,30 @@ static dc_status *patch_embed(dc_gb *g, const cog_config *c, const cog_shapes *s
   DC_TRY(add_input(g->m, "hidden_states", 5, sh->x, INIT_NORMAL, x));
   DC_TRY(add_input(g->m, "encoder_hidden_states", 3, sh->ctx, INIT_NORMAL, ctx));
   DC_TRY(gb_linear(g, "patch_embed.text_proj", *ctx, c->text_dim, dim, 1, ctx));
-  DC_TRY(blk_cogvideox_patch_video(g, "patch_embed", *x, c->in_ch, dim, c->patch, x));
+  DC_TRY(blk_cogvideox_patch_video(g, "patch_embed", *x, c->in_ch, dim, c->patch, c->patch_t, x));
   if (c->learned) return learned_positions(g, c, f * h * w, x, ctx);
   if (c->rope) return NULL;
   return blk_cogvideox_sincos_pos(g, "patch_embed.pos_embedding", *x, f, h, w, c->spatial_scale, c->temporal_scale,
                                   x);
 }
 
+/* CogVideoX 1.5: [B, F'*h*w, C*p_t*p*p] -> [B,F'*p_t,C,h*p,w*p], diffusers'
+ * 8-d permute (0,1,5,4,2,6,3,7) in two steps of at most 5 dims: the frames
+ * and channels out of each token first, then the rows and columns. */
+static dc_status *unpatchify_t(dc_gb *g, const cog_config *c, const cog_shapes *sh, int32_t x, int32_t *out) {
+  int64_t b = sh->x[0], pt = c->patch_t, f = sh->x[1] / pt, p = c->patch, h = sh->x[3] / p, w = sh->x[4] / p;
+  int64_t ch = c->out_ch;
+  DC_TRY(gb_reshape(g, NULL, x, 5, (int64_t[]){b * f, h * w, ch, pt, p * p}, &x));
+  DC_TRY(gb_permute(g, NULL, x, 5, (int64_t[]){0, 3, 2, 1, 4}, &x)); /* [.., p_t, C, h*w, p*p] */
+  DC_TRY(gb_reshape(g, NULL, x, 5, (int64_t[]){b * f * pt * ch, h, w, p, p}, &x));
+  DC_TRY(gb_permute(g, NULL, x, 5, (int64_t[]){0, 1, 3, 2, 4}, &x)); /* [.., h, p, w, p] */
+  return gb_reshape(g, NULL, x, 5, (int64_t[]){b, f * pt, ch, h * p, w * p}, out);
+}
+
 /* [B, F*h*w, C*p*p] -> [B,F,C,h*p,w*p]: reshape (B*F, h, w, C, p, p),
  * permute as diffusers' (0,1,4,2,5,3,6) with batch and frames merged. */
 static dc_status *unpatchify(dc_gb *g, const cog_config *c, const cog_shapes *sh, int32_t x, int32_t *out) {
+  if (c->patch_t) return unpatchify_t(g, c, sh, x, out);
   int64_t b = sh->x[0], f = sh->x[1], p = c->patch, h = sh->x[3] / p, w = sh->x[4] / p, ch = c->out_ch;
   DC_TRY(gb_reshape(g, NULL, x, 6, (int64_t[]){b * f, h, w, ch, p, p}, &x));
   DC_TRY(gb_permute(g, NULL, x, 6, (int64_t[]){0, 3, 1, 4, 2, 5}, &x));
@@ -257,8 +305,9 @@ static dc_status *cog_forward(dc_gb *g, const cog_config *c, const cog_shapes *s
   DC_TRY(time_embedding(g, c, sh, &emb));
   DC_TRY(patch_embed(g, c, sh, &x, &ctx));
   if (c->rope)
-    DC_TRY(blk_cogvideox_rotary_table(g, "rotary_emb", c->head_dim, sh->x[1], sh->x[3] / c->patch,
-                                      sh->x[4] / c->patch, c->sample_h / c->patch, c->sample_w / c->patch, &freqs));
+    DC_TRY(blk_cogvideox_rotary_table(g, "rotary_emb", c->head_dim, sh->x[1] / (c->patch_t ? c->patch_t : 1),
+                                      sh->x[3] / c->patch, sh->x[4] / c->patch, c->sample_h / c->patch,
+                                      c->sample_w / c->patch, c->patch_t != 0, &freqs));
   DC_TRY(gb_unary(g, OP_SILU, NULL, emb, &emb_act)); /* every norm's SiLU of temb, once (blocks.h) */
   blk_cogvideox_block_cfg bc = {.attn = {.dim = dim, .heads = c->heads, .head_dim = c->head_dim,
                                          .qkv_bias = c->qkv_bias},
@@ -267,7 +316,7 @@ static dc_status *cog_forward(dc_gb *g, const cog_config *c, const cog_shapes *s
     DC_TRY(blk_cogvideox_block(g, P("transformer_blocks.%lld", (long long)i), &bc, x, ctx, emb_act, freqs, &x, &ctx));
   DC_TRY(gb_layer_norm(g, "norm_final", x, dim, c->eps, &x));
   DC_TRY(blk_ada_layer_norm_shift_scale(g, "norm_out", x, emb_act, c->time_dim, dim, 1, c->eps, &x));
-  DC_TRY(gb_linear(g, "proj_out", x, dim, c->patch * c->patch * c->out_ch, 1, &x));
+  DC_TRY(gb_linear(g, "proj_out", x, dim, c->patch * c->patch * (c->patch_t ? c->patch_t : 1) * c->out_ch, 1, &x));
   DC_TRY(unpatchify(g, c, sh, x, &x));
   return dc_module_add_output(g->m, "sample", x);
 }
@@ -278,9 +327,10 @@ static dc_status *set_meta(dc_module *m, const cog_config *c) {
   char buf[384];
   snprintf(buf, sizeof buf,
            "layers=%lld heads=%lld head_dim=%lld in_channels=%lld out_channels=%lld time_embed_dim=%lld "
-           "text_embed_dim=%lld patch_size=%lld sample=%lldx%lldx%lld positions=%s",
+           "text_embed_dim=%lld patch_size=%lld patch_size_t=%lld sample=%lldx%lldx%lld positions=%s",
            (long long)c->layers, (long long)c->heads, (long long)c->head_dim, (long long)c->in_ch,
            (long long)c->out_ch, (long long)c->time_dim, (long long)c->text_dim, (long long)c->patch,
+           (long long)c->patch_t,
            (long long)c->sample_frames, (long long)c->sample_h, (long long)c->sample_w,
            c->learned ? "rotary+learned" : c->rope ? "rotary" : "sincos");
   DC_TRY(dc_module_set_meta(m, "entry", "forward"));
@@ -324,7 +374,7 @@ static const dc_config_key cog_keys[] = {
     {"sample_height", DC_KEY_INT, "60", 0, NULL},
     {"sample_frames", DC_KEY_INT, "49", 0, NULL},
     {"patch_size", DC_KEY_INT, "2", 0, NULL},
-    {"patch_size_t", DC_KEY_INT, "null", 1, "null"},
+    {"patch_size_t", DC_KEY_INT, "null", 1, NULL},
     {"temporal_compression_ratio", DC_KEY_INT, "4", 0, NULL},
     {"max_text_seq_length", DC_KEY_INT, "226", 0, NULL},
     {"activation_fn", DC_KEY_STR, "\"gelu-approximate\"", 0, "\"gelu-approximate\""},
@@ -335,7 +385,7 @@ static const dc_config_key cog_keys[] = {
     {"temporal_interpolation_scale", DC_KEY_NUM, "1.0", 0, NULL},
     {"use_rotary_positional_embeddings", DC_KEY_BOOL, "false", 0, NULL},
     {"use_learned_positional_embeddings", DC_KEY_BOOL, "false", 0, NULL},
-    {"patch_bias", DC_KEY_BOOL, "true", 0, "true"},
+    {"patch_bias", DC_KEY_BOOL, "true", 0, "true (any with patch_size_t)"},
     {NULL, 0, NULL, 0, NULL},
 };
 

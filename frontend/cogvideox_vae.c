@@ -538,7 +538,6 @@ static const dc_entry_desc cvx_entries[] = {
     {"decode", latents_io, video_io},
     {NULL, NULL, NULL},
 };
-static const char *const cvx_block_modules[] = {"encoder", "decoder", "quant_conv", "post_quant_conv", NULL};
 
 const dc_class_desc dc_class_autoencoder_kl_cogvideox = {
     .name = "AutoencoderKLCogVideoX",
@@ -547,6 +546,8 @@ const dc_class_desc dc_class_autoencoder_kl_cogvideox = {
     .entries = cvx_entries,
     .default_entry = "decode",
     .build = build_cogvideox_vae,
-    .facts = {.block_modules = cvx_block_modules, .skip_cast = NULL,
+    /* no _group_offload_block_modules in diffusers: block lists at the top level only (there are none, so
+     * block-level group offload makes the whole model one group, as diffusers' apply_group_offloading) */
+    .facts = {.block_modules = NULL, .skip_cast = NULL,
               .options = DC_FACT_VAE_SLICING | DC_FACT_VAE_TILING | DC_FACT_VAE_FRAME_BATCHING},
 };

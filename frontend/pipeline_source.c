@@ -22,11 +22,13 @@ static const pipeline_class pipeline_classes[] = {
     {"StableDiffusionXLPipeline", DC_PIPE_SDXL},
     {"FluxPipeline", DC_PIPE_FLUX},
     {"StableDiffusion3Pipeline", DC_PIPE_SD3},
+    {"CogVideoXPipeline", DC_PIPE_COGVIDEOX},
 };
 enum { NPIPELINE_CLASSES = sizeof pipeline_classes / sizeof pipeline_classes[0] };
 
 const char *dc_pipeline_class_names(void) {
-  return "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline";
+  return "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline, "
+         "CogVideoXPipeline";
 }
 
 dc_pipeline_kind dc_pipeline_class_kind(const char *class_name) {
@@ -38,7 +40,7 @@ dc_pipeline_kind dc_pipeline_class_kind(const char *class_name) {
 int dc_pipeline_class_is_sdxl(const char *class_name) { return dc_pipeline_class_kind(class_name) == DC_PIPE_SDXL; }
 
 const dc_folder *dc_pipeline_denoiser(const dc_pipeline_source *s) {
-  return s->kind == DC_PIPE_FLUX || s->kind == DC_PIPE_SD3 ? &s->transformer : &s->unet;
+  return s->kind == DC_PIPE_SD || s->kind == DC_PIPE_SDXL ? &s->unet : &s->transformer;
 }
 
 static const pipeline_class *find_class(const char *name) {
@@ -146,9 +148,21 @@ static dc_status *open_dit_parts(const char *dir, const dc_json_doc *mi, const c
   return read_files(dir, mi, "tokenizer_3", t5_tokenizer_files, NULL, &out->tokenizer_3);
 }
 
+/* CogVideoXPipeline: T5 (text_encoder, tokenizer), the transformer, the
+ * video VAE, a CogVideoX scheduler. */
+static dc_status *open_video_parts(const char *dir, const dc_json_doc *mi, const char *variant,
+                                   dc_pipeline_source *out) {
+  DC_TRY(open_model(dir, mi, "transformer", variant, &out->transformer));
+  DC_TRY(open_model(dir, mi, "vae", variant, &out->vae));
+  DC_TRY(open_model(dir, mi, "text_encoder", variant, &out->text_encoder));
+  DC_TRY(read_files(dir, mi, "tokenizer", t5_tokenizer_files, NULL, &out->tokenizer));
+  return read_files(dir, mi, "scheduler", scheduler_files, "scheduler_config.json", &out->scheduler);
+}
+
 static dc_status *open_parts(const char *dir, const dc_json_doc *mi, int sdxl, const char *variant,
                              dc_pipeline_source *out) {
   if (out->kind == DC_PIPE_FLUX || out->kind == DC_PIPE_SD3) return open_dit_parts(dir, mi, variant, out);
+  if (out->kind == DC_PIPE_COGVIDEOX) return open_video_parts(dir, mi, variant, out);
   DC_TRY(read_flags(mi, sdxl, out));
   DC_TRY(open_model(dir, mi, "unet", variant, &out->unet));
   DC_TRY(open_model(dir, mi, "vae", variant, &out->vae));

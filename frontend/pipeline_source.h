@@ -19,6 +19,7 @@ typedef enum {
   DC_PIPE_SDXL, /* StableDiffusionXLPipeline: two CLIPs (pooled, time ids), UNet, VAE */
   DC_PIPE_FLUX, /* FluxPipeline: CLIP pooled + T5, a flow-matching transformer on packed latents */
   DC_PIPE_SD3,  /* StableDiffusion3Pipeline: two CLIPs + T5, a flow-matching transformer */
+  DC_PIPE_COGVIDEOX, /* CogVideoXPipeline: T5, a 3D transformer on latent frames, a causal-conv3d VAE: video */
 } dc_pipeline_kind;
 
 typedef struct {
@@ -33,8 +34,8 @@ typedef struct {
   int force_zeros_for_empty_prompt;
   /* A non-null safety_checker entry: diffc does not run it (reported). */
   int has_safety_checker;
-  /* The denoiser is the unet (SD, SDXL) or the transformer (Flux, SD3).
-   * text_encoder is CLIP; text_encoder_2 the second CLIP (SDXL, SD3) or T5
+  /* The denoiser is the unet (SD, SDXL) or the transformer (Flux, SD3,
+   * CogVideoX).  text_encoder is CLIP (CogVideoX: T5); text_encoder_2 the second CLIP (SDXL, SD3) or T5
    * (Flux); text_encoder_3 T5 (SD3; a pipeline may leave it null, and SD3
    * then feeds zeros in its place, as diffusers does). */
   dc_folder unet, transformer, vae, text_encoder, text_encoder_2, text_encoder_3;
@@ -44,7 +45,7 @@ typedef struct {
   int clip_l_identity_projection;
   /* Tokenizer files in memory, empty without their text encoder: CLIP's
    * (tokenizer.h) or T5's (tokenizer_t5.h: tokenizer_2 of Flux, tokenizer_3
-   * of SD3). */
+   * of SD3, tokenizer of CogVideoX). */
   dc_text_files tokenizer, tokenizer_2, tokenizer_3, scheduler;
   void *owned;        /* the source's own storage (single file: the mapped checkpoint, renamed entries) */
   void (*close_owned)(void *owned);
@@ -59,13 +60,13 @@ dc_status *dc_pipeline_source_open_folder(const char *dir, const char *variant, 
  * the text files, then the source's own storage (close_owned), which folders
  * of a single-file checkpoint borrow. */
 void dc_pipeline_source_close(dc_pipeline_source *s);
-/* "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline" */
+/* "StableDiffusionPipeline, StableDiffusionXLPipeline, FluxPipeline, StableDiffusion3Pipeline, CogVideoXPipeline" */
 const char *dc_pipeline_class_names(void);
 /* Whether the class is an SDXL pipeline (two text encoders, added conditions). */
 int dc_pipeline_class_is_sdxl(const char *class_name);
 /* The family of a pipeline class diffc runs (DC_PIPE_SD for an unknown name). */
 dc_pipeline_kind dc_pipeline_class_kind(const char *class_name);
-/* The denoiser of a source: its transformer for Flux and SD3, else its unet. */
+/* The denoiser of a source: its transformer for Flux, SD3 and CogVideoX, else its unet. */
 const dc_folder *dc_pipeline_denoiser(const dc_pipeline_source *s);
 
 /* A single-file checkpoint in the original CompVis / Stability layout

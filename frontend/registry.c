@@ -89,7 +89,9 @@ void dc_classes_describe(dc_buf *b) {
   for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
     const dc_class_desc *c = classes[i];
     dc_buf_printf(b, "  %s%s\n", c->name,
-                  c->facts.options & DC_FACT_VAE_TILING ? " (--vae-slicing, --vae-tiling apply)" : "");
+                  c->facts.options & DC_FACT_VAE_FRAME_BATCHING
+                      ? " (--vae-slicing, --vae-tiling, --no-vae-frame-batching apply)"
+                      : c->facts.options & DC_FACT_VAE_TILING ? " (--vae-slicing, --vae-tiling apply)" : "");
     for (const dc_entry_desc *e = c->entries; e->name; e++) {
       dc_buf_printf(b, "    %s%s: ", e->name, !strcmp(e->name, c->default_entry) ? " (default)" : "");
       describe_io(b, e->inputs);

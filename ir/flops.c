@@ -1,8 +1,10 @@
 /* flops.c — the arithmetic of a module, for GFLOP/s figures.  Counts the
  * multiply-adds of the matrix ops as 2 flops each (the convention PyTorch's
  * FlopCounterMode uses, so our numbers compare with bench/bench.py's):
- * conv2d 2·N·O·Ho·Wo·C·kh·kw, conv3d 2·B·O·To·Ho·Wo·C·kt·kh·kw, linear 2·M·N·K, attention 4·B·H·Sq·Sk·D (QKᵀ
- * and PV), causal attention the same over the S(S+1)/2 pairs it computes.  Element-wise work and norms are memory-bound and not counted. */
+ * conv2d 2·N·O·Ho·Wo·C·kh·kw, conv3d 2·B·O·To·Ho·Wo·C·kt·kh·kw, linear 2·M·N·K,
+ * attention 4·B·H·Sq·Sk·D (QKᵀ and PV), causal attention the same over the
+ * S(S+1)/2 pairs it computes.  Element-wise work and norms are memory-bound
+ * and not counted. */
 #include "ir.h"
 
 static uint64_t numel_of(const dc_module *m, int32_t v) { return dc_type_numel(&m->nodes[v].type); }

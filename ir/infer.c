@@ -45,7 +45,8 @@ static int reads_ids(const dc_node *n, int i) {
  * only the inputs that read ids (reads_ids), and those take nothing else. */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
-  int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR || c->n->op == OP_CONV3D ? 2 + (int)dc_node_int(c->n, "bias") : 1;
+  int weighted = c->n->op == OP_CONV2D || c->n->op == OP_CONV3D || c->n->op == OP_LINEAR;
+  int params = weighted ? 2 + (int)dc_node_int(c->n, "bias") : 1;
   dc_dtype act = dc_module_activation_dtype(c->m);
   for (int i = 0; i < c->n->ninputs; i++) {
     int is_int = dc_dtype_is_int(c->in[i]->dtype);

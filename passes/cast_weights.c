@@ -67,7 +67,8 @@ static int32_t param_weight(const dc_module *m, int32_t v) {
 }
 
 static int is_param_slot(const dc_node *n, int k) {
-  return (n->op == OP_CONV2D || n->op == OP_CONV3D || n->op == OP_LINEAR) && (k == 1 || (k == 2 && dc_node_int(n, "bias")));
+  int weighted = n->op == OP_CONV2D || n->op == OP_CONV3D || n->op == OP_LINEAR;
+  return weighted && (k == 1 || (k == 2 && dc_node_int(n, "bias")));
 }
 
 /* storage_all: input k of n loads a typed weight (every float input of an op

@@ -170,11 +170,14 @@ static int placed_off_device(const dc_module *m) {
   return 0;
 }
 
-/* A group is a key (group_key); a group instance is one invocation of it:
- * the k-th read of each of its weights.  A module that runs more than once
- * (the decoder of every tile of a tiled VAE) uploads its weights again each
- * time, as diffusers' hooks onload a module at every call, instead of
- * holding them across every invocation. */
+/* A group is a key (group_key); a group instance is one invocation of it,
+ * which begins with a read of the group's lead (the weight it reads first)
+ * and takes every read of its weights until the lead is read again.  A
+ * module that runs more than once (the decoder of every tile of a tiled
+ * VAE) uploads its weights again each time, as diffusers' hooks onload a
+ * module at every call, instead of holding them across every invocation;
+ * a weight one invocation reads twice (CogVideoX's norm, shared by the
+ * text and the video stream) is uploaded once for it, as the hooks do. */
 typedef struct {
   int32_t *group_of;   /* per node: the group key of an offloaded weight, else -1 */
   int32_t *slot_pair;  /* per (node, input slot): the upload pair it reads, else -1 */
@@ -236,15 +239,19 @@ static int32_t find_or_add(int32_t *a, int32_t *b, int32_t *n, int32_t x, int32_
  * Model offload has one instance (everything uploaded once, held). */
 static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
   size_t nslots = (size_t)m->nnodes * DC_MAX_INPUTS + 1;
-  int32_t *reads = dc_calloc((size_t)m->nnodes + 1, sizeof *reads);
+  /* per key: its lead weight and the current invocation (-1: none yet) */
+  int32_t *lead = dc_malloc(((size_t)g->ngroups + 1) * sizeof *lead);
+  int32_t *occ = dc_malloc(((size_t)g->ngroups + 1) * sizeof *occ);
   g->slot_pair = dc_malloc(nslots * sizeof *g->slot_pair);
   g->pair_w = dc_calloc(nslots, sizeof *g->pair_w), g->pair_inst = dc_calloc(nslots, sizeof *g->pair_inst);
   g->inst_key = dc_calloc(nslots, sizeof *g->inst_key), g->inst_occ = dc_calloc(nslots, sizeof *g->inst_occ);
   g->first_use = dc_calloc(nslots, sizeof *g->first_use);
-  if (!reads || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ || !g->first_use) {
-    dc_free(reads);
+  if (!lead || !occ || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ ||
+      !g->first_use) {
+    dc_free(lead), dc_free(occ);
     return dc_nomem("grouping weights for offload");
   }
+  for (int32_t k = 0; k < g->ngroups; k++) lead[k] = -1, occ[k] = -1;
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
     for (int k = 0; k < DC_MAX_INPUTS; k++) g->slot_pair[SLOT(i, k)] = -1;
@@ -253,14 +260,14 @@ static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
       if (key < 0) continue;
       int same = 0; /* a node reading a weight twice reads one upload */
       for (int j = 0; j < k; j++) same |= n->inputs[j] == w;
-      int32_t occ = model ? 0 : reads[w] - same;
-      if (!same) reads[w]++;
-      int32_t before = g->ninst, inst = find_or_add(g->inst_key, g->inst_occ, &g->ninst, key, occ);
+      if (lead[key] < 0) lead[key] = w;
+      if (!same && w == lead[key]) occ[key]++;
+      int32_t before = g->ninst, inst = find_or_add(g->inst_key, g->inst_occ, &g->ninst, key, model ? 0 : occ[key]);
       if (inst == before) g->first_use[inst] = i;
       g->slot_pair[SLOT(i, k)] = find_or_add(g->pair_w, g->pair_inst, &g->npairs, w, inst);
     }
   }
-  dc_free(reads);
+  dc_free(lead), dc_free(occ);
   return NULL;
 }
 

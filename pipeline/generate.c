@@ -1,6 +1,7 @@
 /* generate.c — see generate.h.  The order of operations follows diffusers'
  * pipeline_stable_diffusion.py / pipeline_stable_diffusion_xl.py /
- * pipeline_flux.py / pipeline_stable_diffusion_3.py __call__. */
+ * pipeline_flux.py / pipeline_stable_diffusion_3.py / pipeline_cogvideox.py
+ * __call__. */
 #include "generate.h"
 
 #include <cjson/cJSON.h>
@@ -14,17 +15,22 @@
 
 /* ---- the plan's pipeline section ------------------------------------------ */
 
-typedef enum { KIND_SD, KIND_SDXL, KIND_FLUX, KIND_SD3 } pipe_kind;
+typedef enum { KIND_SD, KIND_SDXL, KIND_FLUX, KIND_SD3, KIND_COGVIDEOX } pipe_kind;
 
 typedef struct {
   pipe_kind kind;
   int sdxl, force_zeros, guidance_embeds, has_uncond;
   int64_t patch; /* Flux: 2 (the packing); SD3: the transformer's patch_size */
   int64_t batch, height, width, tokens, t5_tokens, channels, lh, lw;
+  /* CogVideoX: latents [batch, latent_frames, C, lh, lw], the video
+   * [batch, frames, 3, height, width]; 1 and 1 for the image pipelines */
+  int64_t latent_frames, frames;
   double scaling_factor, shift_factor;
 } pipe_info;
 
 static int is_dit(const pipe_info *pi) { return pi->kind == KIND_FLUX || pi->kind == KIND_SD3; }
+static int is_video(const pipe_info *pi) { return pi->kind == KIND_COGVIDEOX; }
+static int has_t5(const pipe_info *pi) { return is_dit(pi) || is_video(pi); }
 
 int dc_plan_is_pipeline(const drt_plan *p) { return drt_pipeline_json(p) != NULL; }
 
@@ -62,17 +68,23 @@ static dc_status *read_info(const drt_plan *p, pipe_info *pi) {
     /* plans before the DiT pipelines have no "kind": SD or SDXL by "sdxl" */
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
     const char *k = cJSON_IsString(kind) ? kind->valuestring : pi->sdxl ? "sdxl" : "sd";
-    pi->kind = !strcmp(k, "flux") ? KIND_FLUX : !strcmp(k, "sd3") ? KIND_SD3 : !strcmp(k, "sdxl") ? KIND_SDXL : KIND_SD;
-    if (strcmp(k, "flux") && strcmp(k, "sd3") && strcmp(k, "sdxl") && strcmp(k, "sd"))
+    pi->kind = !strcmp(k, "flux") ? KIND_FLUX : !strcmp(k, "sd3") ? KIND_SD3 : !strcmp(k, "sdxl") ? KIND_SDXL
+               : !strcmp(k, "cogvideox") ? KIND_COGVIDEOX : KIND_SD;
+    if (strcmp(k, "flux") && strcmp(k, "sd3") && strcmp(k, "sdxl") && strcmp(k, "sd") && strcmp(k, "cogvideox"))
       st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: kind \"%s\" is not one this diffrun runs", k);
+    pi->latent_frames = pi->frames = 1;
+    if (!st && is_video(pi)) st = json_int(j, "latent_frames", &pi->latent_frames);
+    if (!st && is_video(pi)) st = json_int(j, "frames", &pi->frames);
+    if (!st && (pi->latent_frames < 1 || pi->frames < 1 || pi->frames > 65536 || pi->latent_frames > 65536))
+      st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: frames out of range");
     pi->guidance_embeds = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds"));
     pi->has_uncond = is_dit(pi) ? cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "has_uncond")) : 1;
-    if (!st && is_dit(pi)) st = json_int(j, "t5_tokens", &pi->t5_tokens);
+    if (!st && has_t5(pi)) st = json_int(j, "t5_tokens", &pi->t5_tokens);
     if (!st && is_dit(pi)) st = json_int(j, "patch", &pi->patch);
     if (!st && is_dit(pi) && (pi->patch < 1 || pi->lh % pi->patch || pi->lw % pi->patch))
       st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: patch %lld does not divide the latents",
                     (long long)pi->patch);
-    if (!st && is_dit(pi) && (pi->t5_tokens < 1 || pi->t5_tokens > 4096))
+    if (!st && has_t5(pi) && (pi->t5_tokens < 1 || pi->t5_tokens > 4096))
       st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: t5_tokens out of range");
     if (!st && pi->kind == KIND_FLUX && (pi->lh % 2 || pi->lw % 2))
       st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: Flux latents of odd size cannot be packed");
@@ -107,12 +119,13 @@ typedef struct {
   dc_generate_result *r;
   pipe_info pi;
   dc_clip_tokenizer *tok, *tok2;
-  dc_t5_tokenizer *t5;   /* Flux's tokenizer_2, SD3's tokenizer_3 (NULL when SD3 has no T5) */
+  dc_t5_tokenizer *t5;   /* Flux's tokenizer_2, SD3's tokenizer_3 (NULL when SD3 has no T5), CogVideoX's tokenizer */
   dc_scheduler *sched;
   dc_torch_gen gen;
   int cfg;
   double guidance;
   size_t nlat;    /* latent floats */
+  int step_count; /* num_inference_steps (CogVideoX's dynamic CFG reads it) */
   float *lat, *x, *eps_u, *eps_c;
 } gen_ctx;
 
@@ -175,7 +188,9 @@ static dc_status *open_t5(const drt_plan *p, const char *dir, dc_t5_tokenizer **
 }
 
 static dc_status *open_parts(gen_ctx *g) {
-  DC_TRY(open_tokenizer(g->p, "tokenizer", &g->tok));
+  if (is_video(&g->pi)) DC_TRY(open_t5(g->p, "tokenizer", &g->t5));
+  else DC_TRY(open_tokenizer(g->p, "tokenizer", &g->tok));
+  if (is_video(&g->pi) && !g->t5) return dc_error(DC_ERR_FORMAT, "the plan's pipeline section has no tokenizer files");
   if (g->pi.sdxl || g->pi.kind == KIND_SD3) DC_TRY(open_tokenizer(g->p, "tokenizer_2", &g->tok2));
   if (g->pi.kind == KIND_FLUX) DC_TRY(open_t5(g->p, "tokenizer_2", &g->t5));
   if (g->pi.kind == KIND_SD3) DC_TRY(open_t5(g->p, "tokenizer_3", &g->t5));
@@ -187,7 +202,7 @@ static dc_status *open_parts(gen_ctx *g) {
   dc_status *st = dc_scheduler_parse(&fs, g->o->scheduler, &g->sched);
   cJSON_free(changed);
   DC_TRY(st);
-  g->nlat = (size_t)(g->pi.batch * g->pi.channels * g->pi.lh * g->pi.lw);
+  g->nlat = (size_t)(g->pi.batch * g->pi.latent_frames * g->pi.channels * g->pi.lh * g->pi.lw);
   g->lat = dc_malloc(g->nlat * sizeof(float));
   g->x = dc_malloc(g->nlat * sizeof(float));
   g->eps_u = dc_malloc(g->nlat * sizeof(float));
@@ -341,8 +356,18 @@ static dc_status *encode_dit_prompts(gen_ctx *g) {
   return run_phase(g, "prologue");
 }
 
+/* CogVideoX: T5 on the prompt and the negative prompt ("" when none). */
+static dc_status *encode_video_prompts(gen_ctx *g) {
+  DC_TRY(tokenize_t5(g, g->o->prompt ? g->o->prompt : "", "input_ids"));
+  DC_TRY(tokenize_t5(g, g->o->negative_prompt ? g->o->negative_prompt : "", "negative_input_ids"));
+  progress(g, "text", 0, 0);
+  DC_TRY(run_phase(g, "text"));
+  return run_phase(g, "prologue");
+}
+
 static dc_status *encode_prompts(gen_ctx *g) {
   if (is_dit(&g->pi)) return encode_dit_prompts(g);
+  if (is_video(&g->pi)) return encode_video_prompts(g);
   const char *prompt = g->o->prompt ? g->o->prompt : "";
   const char *neg = g->o->negative_prompt ? g->o->negative_prompt : "";
   DC_TRY(tokenize(g, g->tok, prompt, "input_ids"));
@@ -412,6 +437,21 @@ static void rescale_cfg(gen_ctx *g, float *cfg, const float *text) {
   }
 }
 
+/* The timestep input `name`, t repeated to the batch: float32, or int64 (a
+ * builder that takes the scheduler's integer timesteps as diffusers passes
+ * them). */
+static dc_status *set_timestep(gen_ctx *g, const char *name, float t) {
+  float ts[64];
+  int64_t ti[64];
+  for (int64_t b = 0; b < g->pi.batch; b++) ts[b] = t, ti[b] = (int64_t)t;
+  for (int i = 0; i < drt_input_count(g->p); i++) {
+    const drt_tensor_info *info = drt_input_info(g->p, i);
+    if (!strcmp(info->name, name) && !strcmp(info->dtype, "i64"))
+      return drt_set_input_data(g->p, name, "i64", ti, (size_t)g->pi.batch);
+  }
+  return set_f32(g, name, ts, (size_t)g->pi.batch);
+}
+
 /* One UNet half: the scaled latents and the timestep in, its prediction out. */
 static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
   g->r->unet_runs++;
@@ -419,10 +459,8 @@ static dc_status *unet_half(gen_ctx *g, const char *half, float t, float *eps) {
   char name[48];
   snprintf(name, sizeof name, "sample.%s", half);
   DC_TRY(set_f32(g, name, g->x, g->nlat));
-  float ts[64];
-  for (int64_t b = 0; b < g->pi.batch; b++) ts[b] = t;
   snprintf(name, sizeof name, "timestep.%s", half);
-  DC_TRY(set_f32(g, name, ts, (size_t)g->pi.batch));
+  DC_TRY(set_timestep(g, name, t));
   snprintf(name, sizeof name, "denoise.%s", half);
   DC_TRY(run_phase(g, name));
   snprintf(name, sizeof name, "noise_pred.%s", half);
@@ -436,7 +474,9 @@ static dc_status *denoise_step(gen_ctx *g, int i) {
   if (g->cfg) DC_TRY(unet_half(g, "uncond", t, g->eps_u));
   DC_TRY(unet_half(g, "cond", t, g->eps_c));
   if (g->cfg) { /* noise_pred_uncond + guidance_scale * (noise_pred_text - noise_pred_uncond) */
-    float s = (float)g->guidance;
+    double scale = g->o->use_dynamic_cfg ? dc_cogvideox_dynamic_guidance(g->guidance, g->step_count, (int64_t)t)
+                                         : g->guidance;
+    float s = (float)scale;
     for (size_t k = 0; k < g->nlat; k++) g->eps_u[k] = g->eps_u[k] + s * (g->eps_c[k] - g->eps_u[k]);
     if (g->o->guidance_rescale > 0) rescale_cfg(g, g->eps_u, g->eps_c);
   }
@@ -464,7 +504,7 @@ static dc_status *flow_timesteps(gen_ctx *g, int steps) {
   return st;
 }
 
-static int default_steps(const pipe_info *pi) { return is_dit(pi) ? 28 : 50; }
+static int default_steps(const pipe_info *pi) { return is_dit(pi) ? 28 : 50; /* CogVideoX: 50 */ }
 
 int dc_generate_default_steps(const drt_plan *p) {
   pipe_info pi;
@@ -476,6 +516,7 @@ int dc_generate_default_steps(const drt_plan *p) {
 
 static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
   int steps = g->o->steps ? g->o->steps : default_steps(&g->pi);
+  g->step_count = steps;
   if (is_dit(&g->pi) != dc_scheduler_is_flow(g->sched))
     return dc_error(DC_ERR_ARGUMENT, "scheduler %s %s a flow-matching scheduler, but this pipeline's %s one",
                     dc_scheduler_class(g->sched), dc_scheduler_is_flow(g->sched) ? "is" : "is not",
@@ -491,18 +532,52 @@ static dc_status *denoise(gen_ctx *g, dc_generate_result *r) {
   return NULL;
 }
 
-/* latents / scaling_factor (+ shift_factor), the decoder, then
- * (image / 2 + 0.5).clamp(0, 1). */
-static dc_status *decode(gen_ctx *g, dc_generate_result *r) {
+/* [B, A, Bn, rest] -> [B, Bn, A, rest]: CogVideoX's permute(0, 2, 1, 3, 4)
+ * of the latents (A frames, Bn channels) and of the decoded video (A = 3
+ * colours, Bn frames). */
+static void swap_axes(const float *in, float *out, int64_t batch, int64_t a, int64_t bn, int64_t rest) {
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < a; i++)
+      for (int64_t j = 0; j < bn; j++)
+        memcpy(out + ((b * bn + j) * a + i) * rest, in + ((b * a + i) * bn + j) * rest, (size_t)rest * sizeof *out);
+}
+
+/* The decoder's input: latents / scaling_factor (+ shift_factor); CogVideoX:
+ * latents.permute(0, 2, 1, 3, 4) times 1 / scaling_factor (a product, as
+ * its decode_latents writes it). */
+static void decoder_input(gen_ctx *g) {
+  if (is_video(&g->pi)) {
+    float inv = (float)(1.0 / g->pi.scaling_factor);
+    swap_axes(g->lat, g->x, g->pi.batch, g->pi.latent_frames, g->pi.channels, g->pi.lh * g->pi.lw);
+    for (size_t i = 0; i < g->nlat; i++) g->x[i] = inv * g->x[i];
+    return;
+  }
   float sf = (float)g->pi.scaling_factor, shift = (float)g->pi.shift_factor;
-  for (size_t i = 0; i < g->nlat; i++) g->x[i] = g->lat[i] / sf + shift;  /* (Flux: unpacked before) */
+  for (size_t i = 0; i < g->nlat; i++) g->x[i] = g->lat[i] / sf + shift; /* (Flux: unpacked before) */
+}
+
+/* The decoder's output as [B, frames, 3, H, W] (CogVideoX's [B, 3, frames,
+ * H, W] permuted, as postprocess_video does; one frame for the images). */
+static dc_status *read_video(gen_ctx *g, float *out, size_t n) {
+  if (!is_video(&g->pi)) return read_output(g, "image", out, n);
+  float *v = dc_malloc(n * sizeof *v);
+  if (!v) return dc_nomem("the video");
+  dc_status *st = read_output(g, "image", v, n);
+  if (!st) swap_axes(v, out, g->pi.batch, 3, g->pi.frames, g->pi.height * g->pi.width);
+  dc_free(v);
+  return st;
+}
+
+/* The decoder, then (image / 2 + 0.5).clamp(0, 1). */
+static dc_status *decode(gen_ctx *g, dc_generate_result *r) {
+  decoder_input(g);
   progress(g, "decode", 0, 0);
   DC_TRY(set_f32(g, "latents", g->x, g->nlat));
   DC_TRY(run_phase(g, "decode"));
-  size_t n = (size_t)(g->pi.batch * 3 * g->pi.height * g->pi.width);
+  size_t n = (size_t)(g->pi.batch * g->pi.frames * 3 * g->pi.height * g->pi.width);
   r->image = dc_malloc(n * sizeof(float));
   if (!r->image) return dc_nomem("the image");
-  DC_TRY(read_output(g, "image", r->image, n));
+  DC_TRY(read_video(g, r->image, n));
   for (size_t i = 0; i < n; i++) {
     float v = r->image[i] / 2.0f + 0.5f;
     r->image[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
@@ -529,10 +604,16 @@ static dc_status *run_all(gen_ctx *g, dc_generate_result *r) {
   return NULL;
 }
 
-dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]) {
+dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[5], int *rank) {
   pipe_info pi;
   DC_TRY(read_info(p, &pi));
-  dims[0] = pi.batch, dims[1] = pi.channels, dims[2] = pi.lh, dims[3] = pi.lw;
+  if (is_video(&pi)) {
+    dims[0] = pi.batch, dims[1] = pi.latent_frames, dims[2] = pi.channels, dims[3] = pi.lh, dims[4] = pi.lw;
+    *rank = 5;
+    return NULL;
+  }
+  dims[0] = pi.batch, dims[1] = pi.channels, dims[2] = pi.lh, dims[3] = pi.lw, dims[4] = 1;
+  *rank = 4;
   return NULL;
 }
 
@@ -541,18 +622,25 @@ dc_status *dc_generate(drt_plan *p, const dc_generate_options *o, dc_generate_re
   gen_ctx g = {.p = p, .o = o, .r = r};
   DC_TRY(read_info(p, &g.pi));
   if (o->steps < 0) return dc_error(DC_ERR_ARGUMENT, "--steps %d: must be at least 1", o->steps);
-  /* the pipelines' guidance_scale defaults: SD 7.5, SDXL 5.0, Flux 3.5, SD3 7.0 */
-  static const double default_guidance[] = {7.5, 5.0, 3.5, 7.0};
+  /* the pipelines' guidance_scale defaults: SD 7.5, SDXL 5.0, Flux 3.5, SD3 7.0, CogVideoX 6 */
+  static const double default_guidance[] = {7.5, 5.0, 3.5, 7.0, 6.0};
   g.guidance = isnan(o->guidance) ? default_guidance[g.pi.kind] : o->guidance;
   g.cfg = g.guidance > 1.0 && g.pi.has_uncond; /* Flux: guidance-distilled, no CFG (the scale goes to its embedder) */
   if (g.pi.kind == KIND_FLUX && o->negative_prompt)
     return dc_error(DC_ERR_ARGUMENT, "--negative-prompt: FluxPipeline uses a negative prompt only with true_cfg_scale > 1 "
                     "(a second transformer pass per step), which diffc does not run yet");
-  if (is_dit(&g.pi) && o->guidance_rescale > 0)
+  if (has_t5(&g.pi) && o->guidance_rescale > 0)
     return dc_error(DC_ERR_ARGUMENT, "--guidance-rescale: %s has no guidance_rescale",
-                    g.pi.kind == KIND_FLUX ? "FluxPipeline" : "StableDiffusion3Pipeline");
+                    g.pi.kind == KIND_FLUX ? "FluxPipeline" : g.pi.kind == KIND_SD3 ? "StableDiffusion3Pipeline"
+                                                                                    : "CogVideoXPipeline");
+  if (!is_video(&g.pi) && o->use_dynamic_cfg)
+    return dc_error(DC_ERR_ARGUMENT, "--dynamic-cfg: only CogVideoXPipeline has use_dynamic_cfg");
+  if (is_video(&g.pi) && (o->has_original_size || o->has_crops || o->has_target_size))
+    return dc_error(DC_ERR_ARGUMENT, "--original-size, --crops-coords-top-left and --target-size are SDXL's");
   r->guidance = g.guidance;
   r->batch = g.pi.batch, r->height = g.pi.height, r->width = g.pi.width;
+  r->frames = is_video(&g.pi) ? g.pi.frames : 0; /* 0: an image pipeline (generate.h) */
+  r->latent_frames = is_video(&g.pi) ? g.pi.latent_frames : 0;
   r->latent_channels = g.pi.channels, r->latent_h = g.pi.lh, r->latent_w = g.pi.lw;
   dc_torch_manual_seed(&g.gen, o->seed);
   dc_status *st = open_parts(&g);

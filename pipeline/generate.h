@@ -1,5 +1,6 @@
-/* generate.h — prompt to image with a pipeline plan: the host side of
- * diffusers' StableDiffusionPipeline / StableDiffusionXLPipeline __call__.
+/* generate.h — prompt to image (or video) with a pipeline plan: the host
+ * side of diffusers' StableDiffusionPipeline / StableDiffusionXLPipeline /
+ * FluxPipeline / StableDiffusion3Pipeline / CogVideoXPipeline __call__.
  *
  * The plan holds the model work in phases (driver/pipeline_build.c); this
  * does what diffusers does in Python around it: tokenise the prompts, run
@@ -21,12 +22,14 @@ typedef struct {
   int steps;                   /* num_inference_steps; 0 = 50 */
   double guidance;             /* guidance_scale; NAN = diffusers' default (7.5 SD, 5.0 SDXL) */
   double guidance_rescale;     /* 0 = off */
+  int use_dynamic_cfg;         /* CogVideoX's use_dynamic_cfg: the guidance follows a cosine ramp over the timesteps */
   const char *scheduler;       /* a scheduler class to use instead of the plan's (from_config) */
   const char *const *scheduler_set; /* "key=JSON value" changes to its config, as from_config(config, key=value) */
   int nscheduler_set;
   uint64_t seed;
-  /* diffusers' latents= argument: [batch, C, h, w] float32 (scaled by
-   * init_noise_sigma as diffusers does); NULL = torch.randn from seed */
+  /* diffusers' latents= argument: [batch, C, h, w] float32 (CogVideoX:
+   * [batch, latent frames, C, h, w]; scaled by init_noise_sigma as diffusers
+   * does); NULL = torch.randn from seed */
   const float *latents;
   /* SDXL: original_size, crops_coords_top_left, target_size as (h, w);
    * all zero = diffusers' defaults ((H, W), (0, 0), (H, W)) */
@@ -43,6 +46,13 @@ typedef struct {
 
 typedef struct {
   int64_t batch, height, width;               /* image [batch, 3, height, width] */
+  /* A video pipeline's frame count F (CogVideoX): image then holds the
+   * videos [batch, F, 3, height, width] in [0,1] (diffusers' output_type="pt")
+   * and diffrun writes them with dc_png_write_frames / dc_apng_write_chw
+   * (pipeline/png.h); 0 for an image pipeline.  Its latents then are
+   * [batch, latent_frames, C, h, w] (CogVideoX's layout); latent_frames 0
+   * for an image pipeline. */
+  int64_t frames, latent_frames;
   int64_t latent_channels, latent_h, latent_w; /* latents [batch, C, h, w] */
   float *image;    /* in [0,1], diffusers' output_type="pt" */
   float *latents;  /* the final latents, before the VAE */
@@ -58,13 +68,14 @@ typedef struct {
   int threads;
 } dc_generate_result;
 
-/* The latents' shape [batch, C, h, w] (what --latents must hold). */
-dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[4]);
+/* The latents' shape (what --latents must hold): [batch, C, h, w], rank 4;
+ * CogVideoX [batch, latent frames, C, h, w], rank 5. */
+dc_status *dc_generate_latent_shape(const drt_plan *p, int64_t dims[5], int *rank);
 
 /* Whether the plan is a pipeline (has a PIPE section). */
 int dc_plan_is_pipeline(const drt_plan *p);
 /* The denoising steps a generation runs without --steps (diffusers'
- * num_inference_steps default: 50; Flux and SD3 28); 0 for a plan that is
+ * num_inference_steps default: 50 (CogVideoX too); Flux and SD3 28); 0 for a plan that is
  * no pipeline or whose pipeline section does not read. */
 int dc_generate_default_steps(const drt_plan *p);
 /* Runs the pipeline once: r is filled (free it with dc_generate_result_free). */

@@ -110,7 +110,7 @@ fi
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format --memory-budget --allow-cast --calibration inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --trace --print-ir --info --calibrate --format --no-cuda-graphs --verbose --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --trace --print-ir --info --calibrate --format --no-cuda-graphs --verbose --quiet --help --video --fps; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"
@@ -219,7 +219,7 @@ expect_fail "--backend cuda on a CPU plan" "--backend cuda needs a plan compiled
   "$diffrun" "$tmp/d.dplan" --random-inputs --backend cuda --outputs "$outs"
 
 # ---- memory options ----
-for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir --host-memory --vae-slicing --vae-tiling --tile-size --tile-overlap; do
+for opt in --offload --group-level --blocks-per-group --prefetch --offload-dir --host-memory --vae-slicing --vae-tiling --tile-size --tile-overlap --no-vae-frame-batching; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
 expect_fail "unknown --offload value" "--offload disk: expected none, model, sequential or group" "$out" -- \
@@ -229,6 +229,18 @@ expect_fail "group size at leaf level" "--blocks-per-group applies to --group-le
 expect_fail "prefetch without offload" "--prefetch needs --offload group (nothing is offloaded)" "$out" -- \
   "$diffc" "$fx/unet_tiny/model" -o "$out" --prefetch
 expect_fail "tiling options on a UNet" "apply to an AutoencoderKL" "$out" -- "$diffc" "$fx/unet_tiny/model" -o "$out" --vae-tiling
+expect_fail "frame batching off on an image VAE" "--no-vae-frame-batching applies to AutoencoderKLCogVideoX (a video VAE)" \
+  "$out" -- "$diffc" "$fx/vae_tiny/model" -o "$out" --no-vae-frame-batching
+# the CogVideoX VAE says how it batches frames, in the dump
+"$diffc" "$fx/cogvideox_vae/model" --input z=1x4x5x2x3 -o "$tmp/cvx.dplan" --dump-ir "$tmp/cvxb.ir" 2>/dev/null
+"$diffc" "$fx/cogvideox_vae/model" --input z=1x4x5x2x3 --no-vae-frame-batching -o "$tmp/cvx.dplan" \
+  --dump-ir "$tmp/cvx.ir" 2>/dev/null
+if grep -q '^# vae_frame_batching = 2 batches of 2 latent frames (the first 3), conv caches chained$' "$tmp/cvxb.ir" &&
+   grep -q "^# vae_frame_batching = off: all 5 latent frames in one pass (differs from diffusers' decode" "$tmp/cvx.ir"; then
+  ok "AutoencoderKLCogVideoX: the dump says how frames are batched, or that they are not"
+else
+  bad "frame batching lines: $(grep '^# vae_frame' "$tmp/cvxb.ir" "$tmp/cvx.ir")"
+fi
 expect_fail "--tile-size without --vae-tiling" "--tile-size and --tile-overlap need --vae-tiling" "$out" -- \
   "$diffc" "$fx/vae_tiny/model" -o "$out" --tile-size 64
 touch "$tmp/notadir"

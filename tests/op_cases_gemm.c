@@ -302,7 +302,7 @@ static op_case conv3d_row(conv3d_shape s, int bias) {
 /* CogVideoX's causal convs (3x3x3 over the frames after the padding ones,
  * stride 1, pad 1) and 1x1x1 shortcuts; stride 2 in each axis alone and in
  * all three, kernels 1 and 3 per axis, padding 0 and 1, odd sizes, batch 2,
- * with and without bias, weights stored in bf16 and f16. */
+ * with and without bias, weights stored in bf16, f16 and fp8 e4m3. */
 static int conv3d_rows(op_case *out) {
   int k = 0;
   out[k++] = CONV3D(1, 3, 3, 5, 6, 4, 3, 3, 3, 1, 1, 1, 1, 1), 1);
@@ -325,6 +325,7 @@ static int conv3d_rows(op_case *out) {
   out[k++] = CONV3D(1, 11, 3, 4, 8, 13, 3, 3, 3, 1, 1, 1, 1, 1), 1);
   out[k++] = stored(CONV3D(1, 5, 4, 5, 6, 7, 3, 3, 3, 1, 1, 1, 1, 1), 1), DT_BF16);
   out[k++] = stored_with_bias(CONV3D(2, 3, 3, 6, 5, 4, 3, 3, 3, 1, 2, 2, 1, 1), 1), DT_F16);
+  out[k++] = stored(CONV3D(1, 4, 3, 5, 7, 6, 3, 3, 3, 1, 1, 1, 1, 1), 0), DT_F8_E4M3);
   return k;
 }
 

@@ -37,8 +37,8 @@ static double num(const cJSON *c, const char *key, double def) {
 
 /* The compile-time settings of a case, as a key: cases sharing it share a plan. */
 static void compile_key(const cJSON *c, char *key, size_t cap) {
-  snprintf(key, cap, "%g/%g/%g/%g/%g", num(c, "height", 0), num(c, "width", 0), num(c, "batch", 1),
-           num(c, "clip_skip", 0), num(c, "max_sequence_length", 0));
+  snprintf(key, cap, "%g/%g/%g/%g/%g/%g", num(c, "height", 0), num(c, "width", 0), num(c, "batch", 1),
+           num(c, "clip_skip", 0), num(c, "max_sequence_length", 0), num(c, "num_frames", 0));
 }
 
 static char *compile_plan(const pc_ctx *x, const cJSON *c, const char *tag, const dc_memory_options *mem, int no_hoist) {
@@ -47,7 +47,8 @@ static char *compile_plan(const pc_ctx *x, const cJSON *c, const char *tag, cons
   char *plan = tu_path(name);
   dc_compile_options co = {.model = folder, .height = (int64_t)num(c, "height", 0), .width = (int64_t)num(c, "width", 0),
                            .batch = (int64_t)num(c, "batch", 1), .clip_skip = (int)num(c, "clip_skip", 0),
-                           .max_sequence_length = (int)num(c, "max_sequence_length", 0), .no_hoist = no_hoist};
+                           .max_sequence_length = (int)num(c, "max_sequence_length", 0),
+                           .num_frames = (int64_t)num(c, "num_frames", 0), .no_hoist = no_hoist};
   if (mem) co.memory = *mem;
   dc_compile_report rep;
   dc_status *st = dc_compile(&co, plan, &rep);
@@ -131,6 +132,7 @@ static void run_case(drt_plan *p, const cJSON *c, const float *latents, dc_gener
                             .steps = (int)num(c, "steps", 50),
                             .guidance = num(c, "guidance", NAN),
                             .guidance_rescale = num(c, "guidance_rescale", 0),
+                            .use_dynamic_cfg = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_dynamic_cfg")),
                             .scheduler = str(c, "scheduler"),
                             .scheduler_set = (const char *const *)ov,
                             .nscheduler_set = nov,
@@ -160,9 +162,11 @@ static void check_case(const pc_ctx *x, drt_plan *p, const cJSON *c) {
   run_case(p, c, NULL, &r);
   size_t ni = 0, nl = 0;
   const float *img = ref_tensor(&ref, "image", &ni), *lat = ref_tensor(&ref, "latents", &nl);
-  CHECK(img && lat && ni == (size_t)(r.batch * 3 * r.height * r.width) &&
-        nl == (size_t)(r.batch * r.latent_channels * r.latent_h * r.latent_w));
-  if (img && lat && r.image) {
+  int64_t frames = r.frames ? r.frames : 1, latent_frames = r.latent_frames ? r.latent_frames : 1;
+  CHECK(img && lat && ni == (size_t)(r.batch * frames * 3 * r.height * r.width) &&
+        nl == (size_t)(r.batch * latent_frames * r.latent_channels * r.latent_h * r.latent_w));
+  if (num(c, "frames", 0) > 0) CHECK(r.frames == (int64_t)num(c, "frames", 0));
+  if (img && lat && r.image && ni == (size_t)(r.batch * frames * 3 * r.height * r.width)) {
     const char *cls = str(c, "pipeline_class");
     float *packed = cls && !strcmp(cls, "FluxPipeline") ? flux_packed(&r) : NULL;
     CHECK(compare("image", r.image, img, ni) <= tol);
@@ -187,7 +191,7 @@ static void check_variants(const pc_ctx *x, drt_plan *p, const cJSON *c) {
   run_case(p, c, NULL, &base);
   if (t) {
     run_case(p, c, (const float *)(io.file.data + t->offset), &from_noise);
-    size_t n = (size_t)(base.batch * 3 * base.height * base.width);
+    size_t n = (size_t)(base.batch * (base.frames ? base.frames : 1) * 3 * base.height * base.width);
     CHECK(base.image && from_noise.image && !memcmp(base.image, from_noise.image, n * sizeof(float)));
     printf("  --latents from the recorded noise: the same image bit for bit\n");
     dc_generate_result_free(&from_noise);
@@ -204,7 +208,7 @@ static void check_variants(const pc_ctx *x, drt_plan *p, const cJSON *c) {
     if (q) {
       dc_generate_result r;
       run_case(q, c, NULL, &r);
-      size_t n = (size_t)(base.batch * 3 * base.height * base.width);
+      size_t n = (size_t)(base.batch * (base.frames ? base.frames : 1) * 3 * base.height * base.width);
       int same = r.image && base.image && !memcmp(r.image, base.image, n * sizeof(float));
       printf("  %s: %s; device arena peak %llu B (hoisted plan: %llu B), uploaded %llu B\n", variants[v].tag,
              same ? "bit-identical image" : "IMAGE DIFFERS", (unsigned long long)r.device_predicted_bytes,

@@ -114,6 +114,16 @@ expect_fail "a prompt that is not UTF-8" "UTF-8" "$tmp/e.png" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt "$(printf 'caf\xe9')" --steps 1 -o "$tmp/e.png"
 expect_fail "-o image.jpg" "name the file *.png" "$tmp/e.jpg" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt x -o "$tmp/e.jpg"
+expect_fail "--video out.gif" "--video $tmp/e.gif: diffrun writes videos as animated PNG: name the file *.apng" \
+  "$tmp/e.gif" -- "$diffrun" "$tmp/sd.dplan" --prompt x --video "$tmp/e.gif"
+expect_fail "--fps without --video" "--fps 12: the frame rate is --video's" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 12 -o "$tmp/e.png"
+expect_fail "--fps 0" "--fps 0: expected an integer >= 1" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 0 --video "$tmp/e.apng"
+expect_fail "--fps 70000" "--fps 70000: an animated PNG takes 1 to 65535 frames per second" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 70000 --video "$tmp/e.apng"
+expect_fail "--video on an image pipeline" "this pipeline makes images, not videos" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --video "$tmp/e.apng"
 expect_fail "--inputs on a pipeline plan" "is a pipeline plan" -- \
   "$diffrun" "$tmp/sd.dplan" --random-inputs
 "$diffc" "$fx/unet_tiny/model" -o "$tmp/unet.dplan" 2>/dev/null
@@ -164,4 +174,19 @@ expect_fail "--max-sequence-length 600" "--max-sequence-length" "$tmp/h.dplan" -
   "$diffc" "$fl" --max-sequence-length 600 -o "$tmp/h.dplan"
 expect_fail "--max-sequence-length on SD" "has no T5 text encoder" "$tmp/h.dplan" -- \
   "$diffc" "$sd" --max-sequence-length 64 -o "$tmp/h.dplan"
+# ---- CogVideoX: a video, frame by frame and animated ----
+cv=$fx/pipelines/cogvideox
+"$diffc" "$cv" -o "$tmp/cv.dplan" 2>/dev/null && ok "the cogvideox pipeline compiles" || bad "the cogvideox pipeline compiles"
+"$diffrun" "$tmp/cv.dplan" --prompt "a cat" --steps 2 --dynamic-cfg -o "$tmp/v.png" --video "$tmp/v.apng" \
+  --outputs "$tmp/v.safetensors" -q && [ -s "$tmp/v-000.png" ] && [ -s "$tmp/v-016.png" ] && [ ! -e "$tmp/v-017.png" ] &&
+  [ -s "$tmp/v.apng" ] && [ -s "$tmp/v.safetensors" ] &&
+  ok "a CogVideoX run writes its 17 frames, an animated PNG and --outputs" || bad "CogVideoX frames"
+expect_fail "--batch 2 on CogVideoX" "one video per prompt" "$tmp/h.dplan" -- \
+  "$diffc" "$cv" --batch 2 -o "$tmp/h.dplan"
+expect_fail "CogVideoX at a size its patches cannot take" "--width 20: must be a positive multiple of 8" \
+  "$tmp/h.dplan" -- "$diffc" "$cv" --width 20 -o "$tmp/h.dplan"
+expect_fail "--num-frames on SD" "--num-frames 9: StableDiffusionPipeline makes images" "$tmp/h.dplan" -- \
+  "$diffc" "$sd" --num-frames 9 -o "$tmp/h.dplan"
+expect_fail "--dynamic-cfg on SD" "only CogVideoXPipeline has use_dynamic_cfg" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --dynamic-cfg -o "$tmp/e.png"
 cli_finish

@@ -1,6 +1,6 @@
 /* test_dit_build.c — the DiT classes (frontend/flux_transformer.c,
- * frontend/sd3_transformer.c), beyond what their fixtures prove against
- * diffusers:
+ * frontend/sd3_transformer.c, frontend/cogvideox_transformer.c), beyond
+ * what their fixtures prove against diffusers:
  *   - config errors: each names the config file, the key and the value
  *     (axes_dims_rope that do not fill a head or hold an odd size, a key
  *     diffusers does not know, qk_norm other than rms_norm, a
@@ -12,6 +12,13 @@
  *     default shapes (Flux at 1024x1024 with 512 tokens, SD3 at
  *     sample_size), the output shapes, the rotary table and the cropped
  *     positional table;
+ *   - CogVideoX: the variants diffc does not build refused by key
+ *     (ofs_embed_dim, patch_size_t without rotary positions, ...), widths
+ *     the position tables cannot split, text lengths the added tables do
+ *     not cover, sizes the learned table (or 1.5's sliced rotary grid)
+ *     does not cover, frames that are no whole patch_size_t groups; the
+ *     rotary positions for a grid of another aspect than the base grid
+ *     (1.0: the pipeline's crop region) and 1.5's integer positions;
  *   - group offload by block: every double and single block is a group of
  *     its own and nothing outside the block lists is uploaded, as
  *     diffusers' block_level offload groups them. */
@@ -122,6 +129,32 @@ static void test_config_errors(void) {
                       "\"transformer_blocks.1.norm1.linear.weight\" has shape [96,16] but the config implies [144,16]");
 }
 
+static void test_cogvideox_config_errors(void) {
+  expect_config_error("cogvideox_sincos", "{\"patch_size_t\": 2}",
+                      "\"patch_size_t\" is 2 but the positions are not the rotary ones alone");
+  expect_config_error("cogvideox_sincos", "{\"patch_bias\": false}", "\"patch_bias\" is false");
+  /* a 1.0 checkpoint asked to be 1.5: its conv patch embedding is no Linear */
+  expect_weight_error("cogvideox_tiny", "{\"patch_size_t\": 2}",
+                      "\"patch_embed.proj.weight\" has shape [32,4,2,2] but the config implies [32,32]");
+  expect_config_error("cogvideox_tiny", "{\"ofs_embed_dim\": 512}", "\"ofs_embed_dim\" is 512, which diffc does not");
+  expect_config_error("cogvideox_tiny", "{\"activation_fn\": \"gelu\"}",
+                      "\"activation_fn\" is \"gelu\", which diffc does not support (supported: \"gelu-approximate\")");
+  expect_config_error("cogvideox_tiny", "{\"norm_elementwise_affine\": false}", "\"norm_elementwise_affine\" is false");
+  expect_config_error("cogvideox_tiny", "{\"use_rotary_positional_embedding\": true}",
+                      "\"use_rotary_positional_embeddings\"");
+  expect_config_error("cogvideox_sincos", "{\"use_learned_positional_embeddings\": true}",
+                      "\"use_rotary_positional_embeddings\" is false; diffusers refuses that combination");
+  expect_config_error("cogvideox_tiny", "{\"attention_head_dim\": 24}",
+                      "the 3D rotary table needs \"attention_head_dim\" a multiple of 16, found 24");
+  expect_config_error("cogvideox_sincos", "{\"num_attention_heads\": 1, \"attention_head_dim\": 24}",
+                      "a multiple of 16, found 24");
+  /* q/k/v biases the 2b-style fixture (attention_bias false) does not hold */
+  expect_weight_error("cogvideox_sincos", "{\"attention_bias\": true}",
+                      "weight \"transformer_blocks.0.attn1.to_q.bias\" is missing");
+  expect_weight_error("cogvideox_tiny", "{\"use_learned_positional_embeddings\": true}",
+                      "weight \"patch_embed.pos_embedding\" is missing");
+}
+
 /* ---- inputs ------------------------------------------------------------------ */
 
 static void expect_input_error(const char *fixture, const dc_input_shape *s, int n, const char *needle) {
@@ -145,6 +178,19 @@ static void test_input_errors(void) {
   expect_input_error("sd3", big, 1, "pos_embed_max_size 8 patches");
   dc_input_shape batch[] = {{"hidden_states", 4, {2, 4, 6, 10}}, {"timestep", 1, {1}}};
   expect_input_error("sd3", batch, 2, "input \"timestep\" is [1] but the model needs [2]");
+  dc_input_shape cog_odd[] = {{"hidden_states", 5, {1, 3, 4, 7, 8}}};
+  expect_input_error("cogvideox_tiny", cog_odd, 1, "needs [B,F,4,H,W] with H and W multiples of 2");
+  dc_input_shape cog_text[] = {{"hidden_states", 5, {2, 3, 4, 6, 8}}, {"encoder_hidden_states", 3, {2, 5, 32}}};
+  expect_input_error("cogvideox_sincos", cog_text, 2, "is [2,5,32] but the model needs [2,8,32] (batch from "
+                     "\"hidden_states\", max_text_seq_length");
+  dc_input_shape cog_size[] = {{"hidden_states", 5, {2, 2, 8, 6, 8}}};
+  expect_input_error("cogvideox_learned", cog_size, 1, "needs [B,3,8,6,8] (use_learned_positional_embeddings");
+  dc_input_shape cog_t_frames[] = {{"hidden_states", 5, {1, 3, 4, 6, 8}}};
+  expect_input_error("cogvideox_t", cog_t_frames, 1, "with F a multiple of 2, H at most 6 and W at most 8");
+  dc_input_shape cog_t_big[] = {{"hidden_states", 5, {1, 2, 4, 8, 8}}};
+  expect_input_error("cogvideox_t", cog_t_big, 1, "the rotary grid is sliced from the base grid");
+  dc_input_shape cog_batch[] = {{"hidden_states", 5, {2, 3, 4, 6, 8}}, {"timestep", 1, {1}}};
+  expect_input_error("cogvideox_tiny", cog_batch, 2, "input \"timestep\" is [1] but the model needs [2]");
 }
 
 /* ---- the graph -------------------------------------------------------------- */
@@ -247,6 +293,72 @@ static void test_sd3_graph(void) {
   dc_free(sd35);
 }
 
+static const dc_node *only_node(const dc_module *m, dc_op op, int rank) {
+  const dc_node *found = NULL;
+  int n = 0;
+  for (int32_t i = 0; i < m->nnodes; i++)
+    if (m->nodes[i].op == op && m->nodes[i].type.rank == rank) found = &m->nodes[i], n++;
+  return n == 1 ? found : NULL;
+}
+
+/* The 5b-style graph at the default size, and the rotary positions of a
+ * 4x3 grid on the 3x4 base grid: resized to 3x2 ((4/3 > 3/4: the height
+ * fills the base), centred one column in, so rows run over
+ * linspace(0, 3 * 3/4, 4) and columns over linspace(1, 3 * 2/3, 3). */
+static void test_cogvideox_graph(void) {
+  char *tiny = fixture_model("cogvideox_tiny"), *sincos = fixture_model("cogvideox_sincos");
+  dc_module *m = NULL;
+  CHECK_OK(build(tiny, NULL, 0, &m)); /* defaults: (9 - 1) / 4 + 1 latent frames of 6x8, 8 tokens */
+  if (m) {
+    CHECK(dims_are(input_type(m, "hidden_states"), 5, (int64_t[]){1, 3, 4, 6, 8}));
+    CHECK(dims_are(input_type(m, "encoder_hidden_states"), 3, (int64_t[]){1, 8, 32}));
+    CHECK(m->ninputs == 3 && dims_are(&m->nodes[m->outputs[0].node].type, 5, (int64_t[]){1, 3, 4, 6, 8}));
+    const dc_node *f = only_node(m, OP_ROPE_FREQS, 3);
+    CHECK(f && f->nlist == 3 && f->list[0] == 4 && f->list[1] == 6 && f->list[2] == 6 &&
+          dims_are(&f->type, 3, (int64_t[]){3 * 3 * 4, 2, 16}));
+    int from_text = 0;
+    for (int32_t i = 0; i < m->nnodes; i++)
+      from_text += m->nodes[i].op == OP_ROPE && dc_node_int(&m->nodes[i], "start") == 8;
+    CHECK(count_op(m, OP_ROPE) == 4 && from_text == 4); /* q and k of 2 blocks, the video tokens only */
+    /* per block: norm_q, norm_k; then norm_final.  Per block 2 x 2 modulated norms; then norm_out */
+    CHECK(count_op(m, OP_LAYER_NORM) == 2 * 2 + 1 && count_op(m, OP_MOD_LAYER_NORM) == 2 * 4 + 1);
+  }
+  dc_module_destroy(m);
+  dc_input_shape tall[] = {{"hidden_states", 5, {1, 2, 4, 8, 6}}, {"encoder_hidden_states", 3, {1, 5, 32}}};
+  CHECK_OK(build(tiny, tall, 2, &m));
+  const dc_node *pos = m ? only_node(m, OP_CONSTANT, 2) : NULL;
+  CHECK(pos && dims_are(&pos->type, 2, (int64_t[]){2 * 4 * 3, 3}));
+  if (pos) {
+    const float *p = pos->data;
+    const float want[][3] = {{0, 0, 1}, {0, 0, 1.5f}, {0, 0.75f, 1}, {0, 2.25f, 2}, {1, 0, 1}, {1, 2.25f, 2}};
+    const int row[] = {0, 1, 3, 11, 12, 23};
+    for (int k = 0; k < 6; k++)
+      CHECK(p[row[k] * 3] == want[k][0] && p[row[k] * 3 + 1] == want[k][1] && p[row[k] * 3 + 2] == want[k][2]);
+  }
+  dc_module_destroy(m);
+  char *t15 = fixture_model("cogvideox_t");
+  CHECK_OK(build(t15, NULL, 0, &m)); /* 1.5: 4 latent frames in 2 groups; the "slice" grid's integer positions */
+  pos = m ? only_node(m, OP_CONSTANT, 2) : NULL;
+  CHECK(m && dims_are(input_type(m, "hidden_states"), 5, (int64_t[]){1, 4, 4, 6, 8}) && pos &&
+        dims_are(&pos->type, 2, (int64_t[]){2 * 3 * 4, 3}));
+  if (pos) {
+    const float *p = pos->data;
+    CHECK(p[23 * 3] == 1 && p[23 * 3 + 1] == 2 && p[23 * 3 + 2] == 3 && p[5 * 3 + 1] == 1 && p[5 * 3 + 2] == 1);
+  }
+  dc_module_destroy(m);
+  dc_free(t15);
+  CHECK_OK(build(sincos, NULL, 0, &m));
+  /* no rotary table; the sincos table as a temporal [F,1,dim/4] and a spatial [h*w,3*dim/4] part */
+  if (m) {
+    const dc_node *t = only_node(m, OP_CONSTANT, 3), *sp = only_node(m, OP_CONSTANT, 2);
+    CHECK(count_op(m, OP_ROPE) == 0 && count_op(m, OP_ROPE_FREQS) == 0 && count_op(m, OP_CONSTANT) == 2);
+    CHECK(t && dims_are(&t->type, 3, (int64_t[]){3, 1, 8}) && sp && dims_are(&sp->type, 2, (int64_t[]){12, 24}));
+  }
+  dc_module_destroy(m);
+  dc_free(tiny);
+  dc_free(sincos);
+}
+
 /* ---- group offload by block ------------------------------------------------- */
 
 /* Compiles the fixture's front half with group offload by block; every
@@ -293,14 +405,17 @@ static void test_group_offload(void) {
   CHECK(block_groups("flux_dev") == 2 + 1);     /* transformer_blocks.0-1, single_transformer_blocks.0 */
   CHECK(block_groups("flux_schnell") == 1 + 2);
   CHECK(block_groups("sd35") == 3);
+  CHECK(block_groups("cogvideox_tiny") == 2);
 }
 
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_config_errors();
+  test_cogvideox_config_errors();
   test_input_errors();
   test_flux_graph();
   test_sd3_graph();
+  test_cogvideox_graph();
   test_group_offload();
   return tu_finish();
 }

@@ -19,7 +19,7 @@
 
 static const char usage[] =
     "usage: diffc MODEL_DIR -o PLAN [options]\n"
-    "       diffc PIPELINE_DIR -o PLAN [--height H] [--width W] [--batch N] [options]\n"
+    "       diffc PIPELINE_DIR -o PLAN [--height H] [--width W] [--batch N | --num-frames N] [options]\n"
     "       diffc CHECKPOINT.safetensors -o PLAN [--config DIR] [pipeline options]\n"
     "       diffc TRANSFORMER.safetensors -o PLAN [--config DIR] [--input NAME=DIMS ...] [options]\n"
     "       diffc keygen SECRETFILE PUBFILE\n"
@@ -28,9 +28,10 @@ static const char usage[] =
     "Compiles a diffusers model folder (config.json + .safetensors weights, single file,\n"
     "sharded with an index, or a variant) into one plan file that diffrun executes.\n"
     "A pipeline folder (model_index.json: StableDiffusionPipeline, StableDiffusionXLPipeline,\n"
-    "FluxPipeline, StableDiffusion3Pipeline)\n"
+    "FluxPipeline, StableDiffusion3Pipeline, CogVideoXPipeline)\n"
     "compiles whole: text encoders, the denoising loop and the VAE decoder in one plan that\n"
-    "diffrun PLAN --prompt TEXT -o out.png runs; the memory options apply across components.\n"
+    "diffrun PLAN --prompt TEXT -o out.png runs (CogVideoX: a video, --num-frames N at compile\n"
+    "time); the memory options apply across components.\n"
     "A single-file checkpoint in the original CompVis/Stability layout (SD1.x, SD2.x, SDXL base)\n"
     "compiles the same way, its tensors read in place under diffusers' names; its configs,\n"
     "tokenizers and scheduler come from diffc's bundled defaults for the family it is, or from\n"
@@ -46,12 +47,17 @@ static const char usage[] =
     "                           component, e.g. unet, vae or text_encoder\n"
     "  --height H, --width W    pipeline: the image size in pixels, multiples of 8 (Flux, SD3: of 16)\n"
     "                           (default: the UNet's sample_size x the VAE's scale factor, as\n"
-    "                           diffusers; Flux and SD3: 1024)\n"
-    "  --batch N                pipeline: images per prompt (default 1)\n"
+    "                           diffusers; Flux and SD3: 1024; CogVideoX: the transformer's\n"
+    "                           sample_height x sample_width latents, 480x720 for CogVideoX-5b)\n"
+    "  --batch N                pipeline: images per prompt (default 1; CogVideoX makes one video)\n"
     "  --clip-skip N            pipeline: take the text encoder's hidden state N layers before the\n"
     "                           last, as diffusers' clip_skip (default 0)\n"
-    "  --max-sequence-length N  Flux and SD3 pipelines: T5's prompt tokens, as diffusers'\n"
-    "                           max_sequence_length (1..512; default 512 Flux, 256 SD3)\n"
+    "  --max-sequence-length N  Flux, SD3 and CogVideoX pipelines: T5's prompt tokens, as diffusers'\n"
+    "                           max_sequence_length (1..512; default 512 Flux, 256 SD3, 226 CogVideoX)\n"
+    "  --num-frames N           CogVideoX pipeline: the frames asked for, as diffusers' num_frames\n"
+    "                           (default the transformer's sample_frames, 49 for CogVideoX-5b); the\n"
+    "                           latents have (N - 1) / 4 + 1 frames, and the VAE's frame batching\n"
+    "                           decides how many frames come out (49 from 49)\n"
     "  --config DIR             single-file checkpoint: take configs, tokenizers and scheduler from\n"
     "                           this diffusers pipeline folder instead of the bundled defaults\n"
     "  --no-hoist               pipeline: compute nothing once before the denoising loop (by\n"
@@ -168,12 +174,12 @@ static const char usage[] =
     "                           must fit, or diffc says by how much they do not\n"
     "  --vae-slicing            VAE classes (below): encode/decode one sample of the batch at a time\n"
     "  --vae-tiling             VAE classes (below): diffusers' tiled encode/decode above the tile size\n"
-    "  --tile-size PX           tile size in image pixels (default: the config's sample_size;\n"
-    "                           AutoencoderKLCogVideoX: sample_height/2 x sample_width/2, and PX sets both)\n"
-    "  --tile-overlap F         tile overlap factor (default 0.25; AutoencoderKLCogVideoX: 1/6 for rows and\n"
-    "                           1/5 for columns, and F sets both)\n"
-    "  --no-vae-frame-batching  AutoencoderKLCogVideoX: run the encoder/decoder over all frames in one pass\n"
-    "                           instead of diffusers' batches of 8 frames (encode) / 2 latent frames\n"
+    "  --tile-size PX           tile size in image pixels (default: the config's sample_size; a video VAE\n"
+    "                           with sample_height/sample_width: half of each, and PX sets both)\n"
+    "  --tile-overlap F         tile overlap factor (default 0.25; a video VAE: 1/6 for rows and 1/5 for\n"
+    "                           columns, and F sets both)\n"
+    "  --no-vae-frame-batching  video VAE classes (below): run the encoder/decoder over all frames in one\n"
+    "                           pass instead of diffusers' batches of 8 frames (encode) / 2 latent frames\n"
     "                           (decode) with chained conv caches; the output then differs from\n"
     "                           diffusers' encode/decode (it is vae.encoder/vae.decoder on the whole input)\n"
     "  --clip-hidden-state K    text encoders (below): also output hidden_state, transformers'\n"
@@ -252,6 +258,7 @@ typedef struct {
   unsigned seen_memory_options; /* bit k: memory_arg's takes_value[k] was given */
   int64_t tile_size, height, width, batch;
   int clip_skip, no_hoist, max_sequence_length, cuda_sm_count;
+  int64_t num_frames;
   double tile_overlap;
   dc_memory_options memory;
   const char *skip[32];
@@ -521,6 +528,13 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
       o->cuda_sm_count = (int)v;
       continue;
     }
+    if (!strcmp(a, "--num-frames")) {
+      long long v;
+      if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
+      DC_TRY(int_arg(a, argv[++i], 1, 1024, &v));
+      o->num_frames = v;
+      continue;
+    }
     if (!strcmp(a, "--max-sequence-length")) {
       long long v;
       if (i + 1 >= argc) return dc_error(DC_ERR_ARGUMENT, "%s needs a value (see diffc --help)", a);
@@ -740,6 +754,7 @@ int main(int argc, char **argv) {
                              .batch = o.batch,
                              .clip_skip = o.clip_skip,
                              .max_sequence_length = o.max_sequence_length,
+                             .num_frames = o.num_frames,
                              .no_hoist = o.no_hoist,
                              .config_dir = o.config_dir,
                              .clip_hidden_state = o.clip_hidden_state,

@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_fixtures_common import NUM_THREADS, dir_size, run_worker_job  # noqa: E402
 from make_fixtures_pipeline_dit import build_dit_pipeline, is_dit, run_dit_case, save_dit_pipeline  # noqa: E402
 from make_fixtures_pipeline_table import CASES, PIPELINES  # noqa: E402
+from make_fixtures_pipeline_video import (build_video_pipeline, is_video, run_video_case,  # noqa: E402
+                                          save_video_pipeline, video_shared_files)
 
 SCRIPT = os.path.abspath(__file__)
 IMAGE_STD_RANGE = (0.05, 0.45)   # of the [0, 1] image: neither flat nor mostly clipped
@@ -71,6 +73,8 @@ def build_pipeline(name, tmp):
     from make_fixtures_models import build_model
     if is_dit(name):
         return build_dit_pipeline(name, tmp)
+    if is_video(name):
+        return build_video_pipeline(name, tmp)
     p = PIPELINES[name]
     parts = dict(
         unet=build_model("UNet2DConditionModel", p["unet"], p["unet_seed"]),
@@ -98,8 +102,8 @@ def save_pipeline(pipe, name, folder):
     from make_fixtures_clip import legacy_layout
     from make_fixtures_clip_vocab import write_clip_tokenizer
     p = PIPELINES[name]
-    if is_dit(name):
-        save_dit_pipeline(pipe, name, folder)
+    if is_dit(name) or is_video(name):
+        (save_dit_pipeline if is_dit(name) else save_video_pipeline)(pipe, name, folder)
         print_folder(name, folder)
         return
     pipe.save_pretrained(folder, safe_serialization=True)
@@ -344,6 +348,8 @@ def run_case(pipe, case):
     """Runs case on pipe; returns {"tensors": io tensors, ...facts for cases.json}."""
     if is_dit(case["pipeline"]):
         return run_dit_case(pipe, case)
+    if is_video(case["pipeline"]):
+        return run_video_case(pipe, case)
     xl = is_xl(case)
     h, w = effective_size(pipe, case)
     cfg = case["guidance"] > 1.0 and pipe.unet.config.time_cond_proj_dim is None
@@ -473,6 +479,13 @@ def case_entry(case, res):
         # DiT pipelines add (the T5 length, the scheduler's sigmas and Flux's shift mu)
         e.update(pipeline_class=PIPELINES[case["pipeline"]]["cls"], max_sequence_length=case["max_sequence_length"],
                  sigmas=res["sigmas"], mu=res["mu"])
+    if is_video(case["pipeline"]):
+        # text to video: the T5 length (null: the pipeline's 226), the frames asked for (the default:
+        # the transformer's sample_frames), the latent frames, the frames the VAE made of them (its
+        # frame batching decides), dynamic CFG and its scale per step
+        e.update(pipeline_class=PIPELINES[case["pipeline"]]["cls"], max_sequence_length=case["max_sequence_length"],
+                 num_frames=res["num_frames"], latent_frames=res["latent_frames"], frames=res["frames"],
+                 use_dynamic_cfg=case["use_dynamic_cfg"], guidance_per_step=res["guidance_per_step"])
     return e
 
 
@@ -513,7 +526,7 @@ def make_pipelines(out, only=None):
     shared = [("sd/text_encoder/model.safetensors", "sdxl/text_encoder/model.safetensors"),
               ("sd/text_encoder/config.json", "sdxl/text_encoder/config.json"),
               ("sd/vae/diffusion_pytorch_model.safetensors", "sdxl/vae/diffusion_pytorch_model.safetensors")]
-    shared += dit_shared_files()
+    shared += dit_shared_files() + video_shared_files()
     for tok in ("sd2v/tokenizer", "sdxl/tokenizer", "sdxl/tokenizer_2", "flux/tokenizer", "flux_schnell/tokenizer",
                 "sd3/tokenizer", "sd3/tokenizer_2"):
         shared += [("sd/tokenizer/vocab.json", f"{tok}/vocab.json"), ("sd/tokenizer/merges.txt", f"{tok}/merges.txt")]

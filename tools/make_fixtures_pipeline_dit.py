@@ -34,7 +34,7 @@ TRANSFORMER_CLASS = {"FluxPipeline": "FluxTransformer2DModel", "StableDiffusion3
 
 
 def is_dit(pipeline_name):
-    return "transformer" in PIPELINES[pipeline_name]
+    return PIPELINES[pipeline_name]["cls"] in TRANSFORMER_CLASS
 
 
 # --------------------------------------------------------------------------------------

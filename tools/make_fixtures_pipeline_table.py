@@ -339,6 +339,74 @@ PIPELINES_DIT = {
 PIPELINES = {**PIPELINES, **PIPELINES_DIT}
 
 # --------------------------------------------------------------------------------------
+# CogVideoX (text to video): T5, a 3D transformer with 3D RoPE, a causal-conv3d VAE, CogVideoX's DDIM
+# --------------------------------------------------------------------------------------
+
+# CogVideoX-5b's transformer at toy width: 2 heads of 16 (RoPE splits 16 into t 4, h 6, w 6), 2 layers,
+# patch 2, 3D RoPE (no learned positions); text_embed_dim = the fixture T5's d_model; sample_height /
+# sample_width (latent units) 4 x 6 make the default size 16 x 24 px (VAE scale factor 4) and the RoPE
+# base grid 2 x 3; sample_frames 17 is the default num_frames: 5 latent frames, decoded in two frame
+# batches of 3 and 2 (9 + 8 frames: an odd batch keeps its first frame, an even one doubles every frame)
+COGVIDEOX_TRANSFORMER = {
+    "num_attention_heads": 2,
+    "attention_head_dim": 16,
+    "in_channels": 4,
+    "out_channels": 4,
+    "time_embed_dim": 16,
+    "text_embed_dim": T5_CONFIG["d_model"],
+    "num_layers": 2,
+    "sample_width": 6,
+    "sample_height": 4,
+    "sample_frames": 17,
+    "patch_size": 2,
+    "temporal_compression_ratio": 4,
+    "max_text_seq_length": 226,
+    "use_rotary_positional_embeddings": True,
+    "use_learned_positional_embeddings": False,
+}
+
+# AutoencoderKLCogVideoX with three levels of 8 channels (spatial scale factor 4) and CogVideoX's
+# temporal compression 4 (the first two levels halve time), one resnet per level (the decoder: two),
+# 4 latent channels (the 3x3x3 convs make wider ones costly in the repository), groups of 4;
+# scaling_factor 0.7 as CogVideoX-5b's
+VAE_COGVIDEOX = {
+    "block_out_channels": [8, 8, 8],
+    "down_block_types": ["CogVideoXDownBlock3D"] * 3,
+    "up_block_types": ["CogVideoXUpBlock3D"] * 3,
+    "latent_channels": 4,
+    "layers_per_block": 1,
+    "norm_num_groups": 4,
+    "temporal_compression_ratio": 4,
+    "sample_height": 16,
+    "sample_width": 24,
+    "scaling_factor": 0.7,
+}
+
+# THUDM/CogVideoX-5b's scheduler_config.json
+SCHEDULER_COGVIDEOX = ("CogVideoXDDIMScheduler", {
+    "beta_end": 0.012, "beta_schedule": "scaled_linear", "beta_start": 0.00085, "clip_sample": False,
+    "clip_sample_range": 1.0, "num_train_timesteps": 1000, "prediction_type": "v_prediction",
+    "rescale_betas_zero_snr": True, "sample_max_value": 1.0, "set_alpha_to_one": True, "snr_shift_scale": 1.0,
+    "steps_offset": 0, "timestep_spacing": "trailing", "trained_betas": None})
+
+PIPELINES_VIDEO = {
+    "cogvideox": dict(
+        cls="CogVideoXPipeline",
+        transformer=COGVIDEOX_TRANSFORMER, transformer_seed=71, vae=VAE_COGVIDEOX, vae_seed=72,
+        # the seeded decoder's frames have std ~1.2 around -0.6 (half of them clip); its conv_out
+        # weight and bias times this keep them mostly inside [-1, 1]
+        vae_conv_out_scale=0.4,
+        scheduler=SCHEDULER_COGVIDEOX,
+        description="CogVideoXPipeline, CogVideoX-5b style: CogVideoXTransformer3DModel with 3D RoPE, 2 layers, "
+                    "2 heads of 16, patch 2, sample 4 x 6 latents x 17 frames; AutoencoderKLCogVideoX [8, 8, 8] "
+                    "(spatial scale factor 4, temporal 4), 4 latent channels, scaling_factor 0.7; text_encoder / "
+                    "tokenizer = flux's T5 (same files); CogVideoXDDIMScheduler with CogVideoX-5b's config "
+                    "(v_prediction, zero-SNR rescaled betas, trailing spacing)."),
+}
+
+PIPELINES = {**PIPELINES, **PIPELINES_VIDEO}
+
+# --------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------
 
@@ -373,6 +441,17 @@ def _dit_case(name, pipeline, description, *, max_sequence_length, height=64, wi
     512 / 256 tokens)."""
     return _case(name, pipeline, description, height=height, width=width, negative_prompt=negative_prompt,
                  max_sequence_length=max_sequence_length, tolerance=DIT_TOLERANCE, **kw)
+
+
+
+
+def _video_case(name, description, *, max_sequence_length=None, num_frames=None, use_dynamic_cfg=False,
+                guidance=6.0, negative_prompt=None, **kw):
+    """A CogVideoX run: size, frames and T5 length the pipeline's defaults unless given."""
+    c = _case(name, "cogvideox", description, negative_prompt=negative_prompt, guidance=guidance,
+              max_sequence_length=max_sequence_length, tolerance=DIT_TOLERANCE, **kw)
+    c.update(num_frames=num_frames, use_dynamic_cfg=use_dynamic_cfg)
+    return c
 
 
 CASES = [
@@ -451,4 +530,18 @@ CASES = [
               max_sequence_length=32, seed=64),
     _dit_case("sd3_seq20", "sd3", "max_sequence_length 20 and the long prompt (CLIP cut to 77, T5 to 20)",
               prompt=LONG_PROMPT, negative_prompt="ugly", guidance=7.0, steps=2, max_sequence_length=20, seed=65),
+    _video_case("cogvideox_cfg", "the pipeline's defaults (16 x 24 px, 17 frames: 5 latent frames, T5 at 226 "
+                "tokens) with CFG 6 and a negative prompt: batch [negative; prompt] through the transformer",
+                negative_prompt=NEGATIVE, steps=3, seed=71),
+    _video_case("cogvideox_dynamic_cfg", "use_dynamic_cfg: the guidance scale follows the cosine ramp over the "
+                "timesteps; negative prompt null (encoded as '')", use_dynamic_cfg=True, steps=3, seed=72),
+    _video_case("cogvideox_dpm", "CogVideoXDPMScheduler from the DDIM config: draws noise from the generator "
+                "every step and keeps the previous x0 prediction", scheduler="CogVideoXDPMScheduler", steps=3,
+                seed=73),
+    _video_case("cogvideox_no_cfg", "guidance 1.0: no classifier-free guidance, batch-1 transformer calls",
+                guidance=1.0, steps=2, seed=74),
+    _video_case("cogvideox_size", "24 x 24 px (a 3 x 3 patch grid, RoPE cropped against the 2 x 3 base grid), "
+                "9 frames (3 latent frames, one VAE batch), T5 at 32 tokens", height=24, width=24, num_frames=9,
+                max_sequence_length=32, negative_prompt="ugly", steps=2, seed=75),
 ]
+

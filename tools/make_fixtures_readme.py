@@ -186,6 +186,13 @@ tests do not see it.
   but for the transformer and the scheduler config; SD3's T5 and tokenizer_3 = Flux's;
   SD3's `text_encoder_2` = `sdxl/text_encoder_2`; SD3's `text_encoder` (CLIP-L with projection, sharded
   at 1MB) has its token table shard = `sdxl/text_encoder_2`'s; the VAE weights of flux and sd3.
+- `pipelines/cogvideox/`: a CogVideoXPipeline folder (`tools/make_fixtures_pipeline_video.py`): T5 and
+  its tokenizer = flux's (byte-identical), a `CogVideoXTransformer3DModel` with 3D RoPE, an
+  `AutoencoderKLCogVideoX` of three levels (its decoder's `conv_out` scaled down so the frames are not
+  mostly clipped), CogVideoX-5b's `CogVideoXDDIMScheduler` config. Its cases' `image` is the video
+  [1,F,3,H,W] (`output_type="pt"` frames), `latents` and `init_noise` [1,F',C,h,w]; cases.json adds
+  `num_frames`, `latent_frames`, `frames` (what the VAE made), `use_dynamic_cfg` and the guidance
+  scale of every step.
 {pipeline_folders}
 - `pipelines/<case>.safetensors`, one per run: float32 tensors but the token ids (int64).
   `init_noise` [B,4,h,w] = `torch.randn(shape, generator=torch.Generator().manual_seed(seed))`, the raw

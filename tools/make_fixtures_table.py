@@ -219,6 +219,9 @@ COGVIDEOX_TINY = {
 }
 COGVIDEOX_SINCOS = dict(COGVIDEOX_TINY, use_rotary_positional_embeddings=False, attention_bias=False)
 COGVIDEOX_LEARNED = dict(COGVIDEOX_TINY, in_channels=8, use_learned_positional_embeddings=True)
+# CogVideoX 1.5-style: patch_size_t 2 (a Linear patch embedding over 2 frames x 2 x 2), patch_bias false as
+# released (unused by that Linear), sample_frames 13 (4 latent frames: 2 frame groups)
+COGVIDEOX_T = dict(COGVIDEOX_TINY, patch_size_t=2, patch_bias=False, sample_frames=13)
 
 CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
                 "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
@@ -278,6 +281,10 @@ COGVIDEOX_IN = dict(seed=440, batch=2, frames=3, channels=4, h=6, w=8, seq=8, te
 COGVIDEOX_RESIZED_IN = dict(seed=441, batch=1, frames=2, channels=4, h=8, w=6, seq=5, text_dim=32, timesteps=[37])
 COGVIDEOX_SINCOS_RESIZED_IN = dict(COGVIDEOX_RESIZED_IN, seed=442, h=4, w=10, seq=8, timesteps=[640])
 COGVIDEOX_LEARNED_IN = dict(COGVIDEOX_IN, seed=443, channels=8, timesteps=[501, 2])
+# 1.5: 4 latent frames (2 groups) of 6x8; 2 frames of 4x6 (a 2x3 grid: the rotary positions sliced from the 3x4
+# base grid), 6 tokens
+COGVIDEOX_T_IN = dict(COGVIDEOX_IN, seed=444, frames=4, timesteps=[999, 58])
+COGVIDEOX_T_RESIZED_IN = dict(COGVIDEOX_RESIZED_IN, seed=445, frames=2, h=4, w=6, seq=6, timesteps=[300])
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -520,6 +527,14 @@ FIXTURES = [
                      "patch_embed.pos_embedding, seeded, text rows included) at the cogvideox_tiny width with 8 "
                      "input channels. Batch 2 at the sample size, 8 tokens, timesteps [501, 2].",
          runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_LEARNED_IN)]),
+    dict(name="cogvideox_t", cls="CogVideoXTransformer3DModel", config=COGVIDEOX_T, seed=18,
+         description="CogVideoXTransformer3DModel CogVideoX-1.5-style (patch_size_t 2: patch_embed.proj a Linear over "
+                     "2 frames x 2 x 2 patches, proj_out to 2 x 2 x 2 x 4; patch_bias false as released; rotary "
+                     "positions on the pipeline's 'slice' grid) at the cogvideox_tiny width, sample_frames 13 (4 "
+                     "latent frames). Runs: batch 2, 4 frames of 6x8, 8 tokens, timesteps [999, 58]; batch 1, 2 "
+                     "frames of 4x6 (a 2x3 grid sliced from the 3x4 base grid), 6 tokens, timestep 300.",
+         runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_T_IN),
+               _cogvideox_run("io_resized.safetensors", COGVIDEOX_T_RESIZED_IN)]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},

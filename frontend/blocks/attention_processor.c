@@ -177,7 +177,7 @@ static dc_status *rope_from(dc_gb *g, const char *p, int64_t heads, int64_t star
 dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t h,
                                    int64_t text_len, int32_t freqs, int32_t *out) {
   char s[256];
-  int32_t q, k, v, o;
+  int32_t q, k, v;
   if (a->heads * a->head_dim != a->dim)
     return dc_error(DC_ERR_INTERNAL, "%s: %lld heads of %lld do not make width %lld", p, (long long)a->heads,
                     (long long)a->head_dim, (long long)a->dim);
@@ -193,6 +193,5 @@ dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_
   dc_node n = dc_node_make(OP_ATTENTION, 3, (int32_t[]){q, k, v});
   dc_node_set_int(&n, "heads", a->heads);
   dc_node_set_float(&n, "scale", 1.0 / sqrt((double)a->head_dim));
-  DC_TRY(gb_add(g, &n, p, &o));
-  return gb_linear(g, P("%s.to_out.0", p), o, a->dim, a->dim, 1, out);
+  return gb_add(g, &n, p, out);
 }

@@ -406,12 +406,15 @@ dc_status *blk_flux_single_transformer_block(dc_gb *g, const char *p, const blk_
 /* ---- CogVideoX: embeddings.py, normalization.py, attention_processor.py,
  * transformers/cogvideox_transformer_3d.py ------------------------------------ */
 
-/* CogVideoXPatchEmbed's video half with patch_size_t None: p.proj, a
- * patch x patch conv with stride patch (bias), on every frame of x
- * [B,F,in,H,W] -> [B, F*(H/patch)*(W/patch), dim], frame-major then
- * row-major.  H and W are multiples of patch (checked by the caller). */
+/* CogVideoXPatchEmbed's video half: x [B,F,in,H,W] -> [B, F'*(H/patch)*(W/patch),
+ * dim], frame-major then row-major.  patch_t 0 (patch_size_t None,
+ * CogVideoX 1.0): p.proj is a patch x patch conv with stride patch (bias)
+ * on every frame, F' = F; else (CogVideoX 1.5) p.proj is a Linear over
+ * each patch_t x patch x patch block's features in diffusers' order
+ * (channel, frame, row, column), F' = F / patch_t.  H and W are multiples
+ * of patch, F of patch_t (checked by the caller). */
 dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
-                                     int32_t *out);
+                                     int64_t patch_t, int32_t *out);
 
 /* The video tokens x [B, F*h*w, dim] plus get_3d_sincos_pos_embed(dim,
  * (w, h), F, spatial_scale, temporal_scale) (the non-persistent table of
@@ -423,17 +426,18 @@ dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t
 dc_status *blk_cogvideox_sincos_pos(dc_gb *g, const char *scope, int32_t x, int64_t frames, int64_t h, int64_t w,
                                     double spatial_scale, double temporal_scale, int32_t *out);
 
-/* The rotary table [F*h*w, 2, head_dim] of a video grid of F frames of
- * h x w patches, as CogVideoXPipeline._prepare_rotary_positional_embeddings
- * makes it for CogVideoX 1.0 (patch_size_t None):
- * get_resize_crop_region_for_grid over the base grid base_h x base_w
- * (sample_height and sample_width // patch_size), get_3d_rotary_pos_embed's
- * "linspace" grid (head_dim/4 channels for time, 3*head_dim/8 for each of h
- * and w, theta 10000).  The positions are a constant [F*h*w, 3] and the
- * table a rope_freqs of them.  head_dim is a multiple of 16 (checked by the
- * caller). */
+/* The rotary table [F*h*w, 2, head_dim] of a video grid of F (patch)
+ * frames of h x w patches, as CogVideoXPipeline._prepare_rotary_positional_embeddings
+ * makes it: get_3d_rotary_pos_embed (head_dim/4 channels for time,
+ * 3*head_dim/8 for each of h and w, theta 10000) on, for CogVideoX 1.0
+ * (slice 0), the "linspace" grid of get_resize_crop_region_for_grid over
+ * the base grid base_h x base_w (sample_height and sample_width //
+ * patch_size); for CogVideoX 1.5 (slice 1), the "slice" grid: the integer
+ * positions, h <= base_h and w <= base_w (checked by the caller).  The
+ * positions are a constant [F*h*w, 3] and the table a rope_freqs of them.
+ * head_dim is a multiple of 16 (checked by the caller). */
 dc_status *blk_cogvideox_rotary_table(dc_gb *g, const char *scope, int64_t head_dim, int64_t frames, int64_t h,
-                                      int64_t w, int64_t base_h, int64_t base_w, int32_t *out);
+                                      int64_t w, int64_t base_h, int64_t base_w, int slice, int32_t *out);
 
 /* The chunks of CogVideoXLayerNormZero's [B, 6*dim] linear output. */
 enum {
@@ -463,7 +467,9 @@ typedef struct {
  * h = [text; video] [B, T+N, dim]: to_q/k/v, per-head LayerNorm norm_q /
  * norm_k (affine, eps 1e-6), RoPE with freqs [N, 2, head_dim] on the video
  * tokens only (from token T; none when freqs < 0), softmax attention at
- * scale 1/sqrt(head_dim), to_out.0 -> [B, T+N, dim]. */
+ * scale 1/sqrt(head_dim) -> [B, T+N, dim], before p.to_out.0, which the
+ * caller applies (a per-token Linear with bias: CogVideoXBlock projects
+ * each stream's share into its gated residual). */
 dc_status *blk_cogvideox_attention(dc_gb *g, const char *p, const blk_cogvideox_attention_cfg *a, int32_t h,
                                    int64_t text_len, int32_t freqs, int32_t *out);
 

@@ -94,9 +94,27 @@ dc_status *blk_patch_embed_cropped(dc_gb *g, const char *p, int32_t x, int64_t i
 
 /* ---- CogVideoX ------------------------------------------------------------ */
 
-dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
-                                     int32_t *out) {
+/* CogVideoX 1.5's blocks of patch_t x patch x patch, each flattened as
+ * (channel, frame, row, column) -- diffusers' 8-d permute, done here in
+ * two steps of at most 5 dims: the rows and columns of each patch first,
+ * then the frames and channels -- and projected by p.proj. */
+static dc_status *patch_video_linear(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                     int64_t patch_t, int32_t *out) {
   char s[256];
+  const dc_type *t = gb_type(g, x);
+  int64_t b = t->dims[0], f = t->dims[1] / patch_t, h = t->dims[3] / patch, w = t->dims[4] / patch;
+  DC_TRY(gb_reshape(g, p, x, 5, (int64_t[]){b * t->dims[1] * in, h, patch, w, patch}, &x));
+  DC_TRY(gb_permute(g, p, x, 5, (int64_t[]){0, 1, 3, 2, 4}, &x)); /* [.., h, w, p, p] */
+  DC_TRY(gb_reshape(g, p, x, 5, (int64_t[]){b * f, patch_t, in, h * w, patch * patch}, &x));
+  DC_TRY(gb_permute(g, p, x, 5, (int64_t[]){0, 3, 2, 1, 4}, &x)); /* [.., h*w, in, p_t, p*p] */
+  DC_TRY(gb_reshape(g, p, x, 3, (int64_t[]){b, f * h * w, in * patch_t * patch * patch}, &x));
+  return gb_linear(g, P("%s.proj", p), x, in * patch_t * patch * patch, dim, 1, out);
+}
+
+dc_status *blk_cogvideox_patch_video(dc_gb *g, const char *p, int32_t x, int64_t in, int64_t dim, int64_t patch,
+                                     int64_t patch_t, int32_t *out) {
+  char s[256];
+  if (patch_t) return patch_video_linear(g, p, x, in, dim, patch, patch_t, out);
   const dc_type *t = gb_type(g, x);
   int64_t b = t->dims[0], f = t->dims[1], h = t->dims[3] / patch, w = t->dims[4] / patch;
   DC_TRY(gb_reshape(g, P("%s.proj", p), x, 4, (int64_t[]){b * f, in, t->dims[3], t->dims[4]}, &x));
@@ -187,7 +205,7 @@ static float linspace_at(double start, double end, int64_t n, int64_t i) {
 }
 
 dc_status *blk_cogvideox_rotary_table(dc_gb *g, const char *scope, int64_t head_dim, int64_t frames, int64_t h,
-                                      int64_t w, int64_t base_h, int64_t base_w, int32_t *out) {
+                                      int64_t w, int64_t base_h, int64_t base_w, int slice, int32_t *out) {
   double box[4];
   crop_region(h, w, base_h, base_w, box);
   int64_t n = frames * h * w;
@@ -197,6 +215,10 @@ dc_status *blk_cogvideox_rotary_table(dc_gb *g, const char *scope, int64_t head_
   for (int64_t f = 0, k = 0; f < frames; f++)
     for (int64_t i = 0; i < h; i++)
       for (int64_t j = 0; j < w; j++, k++) {
+        if (slice) { /* arange(max)[:n] */
+          pos[k * 3] = (float)f, pos[k * 3 + 1] = (float)i, pos[k * 3 + 2] = (float)j;
+          continue;
+        }
         pos[k * 3] = linspace_at(0.0, (double)(frames * (frames - 1)) / (double)frames, frames, f);
         pos[k * 3 + 1] = linspace_at(box[0], box[2] * (double)(h - 1) / (double)h, h, i);
         pos[k * 3 + 2] = linspace_at(box[1], box[3] * (double)(w - 1) / (double)w, w, j);
