@@ -7,7 +7,9 @@
 # IR dump ("peak device memory"); nothing runs on a device. diffusers' published figures for the same
 # technique stand beside each row (bench/results-cogvideox-memory.md lists their sources).
 #
-#   bench/cogvideox_memory.sh [--e2e] [--keep]
+#   bench/cogvideox_memory.sh [--only LIST] [--e2e] [--keep]
+#     --only   compile only these of transformer,vae,pipeline (comma-separated; default all three);
+#              the other models' rows are kept from the last run ($DIFFC_CVX_DATA/rows-MODEL.md)
 #     --e2e    also generate a reduced CogVideoX video end to end on this machine (cpu target): a
 #              2-block transformer at full head width, a 2-layer T5, a narrow VAE, 9 frames at 256x384,
 #              2 steps with CFG; wall time and peak RSS from /usr/bin/time -v
@@ -23,15 +25,23 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=bench/bench_lib.sh
 . "$repo/bench/bench_lib.sh"
 data="${DIFFC_CVX_DATA:-/work/bench-data/cogvideox}"
+args="$*"
 e2e=0
 keep=0
-for a in "$@"; do
+only=transformer,vae,pipeline
+while [ $# -gt 0 ]; do
+  a=$1
+  shift
   case "$a" in
+    --only) only=${1:?--only needs a list}; shift ;;
     --e2e) e2e=1 ;;
     --keep) keep=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cogvideox_memory.sh: unknown option $a (see --help)" >&2; exit 2 ;;
   esac
+done
+for m in ${only//,/ }; do
+  case "$m" in transformer|vae|pipeline) ;; *) echo "cogvideox_memory.sh: --only $m: expected transformer, vae or pipeline" >&2; exit 2 ;; esac
 done
 
 if [ -z "${DIFFC_BIN:-}" ]; then
@@ -90,8 +100,11 @@ diffusers_figure() {
   esac
 }
 
-rows=()
-# case_ WHAT LABEL "OPTIONS": compile for cuda, read the dump's peak, note compile time and kernels
+# Each model's rows go to $data/rows-MODEL.md (started afresh when the model's cases run), so a
+# run with --only keeps the others' rows.
+wanted() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+row() { printf '%s\n' "$2" >>"$data/rows-$1.md"; }
+# case_ WHAT LABEL "OPTIONS": compile for cuda, read the dump's peak, note compile time
 case_() {
   local what=$1 label=$2 opts=$3 plan="$plans/p.dplan" ir="$plans/p.ir" log="$plans/compile.txt"
   local src inputs=()
@@ -112,7 +125,7 @@ case_() {
   # shellcheck disable=SC2086
   if ! "$bin/diffc" "$src" -o "$plan" "${inputs[@]}" --target cuda --compute-dtype bf16 $opts \
       --dump-ir "$ir" -v >"$log" 2>&1; then
-    rows+=("| $what | $label | \`${opts:-none}\` | compile failed: $(tail -1 "$log" | tr '|' '/') | | $(diffusers_figure "$what|$label") | |")
+    row "$what" "| $what | $label | \`${opts:-none}\` | compile failed: $(tail -1 "$log" | tr '|' '/') | | $(diffusers_figure "$what|$label") | |"
     echo "  $what $label: compile failed: $(tail -1 "$log")"
     return
   fi
@@ -122,7 +135,7 @@ case_() {
   host=$(sed -n 's/^# weights: .* file(s)[,:] //p' "$ir" | head -1)
   secs=$(echo "$t1 - $t0" | bc)
   [ "$keep" = 1 ] || rm -f "$plan".weights.safetensors
-  rows+=("| $what | $label | \`${opts:-none}\` | $peak | ${host:-?} | $(diffusers_figure "$what|$label") | $(printf '%.1f' "$secs") |")
+  row "$what" "| $what | $label | \`${opts:-none}\` | $peak | ${host:-?} | $(diffusers_figure "$what|$label") | $(printf '%.1f' "$secs") |"
   echo "  $what $label ${opts:-none}: $peak (${secs%.*} s)"
 }
 
@@ -173,40 +186,33 @@ rss() { awk '/Maximum resident set size/ {printf "%.1f MiB", $NF / 1024}' "$1"; 
 
 make_pipeline
 echo "cogvideox_memory.sh: CogVideoX-5b, 49 frames at 480x720, target cuda"
-case_ transformer "no offload" ""
-case_ transformer "sequential" "--offload sequential"
-case_ transformer "group, block (1 per group) + prefetch" "--offload group --group-level block --blocks-per-group 1 --prefetch"
-case_ transformer "group, leaf + prefetch" "--offload group --group-level leaf --prefetch"
-case_ transformer "fp8 storage" "--storage-dtype fp8_e4m3"
-case_ transformer "fp8 storage + leaf + prefetch" "--storage-dtype fp8_e4m3 --offload group --group-level leaf --prefetch"
-case_ vae "decode, frame batching (diffusers' default)" ""
-case_ vae "decode, one pass over all frames" "--no-vae-frame-batching"
-case_ vae "decode, tiling" "--vae-tiling"
-case_ vae "decode, tiling + leaf + prefetch" "--vae-tiling --offload group --group-level leaf --prefetch"
-case_ pipeline "no offload" ""
-case_ pipeline "model offload" "--offload model"
-case_ pipeline "sequential" "--offload sequential --vae-tiling"
-case_ pipeline "group, block (1 per group) + prefetch" "--offload group --group-level block --blocks-per-group 1 --prefetch"
-case_ pipeline "group, leaf + prefetch" "--offload group --group-level leaf --prefetch --vae-tiling"
-[ "$e2e" = 1 ] && reduced_generation
-
-out="$repo/bench/results-cogvideox-memory.md"
-figures="$repo/bench/cogvideox-diffusers-figures.md"
-{
-  echo "Produced by \`bench/cogvideox_memory.sh$([ "$e2e" = 1 ] && echo ' --e2e')\` on $(date -u +%Y-%m-%d)"
-  echo "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, flags:"
-  echo "$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx2|avx512f|avx512bw|avx512_bf16|fma|f16c' | paste -sd ' '),"
-  echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; NVRTC compiles, no GPU)."
-  echo "Predicted device peak = the IR dump's \"peak device memory\" (resident weights + the plan's arena),"
-  echo "every plan compiled with \`--target cuda --compute-dtype bf16\` (bf16 weights and activations, as"
-  echo "diffusers runs CogVideoX-5b). Transformer: \`hidden_states\` 2x13x16x60x90, 226 text tokens, the CFG"
-  echo "batch of 2. VAE: one decode of 13 latent frames to 49 frames at 480x720. Pipeline: T5 + the"
-  echo "denoising loop + the decode. Compile time is diffc's wall time (hashing the checkpoint included)."
-  echo
-  echo "| model | technique | diffc options | predicted device peak | weights | diffusers | compile s |"
-  echo "| --- | --- | --- | --- | --- | --- | --- |"
-  printf '%s\n' "${rows[@]}"
-  if [ "$e2e" = 1 ]; then
+if wanted transformer; then
+  : >"$data/rows-transformer.md"
+  case_ transformer "no offload" ""
+  case_ transformer "sequential" "--offload sequential"
+  case_ transformer "group, block (1 per group) + prefetch" "--offload group --group-level block --blocks-per-group 1 --prefetch"
+  case_ transformer "group, leaf + prefetch" "--offload group --group-level leaf --prefetch"
+  case_ transformer "fp8 storage" "--storage-dtype fp8_e4m3"
+  case_ transformer "fp8 storage + leaf + prefetch" "--storage-dtype fp8_e4m3 --offload group --group-level leaf --prefetch"
+fi
+if wanted vae; then
+  : >"$data/rows-vae.md"
+  case_ vae "decode, frame batching (diffusers' default)" ""
+  case_ vae "decode, one pass over all frames" "--no-vae-frame-batching"
+  case_ vae "decode, tiling" "--vae-tiling"
+  case_ vae "decode, tiling + leaf + prefetch" "--vae-tiling --offload group --group-level leaf --prefetch"
+fi
+if wanted pipeline; then
+  : >"$data/rows-pipeline.md"
+  case_ pipeline "no offload" ""
+  case_ pipeline "model offload" "--offload model"
+  case_ pipeline "sequential" "--offload sequential --vae-tiling"
+  case_ pipeline "group, block (1 per group) + prefetch" "--offload group --group-level block --blocks-per-group 1 --prefetch"
+  case_ pipeline "group, leaf + prefetch" "--offload group --group-level leaf --prefetch --vae-tiling"
+fi
+if [ "$e2e" = 1 ]; then
+  reduced_generation
+  {
     echo
     echo "Reduced generation on this machine (cpu target, configs derived from the released ones by"
     echo "the script: 2 transformer blocks of 4 heads x 64, a 2-layer T5 at d_model 256, the VAE at"
@@ -216,7 +222,29 @@ figures="$repo/bench/cogvideox-diffusers-figures.md"
     echo "| step | wall time | peak RSS |"
     echo "| --- | --- | --- |"
     printf '%s\n' "${e2e_rows[@]}"
-  fi
+  } >"$data/rows-e2e.md"
+fi
+
+out="$repo/bench/results-cogvideox-memory.md"
+figures="$repo/bench/cogvideox-diffusers-figures.md"
+{
+  echo "Produced by \`bench/cogvideox_memory.sh${args:+ $args}\` on $(date -u +%Y-%m-%d) (rows of a model left"
+  echo "out by --only, and the reduced generation when --e2e is not given, are those of an earlier run)"
+  echo "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, flags:"
+  echo "$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx2|avx512f|avx512bw|avx512_bf16|fma|f16c' | paste -sd ' '),"
+  echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; NVRTC compiles, no GPU)."
+  echo "Predicted device peak = the IR dump's \"peak device memory\" (resident weights + the plan's arena),"
+  echo "every plan compiled with \`--target cuda --compute-dtype bf16\` (bf16 weights and activations, as"
+  echo "diffusers runs CogVideoX-5b). Transformer: \`hidden_states\` 2x13x16x60x90, 226 text tokens, the CFG"
+  echo "batch of 2. VAE: one decode of 13 latent frames to 49 frames at 480x720. Pipeline: T5 + the"
+  echo "denoising loop + the decode. Compile time is diffc's wall time: hashing the checkpoint (once; later"
+  echo "plans reuse the hash), compiling kernels (one cache for the run: the first plan of a kind compiles"
+  echo "most of them) and, for fp8, writing the converted weights beside the plan."
+  echo
+  echo "| model | technique | diffc options | predicted device peak | weights | diffusers | compile s |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  for m in transformer vae pipeline; do [ -f "$data/rows-$m.md" ] && cat "$data/rows-$m.md"; done
+  [ -f "$data/rows-e2e.md" ] && cat "$data/rows-e2e.md"
   echo
   cat "$figures"
 } >"$out"
