@@ -8,8 +8,9 @@
 # technique stand beside each row (bench/results-cogvideox-memory.md lists their sources).
 #
 #   bench/cogvideox_memory.sh [--only LIST] [--e2e] [--keep]
-#     --only   compile only these of transformer,vae,pipeline (comma-separated; default all three);
-#              the other models' rows are kept from the last run ($DIFFC_CVX_DATA/rows-MODEL.md)
+#     --only   compile only these of transformer,vae,pipeline (comma-separated; default all three;
+#              none: no model, e.g. with --e2e); the other models' rows are kept from the last run
+#              ($DIFFC_CVX_DATA/rows-MODEL.md)
 #     --e2e    also generate a reduced CogVideoX video end to end on this machine (cpu target): a
 #              2-block transformer at full head width, a 2-layer T5, a narrow VAE, 9 frames at 256x384,
 #              2 steps with CFG; wall time and peak RSS from /usr/bin/time -v
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 for m in ${only//,/ }; do
-  case "$m" in transformer|vae|pipeline) ;; *) echo "cogvideox_memory.sh: --only $m: expected transformer, vae or pipeline" >&2; exit 2 ;; esac
+  case "$m" in transformer|vae|pipeline|none) ;; *) echo "cogvideox_memory.sh: --only $m: expected transformer, vae, pipeline or none" >&2; exit 2 ;; esac
 done
 
 if [ -z "${DIFFC_BIN:-}" ]; then
@@ -136,7 +137,7 @@ case_() {
   secs=$(echo "$t1 - $t0" | bc)
   [ "$keep" = 1 ] || rm -f "$plan".weights.safetensors
   row "$what" "| $what | $label | \`${opts:-none}\` | $peak | ${host:-?} | $(diffusers_figure "$what|$label") | $(printf '%.1f' "$secs") |"
-  echo "  $what $label ${opts:-none}: $peak (${secs%.*} s)"
+  echo "  $what $label ${opts:-none}: $peak ($(printf '%.1f' "$secs") s)"
 }
 
 # The reduced generation: configs derived from the released ones (python3 edits the JSON), made
@@ -181,7 +182,7 @@ EOF
   e2e_rows+=("| diffrun (2 steps, CFG, 9 frames 256x384) | $(time_field "$t" 'Elapsed (wall clock)') | $(rss "$t") |")
   e2e_frames=$(find "$out" -name 'out-*.png' | wc -l)
 }
-time_field() { sed -n "s/^[[:space:]]*$2[^:]*: //p" "$1" | tail -1; }
+time_field() { awk -F': ' -v key="$2" 'index($0, key) {print $NF}' "$1" | tail -1; }
 rss() { awk '/Maximum resident set size/ {printf "%.1f MiB", $NF / 1024}' "$1"; }
 
 make_pipeline
@@ -222,6 +223,13 @@ if [ "$e2e" = 1 ]; then
     echo "| step | wall time | peak RSS |"
     echo "| --- | --- | --- |"
     printf '%s\n' "${e2e_rows[@]}"
+    echo
+    echo "diffrun's summary of the run (the kernel cache was warm for the compile when it says well under a"
+    echo "second; a cold cache compiles the LLVM kernels first):"
+    echo
+    echo '```'
+    grep -E '^[0-9]+ video|^device arena peak' "$plans/reduced-run.txt"
+    echo '```'
   } >"$data/rows-e2e.md"
 fi
 
