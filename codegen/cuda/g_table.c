@@ -25,6 +25,7 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_GROUP_NORM: return dc_cuda_gen_group_norm;
     case OP_LAYER_NORM: return dc_cuda_gen_layer_norm;
     case OP_CONV2D: return dc_cuda_gen_conv2d;
+    case OP_CONV3D: return dc_cuda_gen_conv3d;
     case OP_LINEAR: return dc_cuda_gen_linear;
     case OP_ATTENTION: return dc_cuda_gen_attention;
     case OP_BLEND: return dc_cuda_gen_blend;
