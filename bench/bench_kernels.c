@@ -4,7 +4,7 @@
  * Built by CMake, never run by CTest: the unit tests only check.  Printed,
  * not asserted.
  *
- *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|all]   (default all)
+ *   bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|conv3d|all]   (default all)
  *
  * norm: group_norm+silu 2x320x64x64, layer_norm 8192x320, Flux's
  * mod_layer_norm (no affine, one sample's shift and scale) and a weighted
@@ -23,7 +23,9 @@
  * positions: the position encodings at those sizes: rope (the kernel and
  * the reference), and the reference kernels that rope_freqs and
  * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c);
- * gated: a DiT's linear + gated_add against the linear with the gate fused. */
+ * gated: a DiT's linear + gated_add against the linear with the gate fused;
+ * conv3d: CogVideoX's VAE 3x3x3 convs on 2 threads, Winograd and direct,
+ * each beside the direct 3x3 conv2d of one of its frames. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +294,41 @@ static void bench_gemm(void) {
   bench_linear(8192, 1280, 320, ACT_NONE);
 }
 
+/* conv3d 3x3x3, pad 1 in H and W, over T + 2 frames (a causal conv after
+ * its padding frames): CogVideoX's VAE decoder convs, on 2 threads,
+ * Winograd where it applies and direct (GFLOP/s count the direct conv's
+ * multiply-adds for both), with the direct 3x3 conv2d of one frame beside
+ * them for the rate. */
+static void bench_conv3d_shape(int64_t c, int64_t o, int64_t t, int64_t h, int64_t w) {
+  dc_module *m = dc_module_create();
+  int32_t in[3] = {kh_input(m, 5, (int64_t[]){1, c, t + 2, h, w}), kh_input(m, 5, (int64_t[]){o, c, 3, 3, 3}),
+                   kh_input(m, 1, &o)};
+  dc_node n = dc_node_make(OP_CONV3D, 3, in);
+  dc_node_set_int(&n, "bias", 1);
+  const char *attrs[5] = {"stride_t", "stride_h", "stride_w", "pad_h", "pad_w"};
+  for (int a = 0; a < 5; a++) dc_node_set_int(&n, attrs[a], 1);
+  char what[96];
+  snprintf(what, sizeof what, "conv3d 3x3x3 %lld->%lld @%lldx%lldx%lld", (long long)c, (long long)o, (long long)t,
+           (long long)h, (long long)w);
+  int32_t y = kh_node(m, n);
+  for (int wino = 1; wino >= 0; wino--) bench_algo(what, m, y, 2.0 * (double)(c * 27) * (double)o * (double)(t * h * w), wino, 2);
+  dc_module_destroy(m);
+  m = dc_module_create();
+  conv_shape s = {1, c, h, w, o, 3, 3, 1, 1, 1, 1, 1};
+  snprintf(what, sizeof what, "conv2d 3x3 %lld->%lld @%lldx%lld", (long long)c, (long long)o, (long long)h,
+           (long long)w);
+  double flops = 2.0 * (double)(c * 9) * (double)o * (double)(h * w);
+  bench_algo(what, m, add_conv(m, &s, 1, ACT_NONE, RES_NONE), flops, 0, 2);
+  dc_module_destroy(m);
+}
+
+static void bench_conv3d(void) {
+  bench_conv3d_shape(128, 128, 3, 60, 90); /* the decoder's last up block at a reduced 480x720 / 8 */
+  bench_conv3d_shape(512, 512, 2, 30, 45);
+  bench_conv3d_shape(16, 512, 2, 30, 45); /* conv_in: the latent's 16 channels */
+  bench_conv3d_shape(128, 3, 3, 60, 90);  /* conv_out: 3 channels */
+}
+
 static void bench_winograd(void) {
   const char *env = getenv("DIFFC_BENCH_SHAPES"); /* "C,O,HW;C,O,HW..." instead of the list below */
   long long c, o, hw;
@@ -444,8 +481,9 @@ int main(int argc, char **argv) {
   if (all || strcmp(which, "attention") == 0) bench_attention(), any = 1;
   if (all || strcmp(which, "positions") == 0) bench_positions(4608, 512), any = 1;
   if (all || strcmp(which, "gated") == 0) bench_gated(), any = 1;
+  if (all || strcmp(which, "conv3d") == 0) bench_conv3d(), any = 1;
   if (!any) {
-    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|all]\n");
+    fprintf(stderr, "usage: bench_kernels [norm|elementwise|layout|gemm|winograd|attention|positions|gated|conv3d|all]\n");
     return 2;
   }
   return 0;

@@ -63,6 +63,21 @@ dc_status *gb_conv2d_same(dc_gb *g, const char *prefix, int32_t x, int64_t cin, 
   return gb_conv2d(g, prefix, x, cin, cout, k, stride, (int64_t[]){p, p, p, p}, out);
 }
 
+dc_status *gb_conv3d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout, const int64_t k[3],
+                     const int64_t stride[3], const int64_t pad_hw[2], int bias, int32_t *out) {
+  int32_t in[3] = {x, -1, -1};
+  DC_TRY(gb_param(g, prefix, "weight", 5, (int64_t[]){cout, cin, k[0], k[1], k[2]}, &in[1]));
+  if (bias) DC_TRY(gb_param(g, prefix, "bias", 1, (int64_t[]){cout}, &in[2]));
+  dc_node n = dc_node_make(OP_CONV3D, bias ? 3 : 2, in);
+  dc_node_set_int(&n, "bias", bias ? 1 : 0);
+  dc_node_set_int(&n, "stride_t", stride[0]);
+  dc_node_set_int(&n, "stride_h", stride[1]);
+  dc_node_set_int(&n, "stride_w", stride[2]);
+  dc_node_set_int(&n, "pad_h", pad_hw[0]);
+  dc_node_set_int(&n, "pad_w", pad_hw[1]);
+  return gb_add(g, &n, prefix, out);
+}
+
 dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in_features, int64_t out_features,
                      int bias, int32_t *out) {
   int32_t in[3] = {x, -1, -1};

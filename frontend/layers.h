@@ -28,6 +28,13 @@ dc_status *gb_conv2d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64
 /* Symmetric padding k/2 (the common case). */
 dc_status *gb_conv2d_same(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout,
                           int64_t k, int64_t stride, int32_t *out);
+/* nn.Conv3d(cin, cout, k, stride, padding=(0, pad_hw[0], pad_hw[1])) at
+ * module path prefix over x [B,C,T,H,W]: binds prefix.weight
+ * [cout,cin,k[0],k[1],k[2]] and, with bias, prefix.bias [cout].  k and
+ * stride are {t, h, w}.  No time padding: a causal conv builds its padding
+ * frames in the graph before calling this. */
+dc_status *gb_conv3d(dc_gb *g, const char *prefix, int32_t x, int64_t cin, int64_t cout, const int64_t k[3],
+                     const int64_t stride[3], const int64_t pad_hw[2], int bias, int32_t *out);
 /* nn.Linear(in, out, bias) applied to the last dim. */
 dc_status *gb_linear(dc_gb *g, const char *prefix, int32_t x, int64_t in, int64_t out_features,
                      int bias, int32_t *out);

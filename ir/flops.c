@@ -1,8 +1,10 @@
 /* flops.c — the arithmetic of a module, for GFLOP/s figures.  Counts the
  * multiply-adds of the matrix ops as 2 flops each (the convention PyTorch's
  * FlopCounterMode uses, so our numbers compare with bench/bench.py's):
- * conv2d 2·N·O·Ho·Wo·C·kh·kw, linear 2·M·N·K, attention 4·B·H·Sq·Sk·D (QKᵀ
- * and PV), causal attention the same over the S(S+1)/2 pairs it computes.  Element-wise work and norms are memory-bound and not counted. */
+ * conv2d 2·N·O·Ho·Wo·C·kh·kw, conv3d 2·B·O·To·Ho·Wo·C·kt·kh·kw, linear 2·M·N·K,
+ * attention 4·B·H·Sq·Sk·D (QKᵀ and PV), causal attention the same over the
+ * S(S+1)/2 pairs it computes.  Element-wise work and norms are memory-bound
+ * and not counted. */
 #include "ir.h"
 
 static uint64_t numel_of(const dc_module *m, int32_t v) { return dc_type_numel(&m->nodes[v].type); }
@@ -12,6 +14,10 @@ static uint64_t node_flops(const dc_module *m, const dc_node *n) {
     case OP_CONV2D: {
       const dc_type *w = &m->nodes[n->inputs[1]].type; /* [O, C, kh, kw] */
       return 2 * dc_type_numel(&n->type) * (uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]);
+    }
+    case OP_CONV3D: {
+      const dc_type *w = &m->nodes[n->inputs[1]].type; /* [O, C, kt, kh, kw] */
+      return 2 * dc_type_numel(&n->type) * (dc_type_numel(w) / (uint64_t)w->dims[0]);
     }
     case OP_LINEAR: {
       const dc_type *w = &m->nodes[n->inputs[1]].type; /* [N, K] */
@@ -61,6 +67,7 @@ dc_cost_class dc_node_cost_class(const dc_module *m, int32_t id) {
       int64_t kh = w->dims[nhwc ? 1 : 2], kw = w->dims[nhwc ? 2 : 3];
       return kh == 3 && kw == 3 ? DC_COST_CONV3X3 : DC_COST_CONV;
     }
+    case OP_CONV3D: return DC_COST_CONV; /* a direct kernel on every backend: no Winograd, no implicit GEMM rate */
     case OP_LINEAR: return DC_COST_LINEAR;
     case OP_ATTENTION:
     case OP_ATTENTION_BIAS:

@@ -39,13 +39,14 @@ static int reads_ids(const dc_node *n, int i) {
 
 /* Activations are f32, or f32 and the module's activation dtype
  * (dc_module_activation_dtype: bf16/f16 values between CUDA kernels, which
- * load any of them and compute in f32).  The weight and bias of conv2d and
- * linear may be stored in any float dtype (layerwise casting: the kernel
- * upcasts as it loads).  Integer values (token ids, index constants) reach
+ * load any of them and compute in f32).  The weight and bias of conv2d,
+ * conv3d and linear may be stored in any float dtype (layerwise casting: the
+ * kernel upcasts as it loads).  Integer values (token ids, index constants) reach
  * only the inputs that read ids (reads_ids), and those take nothing else. */
 static dc_status *want_f32(const ctx *c) {
   char b[160];
-  int params = c->n->op == OP_CONV2D || c->n->op == OP_LINEAR ? 2 + (int)dc_node_int(c->n, "bias") : 1;
+  int weighted = c->n->op == OP_CONV2D || c->n->op == OP_CONV3D || c->n->op == OP_LINEAR;
+  int params = weighted ? 2 + (int)dc_node_int(c->n, "bias") : 1;
   dc_dtype act = dc_module_activation_dtype(c->m);
   for (int i = 0; i < c->n->ninputs; i++) {
     int is_int = dc_dtype_is_int(c->in[i]->dtype);
@@ -155,6 +156,28 @@ static dc_status *infer_conv(const ctx *c, dc_type *o) {
   o->dims[a.h] = h / s + 1;
   o->dims[a.w] = wd / s + 1;
   return check_epilogue(c, w->dims[0], o);
+}
+
+/* conv3d (ops.def): x [B,C,T,H,W], w [O,C,kt,kh,kw], bias [O] when bias=1;
+ * padding in H and W only, none in time. */
+static dc_status *infer_conv3d(const ctx *c, dc_type *o) {
+  const dc_type *x = c->in[0], *w = c->in[1];
+  char b1[160], b2[160];
+  DC_TRY(want_rank(c, 0, 5, 5));
+  DC_TRY(want_rank(c, 1, 5, 5));
+  int64_t bias = dc_node_int(c->n, "bias");
+  if (bias != 0 && bias != 1) return fail(c, "bias flag must be 0 or 1");
+  if (c->n->ninputs != 2 + bias)
+    return fail(c, "has %d inputs but bias=%lld needs %lld", c->n->ninputs, (long long)bias, (long long)(2 + bias));
+  if (bias) DC_TRY(want_vec(c, 2, w->dims[0]));
+  if (w->dims[1] != x->dims[1]) return fail(c, "weight %s does not match input %s channels", ts(w, b1), ts(x, b2));
+  int64_t st = dc_node_int(c->n, "stride_t"), sh = dc_node_int(c->n, "stride_h"), sw = dc_node_int(c->n, "stride_w");
+  int64_t ph = dc_node_int(c->n, "pad_h"), pw = dc_node_int(c->n, "pad_w");
+  if (st < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0) return fail(c, "bad stride or padding");
+  int64_t t = x->dims[2] - w->dims[2], h = x->dims[3] + 2 * ph - w->dims[3], wd = x->dims[4] + 2 * pw - w->dims[4];
+  if (t < 0 || h < 0 || wd < 0) return fail(c, "kernel %s larger than padded input %s", ts(w, b1), ts(x, b2));
+  *o = (dc_type){DT_F32, 5, {x->dims[0], w->dims[0], t / st + 1, h / sh + 1, wd / sw + 1}};
+  return NULL;
 }
 
 static dc_status *infer_linear(const ctx *c, dc_type *o) {
@@ -457,6 +480,7 @@ static dc_status *infer_computed(const ctx *cp, dc_type *o) {
   const dc_node *n = c.n;
   switch (n->op) {
     case OP_CONV2D: return infer_conv(&c, o);
+    case OP_CONV3D: return infer_conv3d(&c, o);
     case OP_LINEAR: return infer_linear(&c, o);
     case OP_GROUP_NORM:
       if (n->layout == LAYOUT_NHWC) DC_TRY(want_rank(&c, 0, 2, DC_MAX_DIMS)); /* [N, spatial..., C] */

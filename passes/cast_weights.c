@@ -3,10 +3,10 @@
  * layer computes; docs/ARCHITECTURE.md has the pass order).
  *
  * Requires: a verified module; runs before dce and offload.
- * Guarantees: with --storage-dtype D, the weight and bias of every conv2d
- *   and linear whose module path no skip pattern matches are stored in D:
- *   the WEIGHT node has dtype D (cast_pending records the file's dtype; the
- *   plan writer converts, driver/weight_store.c) and the consumer reads it
+ * Guarantees: with --storage-dtype D, the weight and bias of every conv2d,
+ *   conv3d and linear whose module path no skip pattern matches are stored
+ *   in D: the WEIGHT node has dtype D (cast_pending records the file's dtype;
+ *   the plan writer converts, driver/weight_store.c) and the consumer reads it
  *   directly — a CAST the frontend put after a bf16/f16 checkpoint tensor is
  *   bypassed (dce removes it).  The kernels upcast as they load: there is no
  *   full-tensor cast anywhere, in host memory, over the copy (uploads carry
@@ -67,7 +67,8 @@ static int32_t param_weight(const dc_module *m, int32_t v) {
 }
 
 static int is_param_slot(const dc_node *n, int k) {
-  return (n->op == OP_CONV2D || n->op == OP_LINEAR) && (k == 1 || (k == 2 && dc_node_int(n, "bias")));
+  int weighted = n->op == OP_CONV2D || n->op == OP_CONV3D || n->op == OP_LINEAR;
+  return weighted && (k == 1 || (k == 2 && dc_node_int(n, "bias")));
 }
 
 /* storage_all: input k of n loads a typed weight (every float input of an op

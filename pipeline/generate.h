@@ -43,6 +43,13 @@ typedef struct {
 
 typedef struct {
   int64_t batch, height, width;               /* image [batch, 3, height, width] */
+  /* A video pipeline's frame count F (CogVideoX): image then holds the
+   * videos [batch, F, 3, height, width] in [0,1] (diffusers' output_type="pt")
+   * and diffrun writes them with dc_png_write_frames / dc_apng_write_chw
+   * (pipeline/png.h); 0 for an image pipeline.  Its latents then are
+   * [batch, latent_frames, C, h, w] (CogVideoX's layout); latent_frames 0
+   * for an image pipeline. */
+  int64_t frames, latent_frames;
   int64_t latent_channels, latent_h, latent_w; /* latents [batch, C, h, w] */
   float *image;    /* in [0,1], diffusers' output_type="pt" */
   float *latents;  /* the final latents, before the VAE */

@@ -26,6 +26,7 @@ void dc_scheduler_free(dc_scheduler *s) {
   dc_free(s->t_unet);
   dc_free(s->sigmas);
   dc_free(s->alphas_cumprod);
+  dc_free(s->cogx_alphas_cumprod);
   dc_free(s->c.trained_betas);
   dc_free(s->path);
   dc_free(s);
@@ -67,9 +68,9 @@ dc_status *dc_scheduler_parse(const dc_text_files *files, const char *class_over
 
 const char *dc_scheduler_class(const dc_scheduler *s) { return s->class_name; }
 
-/* PNDM and DDIM index alphas_cumprod with their timesteps. */
+/* PNDM, DDIM and CogVideoX's index alphas_cumprod with their timesteps. */
 static dc_status *check_timesteps(const dc_scheduler *s) {
-  if (s->kind != SK_PNDM && s->kind != SK_DDIM) return NULL;
+  if (s->kind != SK_PNDM && s->kind != SK_DDIM && !sched_is_cogvideox(s)) return NULL;
   for (int i = 0; i < s->n; i++)
     if (s->t_int[i] < 0 || s->t_int[i] >= s->T)
       return dc_error(DC_ERR_UNSUPPORTED,
@@ -204,6 +205,8 @@ dc_status *dc_scheduler_step(dc_scheduler *s, int i, const float *model_output, 
     case SK_DPM: st = sched_step_dpm(s, i, model_output, sample, n); break;
     case SK_LMS: st = sched_step_lms(s, i, model_output, sample, n); break;
     case SK_FLOW: st = sched_step_flow(s, i, model_output, sample, n, gen); break;
+    case SK_COGX_DDIM: st = sched_step_cogx_ddim(s, i, model_output, sample, n); break;
+    case SK_COGX_DPM: st = sched_step_cogx_dpm(s, i, model_output, sample, n, gen); break;
   }
   if (!st) s->next++;
   return st;

@@ -9,7 +9,10 @@
  * DPMSolverMultistepScheduler (dpmsolver++, order 2, midpoint; Karras
  * sigmas; lower_order_final; final_sigmas_type), LMSDiscreteScheduler,
  * FlowMatchEulerDiscreteScheduler (shift, dynamic shifting, shift_terminal,
- * Karras/exponential sigmas, invert_sigmas, stochastic sampling).
+ * Karras/exponential sigmas, invert_sigmas, stochastic sampling),
+ * CogVideoXDDIMScheduler and CogVideoXDPMScheduler (snr_shift_scale; the
+ * DPM step keeps the previous step's x0 prediction itself and draws its
+ * noise from the generator passed to step).
  * A config is not switched between flow-matching and noise-prediction
  * classes: the models' outputs mean different things.
  * Every config key diffusers reads is read; a value diffc does not
@@ -77,5 +80,14 @@ void dc_scheduler_scale_model_input(const dc_scheduler *s, int i, float *x, size
  * (torch.randn of sample's shape); others ignore it. */
 dc_status *dc_scheduler_step(dc_scheduler *s, int i, const float *model_output, float *sample, size_t n,
                              dc_torch_gen *gen);
+
+/* CogVideoXPipeline's use_dynamic_cfg: the guidance scale at the step whose
+ * timestep (scheduler.timesteps[i], an integer) is `timestep`, in Python
+ * floats as the pipeline computes it:
+ *   1 + guidance_scale * (1 - cos(pi * ((steps - timestep) / steps) ** 5)) / 2
+ * (steps = num_inference_steps >= 1).  The pipeline multiplies the CFG
+ * difference by it (as a float32 scalar) in place of guidance_scale; CFG
+ * itself still runs only when guidance_scale > 1. */
+double dc_cogvideox_dynamic_guidance(double guidance_scale, int steps, int64_t timestep);
 
 #endif

@@ -141,6 +141,28 @@ static const dc_config_key flow_keys[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
+/* CogVideoXDDIMScheduler and CogVideoXDPMScheduler take the same
+ * arguments, with the latent-diffusion betas as defaults; clip_sample,
+ * clip_sample_range and sample_max_value are arguments their steps never
+ * read. */
+static const dc_config_key cogvideox_keys[] = {
+    {"num_train_timesteps", DC_KEY_INT, "1000", 0, "an integer from 2 to 1000000"},
+    {"beta_start", DC_KEY_NUM, "0.00085", 0, NULL},
+    {"beta_end", DC_KEY_NUM, "0.012", 0, NULL},
+    {"beta_schedule", DC_KEY_STR, "\"scaled_linear\"", 0, "linear, scaled_linear, squaredcos_cap_v2"},
+    {"trained_betas", DC_KEY_ANY, "null", 1, "null, or a list of num_train_timesteps numbers"},
+    {"clip_sample", DC_KEY_BOOL, "true", 0, NULL},
+    {"set_alpha_to_one", DC_KEY_BOOL, "true", 0, NULL},
+    OFFSET_KEY,
+    {"prediction_type", DC_KEY_STR, "\"epsilon\"", 0, "epsilon, sample, v_prediction"},
+    {"clip_sample_range", DC_KEY_NUM, "1.0", 0, NULL},
+    {"sample_max_value", DC_KEY_NUM, "1.0", 0, NULL},
+    SPACING_KEY("\"leading\""),
+    RESCALE_KEY,
+    {"snr_shift_scale", DC_KEY_NUM, "3.0", 0, NULL},
+    {NULL, 0, NULL, 0, NULL},
+};
+
 typedef struct {
   sched_kind kind;
   dc_class_desc desc; /* name, schema: what dc_config_check needs */
@@ -155,12 +177,15 @@ static const sched_class classes[] = {
     {SK_DPM, DESC("DPMSolverMultistepScheduler", dpm_keys)},
     {SK_LMS, DESC("LMSDiscreteScheduler", lms_keys)},
     {SK_FLOW, DESC("FlowMatchEulerDiscreteScheduler", flow_keys)},
+    {SK_COGX_DDIM, DESC("CogVideoXDDIMScheduler", cogvideox_keys)},
+    {SK_COGX_DPM, DESC("CogVideoXDPMScheduler", cogvideox_keys)},
 };
 enum { NCLASSES = sizeof classes / sizeof classes[0] };
 
 const char *dc_scheduler_class_names(void) {
   return "PNDMScheduler, EulerDiscreteScheduler, EulerAncestralDiscreteScheduler, DDIMScheduler, "
-         "DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler";
+         "DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler, "
+         "CogVideoXDDIMScheduler, CogVideoXDPMScheduler";
 }
 
 /* The arguments of every scheduler in diffusers' KarrasDiffusionSchedulers
@@ -280,6 +305,25 @@ static void drop_family_keys(dc_json_doc *d, const dc_class_desc *c) {
       cJSON_Delete(cJSON_DetachItemViaPointer(d->root, v));
     v = next;
   }
+}
+
+/* CogVideoX's snr_shift_scale with a class that does not take it:
+ * from_config drops it (with a warning), which changes the training
+ * schedule the model was trained on unless it is 1; so 1 is dropped and
+ * any other value refused. */
+static dc_status *drop_snr_shift(dc_json_doc *d, const dc_class_desc *c) {
+  cJSON *v = cJSON_GetObjectItemCaseSensitive(d->root, "snr_shift_scale");
+  if (!v || dc_config_key_find(c, "snr_shift_scale")) return NULL;
+  if (cJSON_IsNumber(v) && v->valuedouble == 1.0) {
+    cJSON_DeleteItemFromObjectCaseSensitive(d->root, "snr_shift_scale");
+    return NULL;
+  }
+  char buf[96];
+  return dc_error(DC_ERR_UNSUPPORTED,
+                  "%s: \"snr_shift_scale\" is %s, a shift of the training schedule that %s does not take (diffusers' "
+                  "from_config drops it and samples another schedule than the model's); diffc refuses it (use "
+                  "CogVideoXDDIMScheduler or CogVideoXDPMScheduler)",
+                  d->path, dc_json_show(v, buf, sizeof buf), c->name);
 }
 
 static const sched_class *class_named(const char *name) {
@@ -608,6 +652,7 @@ static dc_status *read_values(const reader *r) {
   DC_TRY(read_inert(r));
   DC_TRY(read_euler(r));
   DC_TRY(read_ddim(r));
+  DC_TRY(get_num(r, "snr_shift_scale", &c->snr_shift_scale));
   return read_dpm(r);
 }
 
@@ -626,6 +671,7 @@ dc_status *sched_read_config(const dc_text_files *files, const char *override, d
   if (!st) st = choose_class(&d, override, &cls);
   if (!st) st = read_sigma_bounds(&d, &s->c);
   if (!st && cls->kind == SK_FLOW) st = read_hidden_flag(&d, "use_flow_sigmas", &s->c.use_flow_sigmas);
+  if (!st) st = drop_snr_shift(&d, &cls->desc);
   if (!st) {
     drop_family_keys(&d, &cls->desc);
     st = dc_config_check(&cls->desc, &d);

@@ -10,6 +10,8 @@
  *   scheduler_dpm.c       DPM-Solver++ (multistep) steps
  *   scheduler_flow.c      FlowMatchEulerDiscreteScheduler: its sigmas
  *                         (shifted, stretched, converted) and its step
+ *   scheduler_cogvideox.c CogVideoXDDIMScheduler and CogVideoXDPMScheduler:
+ *                         their SNR-shifted training schedule and steps
  *
  * Conventions: diffusers keeps the training schedule and step arithmetic in
  * float32 torch tensors and computes timesteps and sigmas in float64 numpy;
@@ -21,7 +23,7 @@
 #include "scheduler.h"
 #include "torch_math.h"
 
-typedef enum { SK_PNDM, SK_EULER, SK_EULER_A, SK_DDIM, SK_DPM, SK_LMS, SK_FLOW } sched_kind;
+typedef enum { SK_PNDM, SK_EULER, SK_EULER_A, SK_DDIM, SK_DPM, SK_LMS, SK_FLOW, SK_COGX_DDIM, SK_COGX_DPM } sched_kind;
 typedef enum { SPACING_LEADING, SPACING_TRAILING, SPACING_LINSPACE } sched_spacing;
 typedef enum { PRED_EPSILON, PRED_V, PRED_SAMPLE } sched_pred;
 typedef enum { BETAS_LINEAR, BETAS_SCALED_LINEAR, BETAS_COSINE, BETAS_TRAINED } sched_betas;
@@ -57,6 +59,7 @@ typedef struct {
   int has_shift_terminal; /* non-null and non-zero: diffusers tests its truth */
   double shift_terminal;
   int use_flow_sigmas;    /* a hidden key the Flux pipeline reads (from_config keeps it) */
+  double snr_shift_scale; /* CogVideoX: alphas_cumprod / (s + (1 - s) alphas_cumprod) */
 } sched_cfg;
 
 struct dc_scheduler {
@@ -68,6 +71,11 @@ struct dc_scheduler {
   int64_t T;
   float *alphas_cumprod;
   float final_alpha_cumprod; /* PNDM, DDIM */
+  /* CogVideoX: alphas_cumprod as diffusers keeps it, float64 (scaled_linear
+   * betas) or float32 values (the other betas; cogx_f64 0), and the final
+   * one (a float32 1.0 with set_alpha_to_one, else alphas_cumprod[0]) */
+  double *cogx_alphas_cumprod, cogx_final;
+  int cogx_f64, cogx_final_f64;
   /* after set_timesteps */
   int steps;   /* the num_inference_steps asked for */
   int n;       /* loop length: len(scheduler.timesteps) */
@@ -92,8 +100,12 @@ struct dc_scheduler {
 /* scheduler_config.c: the class and config of files' scheduler_config.json
  * (class_override as dc_scheduler_parse) into s->kind, class_name, path, c. */
 dc_status *sched_read_config(const dc_text_files *files, const char *class_override, dc_scheduler *s);
-/* scheduler_schedule.c */
+/* scheduler_schedule.c; also the betas of s's config as float32 (each
+ * beta_schedule as DDIMScheduler builds it) and torch.cumprod of float32
+ * (out may be a) for scheduler_cogvideox.c */
 dc_status *sched_train_schedule(dc_scheduler *s);
+void sched_make_betas_f32(const dc_scheduler *s, float *betas);
+void sched_cumprod_f32(const float *a, float *out, int64_t n);
 dc_status *sched_set_timesteps(dc_scheduler *s, int steps);
 /* scheduler_step.c */
 dc_status *sched_step_pndm(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
@@ -103,6 +115,12 @@ dc_status *sched_step_euler_a(dc_scheduler *s, int i, const float *mo, float *x,
 dc_status *sched_step_lms(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
 /* scheduler_dpm.c */
 dc_status *sched_step_dpm(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
+
+/* scheduler_cogvideox.c: the training schedule and the steps. */
+int sched_is_cogvideox(const dc_scheduler *s);
+dc_status *sched_train_schedule_cogvideox(dc_scheduler *s);
+dc_status *sched_step_cogx_ddim(dc_scheduler *s, int i, const float *mo, float *x, size_t n);
+dc_status *sched_step_cogx_dpm(dc_scheduler *s, int i, const float *mo, float *x, size_t n, dc_torch_gen *gen);
 
 /* scheduler_flow.c: set_timesteps(steps, sigmas=custom or None, mu=mu
  * if has_mu) and step. */

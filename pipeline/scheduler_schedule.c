@@ -54,7 +54,7 @@ static double np_interp_arange(double x, const float *fp, int64_t T) {
 /* ---- the training schedule (float32) ------------------------------------ */
 
 /* torch.cumprod of float32: accumulated in double, each prefix rounded. */
-static void cumprod_f32(const float *a, float *out, int64_t n) {
+void sched_cumprod_f32(const float *a, float *out, int64_t n) {
   double acc = 1.0;
   for (int64_t i = 0; i < n; i++) {
     acc *= (double)a[i];
@@ -76,7 +76,7 @@ static void betas_cosine(float *betas, int64_t T) {
 /* rescale_zero_terminal_snr(betas), in place. */
 static void rescale_zero_snr(float *betas, float *tmp, int64_t T) {
   for (int64_t i = 0; i < T; i++) betas[i] = 1.0f - betas[i];
-  cumprod_f32(betas, tmp, T);
+  sched_cumprod_f32(betas, tmp, T);
   for (int64_t i = 0; i < T; i++) tmp[i] = sqrtf(tmp[i]);
   float s0 = tmp[0], sT = tmp[T - 1];
   for (int64_t i = 0; i < T; i++) tmp[i] = tmp[i] - sT;
@@ -89,7 +89,7 @@ static void rescale_zero_snr(float *betas, float *tmp, int64_t T) {
   betas[0] = 1 - tmp[0];
 }
 
-static void make_betas(const dc_scheduler *s, float *betas) {
+void sched_make_betas_f32(const dc_scheduler *s, float *betas) {
   const sched_cfg *c = &s->c;
   int64_t T = s->T;
   switch (c->beta_schedule) {
@@ -104,6 +104,7 @@ static void make_betas(const dc_scheduler *s, float *betas) {
 }
 
 dc_status *sched_train_schedule(dc_scheduler *s) {
+  if (sched_is_cogvideox(s)) return sched_train_schedule_cogvideox(s);
   int64_t T = s->T;
   float *betas = dc_malloc(sizeof(float) * (size_t)T);
   s->alphas_cumprod = dc_malloc(sizeof(float) * (size_t)T);
@@ -111,10 +112,10 @@ dc_status *sched_train_schedule(dc_scheduler *s) {
     dc_free(betas);
     return dc_nomem("a scheduler's training schedule");
   }
-  make_betas(s, betas);
+  sched_make_betas_f32(s, betas);
   if (s->c.rescale_zero_snr) rescale_zero_snr(betas, s->alphas_cumprod, T);
   for (int64_t i = 0; i < T; i++) betas[i] = 1.0f - betas[i];
-  cumprod_f32(betas, s->alphas_cumprod, T);
+  sched_cumprod_f32(betas, s->alphas_cumprod, T);
   dc_free(betas);
   /* Euler, Euler ancestral and DPM keep the last alpha off zero */
   if (s->c.rescale_zero_snr && s->kind != SK_DDIM) s->alphas_cumprod[T - 1] = 0x1p-24f;
@@ -452,7 +453,9 @@ static void free_schedule(dc_scheduler *s) {
 static dc_status *by_class(dc_scheduler *s, int steps, scratch *w) {
   switch (s->kind) {
     case SK_PNDM: return set_pndm(s, steps, w);
-    case SK_DDIM: return set_ddim(s, steps, w);
+    case SK_DDIM:
+    case SK_COGX_DDIM:
+    case SK_COGX_DPM: return set_ddim(s, steps, w);
     case SK_DPM: return set_dpm(s, steps, w);
     default: return set_sigma_family(s, steps, w);
   }
@@ -462,7 +465,7 @@ static dc_status *by_class(dc_scheduler *s, int steps, scratch *w) {
  * init_noise_sigma and the first step index. */
 static dc_status *finish(dc_scheduler *s, int steps) {
   s->steps = steps;
-  if (s->kind == SK_PNDM || s->kind == SK_DDIM || s->kind == SK_DPM)
+  if (s->kind == SK_PNDM || s->kind == SK_DDIM || s->kind == SK_DPM || sched_is_cogvideox(s))
     for (int i = 0; i < s->n; i++) s->t_unet[i] = (float)s->t_int[i];
   s->init_noise_sigma = 1.0f;
   if (s->kind == SK_EULER || s->kind == SK_EULER_A || s->kind == SK_LMS) {
@@ -473,7 +476,7 @@ static dc_status *finish(dc_scheduler *s, int steps) {
     if (!isfinite(s->sigmas[i])) return not_finite(s, steps, "sigma", i, s->sigmas[i]);
   for (int i = 0; i < s->n; i++)
     if (!isfinite(s->t_unet[i])) return not_finite(s, steps, "timestep", i, s->t_unet[i]);
-  s->begin = s->kind == SK_PNDM || s->kind == SK_DDIM ? 0 : sched_begin_index(s);
+  s->begin = s->kind == SK_PNDM || s->kind == SK_DDIM || sched_is_cogvideox(s) ? 0 : sched_begin_index(s);
   if (s->nsigmas && s->begin + s->n + 1 > s->nsigmas)
     return dc_error(DC_ERR_UNSUPPORTED,
                     "%s: %d steps give a first timestep that repeats, so diffusers starts at step index %d and "

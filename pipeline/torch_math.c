@@ -58,3 +58,15 @@ void dc_torch_linspace_f32(double start, double end, int64_t steps, float *out) 
   for (int64_t i = 0; i < steps; i++)
     out[i] = i < half ? fmaf(step, (float)i, a) : fmaf(-step, (float)(steps - i - 1), b);
 }
+
+/* The same kernel on float64. */
+void dc_torch_linspace_f64(double start, double end, int64_t steps, double *out) {
+  if (steps == 1) {
+    out[0] = start;
+    return;
+  }
+  double step = (end - start) / (double)(steps - 1);
+  int64_t half = steps / 2;
+  for (int64_t i = 0; i < steps; i++)
+    out[i] = i < half ? fma(step, (double)i, start) : fma(-step, (double)(steps - i - 1), end);
+}

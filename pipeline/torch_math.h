@@ -9,8 +9,8 @@
  *   - numpy's float32 log (the AVX2/AVX512F kernel of
  *     loops_exponent_log.dispatch.c.src, on every x86-64 machine with FMA),
  *     used by the schedulers' log_sigmas, which decide Karras timesteps;
- *   - torch.linspace in float32 (its CPU kernel computes start + step * i
- *     with a fused multiply-add), which makes the betas.
+ *   - torch.linspace in float32 and float64 (its CPU kernel computes
+ *     start + step * i with a fused multiply-add), which makes the betas.
  *
  * Everything else the schedulers need is plain IEEE arithmetic (float32
  * for torch tensors, float64 for numpy and Python floats) or glibc's libm,
@@ -38,5 +38,7 @@ float dc_numpy_logf(float x);
 /* torch.linspace(start, end, steps, dtype=torch.float32) into out[steps];
  * start and end are Python floats (cast to float32 as torch does). */
 void dc_torch_linspace_f32(double start, double end, int64_t steps, float *out);
+/* The same with dtype=torch.float64 (CogVideoX's scaled_linear betas). */
+void dc_torch_linspace_f64(double start, double end, int64_t steps, double *out);
 
 #endif

@@ -273,7 +273,7 @@ static uint64_t step_work(const dc_module *m, const dc_node *n) {
   for (int k = 0; k < n->ninputs; k++) bytes += dc_type_bytes(&m->nodes[n->inputs[k]].type);
   const dc_type *a = n->ninputs > 0 ? &m->nodes[n->inputs[0]].type : NULL;
   const dc_type *b = n->ninputs > 1 ? &m->nodes[n->inputs[1]].type : NULL;
-  if (n->op == OP_CONV2D) /* w [O, C, kh, kw] (or [O, kh, kw, C]): 2·out·C·kh·kw */
+  if (n->op == OP_CONV2D || n->op == OP_CONV3D) /* w [O, C, k...] (or [O, kh, kw, C]): 2·out·C·k... */
     flops = 2 * dc_type_numel(&n->type) * (dc_type_numel(b) / (uint64_t)b->dims[0]);
   else if (n->op == OP_LINEAR) /* w [N, K]: 2·rows·N·K */
     flops = 2 * (dc_type_numel(a) / (uint64_t)b->dims[1]) * dc_type_numel(b);

@@ -633,6 +633,7 @@ static const dc_ref_kernel ref_kernels[OP_COUNT] = {
   [OP_ROPE] = ref_rope,
   [OP_ATTENTION_BIAS] = dc_ref_attention_bias,
   [OP_REL_POS_BIAS] = ref_rel_pos_bias,
+  [OP_CONV3D] = dc_ref_conv3d,
 };
 
 dc_ref_kernel dc_ref_kernel_for(dc_op op) {

@@ -18,6 +18,7 @@
 
 /* In kernels_ref_nn.c. */
 REF_KERNEL(dc_ref_conv2d);
+REF_KERNEL(dc_ref_conv3d);
 REF_KERNEL(dc_ref_linear);
 REF_KERNEL(dc_ref_group_norm);
 REF_KERNEL(dc_ref_layer_norm);

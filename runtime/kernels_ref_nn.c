@@ -1,5 +1,5 @@
 /* kernels_ref_nn.c — the plain C reference kernels (the oracle), part 2: the
- * ops that compute: conv2d, linear, group and layer norm, attention (plain
+ * ops that compute: conv2d, conv3d, linear, group and layer norm, attention (plain
  * and causal) and the timestep embedding.  The table that names them is in kernels_ref.c.
  *
  * Accumulation: sums of products (conv, linear, q·k, p·v) accumulate in
@@ -102,31 +102,34 @@ typedef struct {
   int64_t c, h, w;      /* input channels and size */
   int64_t kh, kw;       /* kernel size */
   int64_t ho, wo;       /* output size */
-  int64_t stride, pt, pl;
+  int64_t sy, sx, pt, pl; /* strides in H and W; padding at the top and left */
 } conv_geom;
 
-/* One output plane: acc[oy, ox] += w[c, ky, kx] * x[c, iy, ix] over
- * (c, ky, kx) in that order, so each output element sums in natural order;
- * the padding taps are skipped (they add zero). */
-static void conv_plane(const conv_geom *g, const float *x, const float *wo_, float *acc) {
-  memset(acc, 0, (size_t)(g->ho * g->wo) * sizeof *acc);
-  for (int64_t c = 0; c < g->c; c++) {
-    const float *xc = x + c * g->h * g->w;
-    for (int64_t ky = 0; ky < g->kh; ky++) {
-      int64_t y0, y1;
-      valid_range(g->h, g->ho, g->stride, ky - g->pt, &y0, &y1);
-      for (int64_t kx = 0; kx < g->kw; kx++) {
-        float wv = wo_[(c * g->kh + ky) * g->kw + kx];
-        int64_t x0, x1;
-        valid_range(g->w, g->wo, g->stride, kx - g->pl, &x0, &x1);
-        for (int64_t oy = y0; oy < y1; oy++) {
-          const float *row = xc + (oy * g->stride + ky - g->pt) * g->w + kx - g->pl;
-          float *arow = acc + oy * g->wo;
-          for (int64_t ox = x0; ox < x1; ox++) arow[ox] += wv * row[ox * g->stride];
-        }
+/* One input plane xc [h, w] into an output plane: acc[oy, ox] +=
+ * wk[ky, kx] * xc[iy, ix] over (ky, kx) in that order; the padding taps are
+ * skipped (they add zero). */
+static void conv_plane_add(const conv_geom *g, const float *xc, const float *wk, float *acc) {
+  for (int64_t ky = 0; ky < g->kh; ky++) {
+    int64_t y0, y1;
+    valid_range(g->h, g->ho, g->sy, ky - g->pt, &y0, &y1);
+    for (int64_t kx = 0; kx < g->kw; kx++) {
+      float wv = wk[ky * g->kw + kx];
+      int64_t x0, x1;
+      valid_range(g->w, g->wo, g->sx, kx - g->pl, &x0, &x1);
+      for (int64_t oy = y0; oy < y1; oy++) {
+        const float *row = xc + (oy * g->sy + ky - g->pt) * g->w + kx - g->pl;
+        float *arow = acc + oy * g->wo;
+        for (int64_t ox = x0; ox < x1; ox++) arow[ox] += wv * row[ox * g->sx];
       }
     }
   }
+}
+
+/* One output plane: the sum over (c, ky, kx) in that order, so each output
+ * element sums in natural order. */
+static void conv_plane(const conv_geom *g, const float *x, const float *wo_, float *acc) {
+  memset(acc, 0, (size_t)(g->ho * g->wo) * sizeof *acc);
+  for (int64_t c = 0; c < g->c; c++) conv_plane_add(g, x + c * g->h * g->w, wo_ + c * g->kh * g->kw, acc);
 }
 
 /* One output plane at a time; with a residual the plane is computed in
@@ -149,7 +152,7 @@ static dc_status *conv2d_f32(const dc_module *m, const dc_node *n, const void *c
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out, *scratch = NULL;
   conv_geom g = {tx->dims[1], tx->dims[2], tx->dims[3], tw->dims[2], tw->dims[3],
-                 n->type.dims[2], n->type.dims[3], dc_node_int(n, "stride"),
+                 n->type.dims[2], n->type.dims[3], dc_node_int(n, "stride"), dc_node_int(n, "stride"),
                  dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
   int64_t batch = tx->dims[0], oc = tw->dims[0], plane = g.ho * g.wo;
   epilogue e;
@@ -178,15 +181,15 @@ static void conv_row_nhwc(const conv_geom *g, int64_t oc, const float *x, const 
   memset(acc, 0, (size_t)(g->wo * oc) * sizeof *acc);
   for (int64_t c = 0; c < g->c; c++)
     for (int64_t ky = 0; ky < g->kh; ky++) {
-      int64_t iy = oy * g->stride + ky - g->pt;
+      int64_t iy = oy * g->sy + ky - g->pt;
       if (iy < 0 || iy >= g->h) continue;
       const float *xrow = x + iy * g->w * g->c + c;
       for (int64_t kx = 0; kx < g->kw; kx++) {
         const float *wc = wt + ((c * g->kh + ky) * g->kw + kx) * oc;
         int64_t x0, x1;
-        valid_range(g->w, g->wo, g->stride, kx - g->pl, &x0, &x1);
+        valid_range(g->w, g->wo, g->sx, kx - g->pl, &x0, &x1);
         for (int64_t ox = x0; ox < x1; ox++) {
-          float xv = xrow[(ox * g->stride + kx - g->pl) * g->c], *a = acc + ox * oc;
+          float xv = xrow[(ox * g->sx + kx - g->pl) * g->c], *a = acc + ox * oc;
           for (int64_t o = 0; o < oc; o++) a[o] += wc[o] * xv;
         }
       }
@@ -198,7 +201,7 @@ static dc_status *conv2d_nhwc_f32(const dc_module *m, const dc_node *n, const vo
   const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
   float *y = out, *wt, *scratch = NULL;
   conv_geom g = {tx->dims[3], tx->dims[1], tx->dims[2], tw->dims[1], tw->dims[2],
-                 n->type.dims[1], n->type.dims[2], dc_node_int(n, "stride"),
+                 n->type.dims[1], n->type.dims[2], dc_node_int(n, "stride"), dc_node_int(n, "stride"),
                  dc_node_int(n, "pad_t"), dc_node_int(n, "pad_l")};
   int64_t batch = tx->dims[0], oc = tw->dims[0], wn = oc * g.c * g.kh * g.kw, row = g.wo * oc;
   epilogue e;
@@ -224,6 +227,43 @@ static dc_status *conv2d_nhwc_f32(const dc_module *m, const dc_node *n, const vo
   dc_free(scratch);
   dc_free(wt);
   return NULL;
+}
+
+/* ---- CONV3D ------------------------------------------------------------ */
+/* x [B,C,T,H,W], w [O,C,kt,kh,kw]: output frame ot of channel o is the sum,
+ * over (c, kt) in that order, of input frame ot*stride_t+kt of channel c
+ * convolved in (H, W) by the kernel plane w[o,c,kt] (conv_plane_add: ky, kx
+ * within), then the bias; padding in H and W only. */
+static dc_status *conv3d_f32(const dc_module *m, const dc_node *n, const void *const *in, void *out) {
+  const dc_type *tx = in_type(m, n, 0), *tw = in_type(m, n, 1);
+  const float *x = in[0], *w = in[1], *bias = dc_node_int(n, "bias") ? in[2] : NULL;
+  float *y = out;
+  int64_t ph = dc_node_int(n, "pad_h"), pw = dc_node_int(n, "pad_w");
+  conv_geom g = {tx->dims[1], tx->dims[3], tx->dims[4], tw->dims[3], tw->dims[4], n->type.dims[3], n->type.dims[4],
+                 dc_node_int(n, "stride_h"), dc_node_int(n, "stride_w"), ph, pw};
+  int64_t batch = tx->dims[0], oc = tw->dims[0], t = tx->dims[2], kt = tw->dims[2], to = n->type.dims[2];
+  int64_t st = dc_node_int(n, "stride_t"), frame = g.h * g.w, plane = g.ho * g.wo, taps = g.kh * g.kw;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t o = 0; o < oc; o++)
+      for (int64_t ot = 0; ot < to; ot++) {
+        float *acc = y + ((b * oc + o) * to + ot) * plane;
+        memset(acc, 0, (size_t)plane * sizeof *acc);
+        for (int64_t c = 0; c < g.c; c++)
+          for (int64_t k = 0; k < kt; k++)
+            conv_plane_add(&g, x + ((b * g.c + c) * t + ot * st + k) * frame, w + ((o * g.c + c) * kt + k) * taps, acc);
+        for (int64_t i = 0; bias && i < plane; i++) acc[i] += bias[o];
+      }
+  return NULL;
+}
+
+/* Weights stored in another dtype are decoded first, as for conv2d. */
+REF_KERNEL(dc_ref_conv3d) {
+  const void *p[DC_MAX_INPUTS];
+  float *owned;
+  DC_TRY(dc_ref_params_f32(m, n, in, p, &owned));
+  dc_status *st = conv3d_f32(m, n, p, out);
+  dc_free(owned);
+  return st;
 }
 
 /* ---- LINEAR ------------------------------------------------------------ */

@@ -110,7 +110,7 @@ fi
 for opt in -o --output --component --variant --entry --input --target --cpu --dump-ir --dump-after --debug --list-passes --no-progress --verbose --help --version --clip-hidden-state --clip-final-norm --memory-report --format --memory-budget --allow-cast --calibration inspect; do
   "$diffc" --help | grep -q -- "$opt" || bad "diffc --help lacks $opt"
 done
-for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --trace --print-ir --info --calibrate --format --no-cuda-graphs --verbose --quiet --help; do
+for opt in --inputs --random-inputs --seed --outputs --repeat --backend --threads --check-finite --profile --trace --print-ir --info --calibrate --format --no-cuda-graphs --verbose --quiet --help --video --fps; do
   "$diffrun" --help | grep -q -- "$opt" || bad "diffrun --help lacks $opt"
 done
 ok "--help lists every option"

@@ -36,6 +36,7 @@ oc_tol oc_default_tol(dc_op op, int backend) {
                        * CUDA: f32 warp sums */
       return (oc_tol){0, backend == OC_CUDA ? 1e-5 : 1e-6, 0};
     case OP_CONV2D:
+    case OP_CONV3D:
     case OP_LINEAR:
     case OP_ATTENTION: /* f32 sums in another order; bf16 / f16 operands on the tensor cores */
     case OP_CAUSAL_ATTENTION:
@@ -403,7 +404,7 @@ const op_case *oc_table(int *n) {
     const op_case *parts[] = {elementwise_rows, data_rows, cast_rows, norm_rows, text_rows};
     const int counts[] = {COUNT(elementwise_rows), COUNT(data_rows), COUNT(cast_rows), COUNT(norm_rows),
                           COUNT(text_rows)};
-    int total = 64 + 384 + 160 + 160; /* random permutes, conv2d and linear, attention, blend and positions,
+    int total = 64 + 416 + 160 + 160; /* random permutes, conv2d, conv3d and linear, attention, blend and positions,
                                        * bf16/f16 activation rows */
     for (int p = 0; p < 5; p++) total += counts[p];
     table = calloc((size_t)total, sizeof *table);

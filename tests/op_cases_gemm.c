@@ -1,4 +1,4 @@
-/* op_cases_gemm.c — the conv2d and linear rows of the op case table
+/* op_cases_gemm.c — the conv2d, conv3d and linear rows of the op case table
  * (op_cases.h), generated from compact shape lists because their inputs
  * (bias, residual) and output shape follow from the attributes.  The rows
  * come from the old test_llvm_gemm.c (blocking: channels and features not
@@ -280,6 +280,55 @@ static op_case stored_with_bias(op_case c, dc_dtype wt) {
   return c;
 }
 
+/* conv3d (ops.def): x [B,C,T,H,W] * w [O,C,kt,kh,kw] (+ bias [O]), padding
+ * in H and W only.  Strides {t, h, w}, padding {h, w}. */
+typedef struct {
+  int64_t b, c, t, h, w, o, kt, kh, kw, st, sh, sw, ph, pw;
+} conv3d_shape;
+
+static op_case conv3d_row(conv3d_shape s, int bias) {
+  op_case c = {.op = OP_CONV3D, .cuda_computes = OC_CC_GEMM};
+  c.in[c.nin++] = f32_shape(5, (int64_t[]){s.b, s.c, s.t, s.h, s.w});
+  c.in[c.nin++] = f32_shape(5, (int64_t[]){s.o, s.c, s.kt, s.kh, s.kw});
+  if (bias) c.in[c.nin++] = f32_shape(1, (int64_t[]){s.o});
+  static const char *names[] = {"bias", "pad_h", "pad_w", "stride_h", "stride_t", "stride_w"};
+  const int64_t vals[] = {bias, s.ph, s.pw, s.sh, s.st, s.sw};
+  for (int i = 0; i < 6; i++) c.attrs[i] = (oc_attr){names[i], vals[i], 0, 0};
+  return c;
+}
+
+#define CONV3D(...) conv3d_row((conv3d_shape){__VA_ARGS__}
+
+/* CogVideoX's causal convs (3x3x3 over the frames after the padding ones,
+ * stride 1, pad 1) and 1x1x1 shortcuts; stride 2 in each axis alone and in
+ * all three, kernels 1 and 3 per axis, padding 0 and 1, odd sizes, batch 2,
+ * with and without bias, weights stored in bf16, f16 and fp8 e4m3. */
+static int conv3d_rows(op_case *out) {
+  int k = 0;
+  out[k++] = CONV3D(1, 3, 3, 5, 6, 4, 3, 3, 3, 1, 1, 1, 1, 1), 1);
+  out[k++] = CONV3D(2, 5, 4, 7, 5, 3, 3, 3, 3, 1, 1, 1, 1, 1), 0);
+  out[k++] = CONV3D(2, 4, 5, 6, 7, 6, 3, 3, 3, 2, 1, 1, 1, 1), 1);  /* stride_t 2 */
+  out[k++] = CONV3D(1, 3, 3, 9, 7, 5, 1, 3, 3, 1, 2, 1, 1, 1), 1);  /* stride_h 2 */
+  out[k++] = CONV3D(1, 3, 3, 7, 9, 5, 1, 3, 3, 1, 1, 2, 0, 1), 0);  /* stride_w 2 */
+  out[k++] = CONV3D(2, 3, 5, 9, 8, 4, 3, 3, 3, 2, 2, 2, 0, 0), 1);  /* every axis 2, no padding */
+  out[k++] = CONV3D(2, 6, 3, 5, 5, 7, 1, 1, 1, 1, 1, 1, 0, 0), 1);  /* 1x1x1 */
+  out[k++] = CONV3D(1, 4, 6, 5, 7, 3, 3, 1, 1, 1, 1, 1, 0, 0), 0);  /* 3x1x1: time only */
+  out[k++] = CONV3D(1, 4, 3, 6, 5, 3, 1, 3, 1, 1, 1, 1, 1, 0), 1);  /* 1x3x1 */
+  out[k++] = CONV3D(1, 4, 3, 5, 6, 3, 1, 1, 3, 1, 1, 1, 0, 1), 1);  /* 1x1x3 */
+  out[k++] = CONV3D(1, 2, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1), 1);  /* a 1x1 frame: only the centre taps */
+  out[k++] = CONV3D(1, 17, 3, 4, 19, 33, 3, 3, 3, 1, 1, 1, 1, 1), 1); /* widths no multiple of a vector */
+  /* W' a multiple of the vector width (LLVM's rows packer at 8 and 16
+   * lanes), over several output frames and with stride_t 2; K = 11·27 = 297
+   * (two k blocks) */
+  out[k++] = CONV3D(1, 4, 4, 3, 16, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1);
+  out[k++] = CONV3D(2, 3, 5, 2, 32, 6, 3, 3, 3, 2, 1, 1, 1, 1), 0);
+  out[k++] = CONV3D(1, 11, 3, 4, 8, 13, 3, 3, 3, 1, 1, 1, 1, 1), 1);
+  out[k++] = stored(CONV3D(1, 5, 4, 5, 6, 7, 3, 3, 3, 1, 1, 1, 1, 1), 1), DT_BF16);
+  out[k++] = stored_with_bias(CONV3D(2, 3, 3, 6, 5, 4, 3, 3, 3, 1, 2, 2, 1, 1), 1), DT_F16);
+  out[k++] = stored(CONV3D(1, 4, 3, 5, 7, 6, 3, 3, 3, 1, 1, 1, 1, 1), 0), DT_F8_E4M3);
+  return k;
+}
+
 static int nhwc_rows(op_case *out) {
   int k = 0;
   /* the old test_layout_kernels.c: 1x1 (a linear over [N·H·W, C]), C no multiple of 16 */
@@ -437,8 +486,27 @@ static int wino_rows(op_case *out) {
   return k;
 }
 
+/* conv3d on the Winograd kernel (its output frames as images, (c, kt) as
+ * channels): 3x3x3 over several frames, time stride 2, kt 1, odd and even
+ * sizes, padding 0 and 1 (and 2: outputs wider than the input), C·kt past
+ * 256 (two k blocks), O past a block of 96, batch 2, with and without bias,
+ * weights stored in bf16 and fp8. */
+static int conv3d_wino_rows(op_case *out) {
+  int k = 0;
+  out[k++] = wino(CONV3D(1, 3, 4, 7, 9, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1));
+  out[k++] = wino(CONV3D(2, 4, 5, 8, 6, 7, 3, 3, 3, 2, 1, 1, 1, 1), 0));
+  out[k++] = wino(CONV3D(1, 5, 3, 9, 11, 4, 1, 3, 3, 1, 1, 1, 0, 0), 1));
+  out[k++] = wino(CONV3D(1, 2, 3, 3, 2, 3, 3, 3, 3, 1, 1, 1, 2, 2), 1));
+  out[k++] = wino(CONV3D(1, 100, 3, 6, 20, 100, 3, 3, 3, 1, 1, 1, 1, 1), 1));
+  out[k++] = wino(stored(CONV3D(2, 6, 3, 5, 7, 9, 3, 3, 3, 1, 1, 1, 1, 1), 1), DT_BF16));
+  out[k++] = wino(stored_with_bias(CONV3D(1, 4, 4, 6, 6, 5, 2, 3, 3, 2, 1, 1, 1, 1), 1), DT_F8_E4M3));
+  return k;
+}
+
 int oc_gemm_rows(op_case *out) {
   int k = llvm_rows(out);
+  k += conv3d_rows(out + k);
+  k += conv3d_wino_rows(out + k);
   k += cuda_rows(out + k);
   k += gated_rows(out + k);
   k += nhwc_rows(out + k);

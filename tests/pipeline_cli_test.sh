@@ -114,6 +114,16 @@ expect_fail "a prompt that is not UTF-8" "UTF-8" "$tmp/e.png" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt "$(printf 'caf\xe9')" --steps 1 -o "$tmp/e.png"
 expect_fail "-o image.jpg" "name the file *.png" "$tmp/e.jpg" -- \
   "$diffrun" "$tmp/sd.dplan" --prompt x -o "$tmp/e.jpg"
+expect_fail "--video out.gif" "--video $tmp/e.gif: diffrun writes videos as animated PNG: name the file *.apng" \
+  "$tmp/e.gif" -- "$diffrun" "$tmp/sd.dplan" --prompt x --video "$tmp/e.gif"
+expect_fail "--fps without --video" "--fps 12: the frame rate is --video's" "$tmp/e.png" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 12 -o "$tmp/e.png"
+expect_fail "--fps 0" "--fps 0: expected an integer >= 1" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 0 --video "$tmp/e.apng"
+expect_fail "--fps 70000" "--fps 70000: an animated PNG takes 1 to 65535 frames per second" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --fps 70000 --video "$tmp/e.apng"
+expect_fail "--video on an image pipeline" "this pipeline makes images, not videos" "$tmp/e.apng" -- \
+  "$diffrun" "$tmp/sd.dplan" --prompt x --steps 1 --video "$tmp/e.apng"
 expect_fail "--inputs on a pipeline plan" "is a pipeline plan" -- \
   "$diffrun" "$tmp/sd.dplan" --random-inputs
 "$diffc" "$fx/unet_tiny/model" -o "$tmp/unet.dplan" 2>/dev/null

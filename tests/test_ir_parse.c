@@ -107,7 +107,7 @@ static void test_seeds(void) {
                                  "vae_tiny_decode_nhwc_2dev.ir", "vae_tiny_encode_frontend.ir",
                                  "vae_tiled_decode_tiled_sliced.ir", "vae_tiny_decode_offload_dir.ir",
                                  "unet_tiny_forward.ir",     "old_words.ir",
-                                 "flux_dev_forward_gated.ir"};
+                                 "flux_dev_forward_gated.ir", "conv3d_causal.ir"};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/fuzz/corpus/ir/%s", tu_source_dir, seeds[i]);

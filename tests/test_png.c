@@ -4,7 +4,14 @@
  * half-way boundary), tEXt / iTXt chunks, and the failures: a missing folder,
  * a directory in the way, bad keys and text, a write error midway (a file
  * size limit), every allocation failing in turn — each a clear error with
- * nothing left under the final name or a temporary one. */
+ * nothing left under the final name or a temporary one.
+ *
+ * Videos: one PNG per frame (names and pixels), and animated PNGs, which
+ * libpng (without APNG support) reads as their first frame while this test
+ * parses every chunk itself: signature, CRCs (a CRC-32 of its own), chunk
+ * order, acTL's frame count, each fcTL (sequence numbers, size, delay
+ * 1/fps, dispose and blend), and every frame's pixels from its IDAT or fdAT
+ * data (inflated by zlib, unfiltered here for all five filter types). */
 #include <dirent.h>
 #include <math.h>
 #include <png.h>
@@ -13,6 +20,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+
+#include <zlib.h>
 
 #include "pipeline/png.h"
 #include "testutil.h"
@@ -279,6 +288,284 @@ static void test_alloc_failures(void) {
   free(path);
 }
 
+/* ---- videos ---- */
+
+/* frames [F,3,H,W] with every value distinct enough to catch a mix-up. */
+static float *make_frames(int nf, int h, int w) {
+  float *v = malloc(sizeof *v * (size_t)nf * 3 * h * w);
+  for (int f = 0; f < nf; f++)
+    for (int c = 0; c < 3; c++)
+      for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+          v[(((size_t)f * 3 + c) * h + y) * w + x] = 0.13f * (float)f + 0.3f * (float)c + 0.047f * (float)y +
+                                                      0.021f * (float)x - 0.1f;
+  return v;
+}
+
+/* Whether rgb (H*W*3, interleaved) holds frame [3,H,W] as numpy rounds it. */
+static int pixels_match(const uint8_t *rgb, const float *frame, int h, int w) {
+  int bad = 0;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < 3; c++) bad += rgb[((size_t)y * w + x) * 3 + c] != numpy_u8(frame[((size_t)c * h + y) * w + x]);
+  return bad == 0;
+}
+
+static void test_frame_paths(void) {
+  printf("frame file names\n");
+  static const struct {
+    const char *png;
+    int64_t batch, b, f;
+    const char *want;
+  } cases[] = {{"out.png", 1, 0, 0, "out-000.png"},      {"out.png", 1, 0, 12, "out-012.png"},
+               {"dir/v.PNG", 1, 0, 1234, "dir/v-1234.PNG"}, {"out.png", 2, 1, 7, "out-1-007.png"},
+               {"a.b.png", 3, 0, 0, "a.b-0-000.png"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *p = dc_png_frame_path(cases[i].png, cases[i].batch, cases[i].b, cases[i].f);
+    if (!p || strcmp(p, cases[i].want))
+      fprintf(stderr, "  %s: got %s, want %s\n", cases[i].png, p ? p : "nothing", cases[i].want);
+    CHECK(p && !strcmp(p, cases[i].want));
+    dc_free(p);
+  }
+}
+
+static void test_frames_as_pngs(void) {
+  printf("a video as one PNG per frame\n");
+  enum { F = 3, H = 4, Wd = 6 };
+  float *v = make_frames(F, H, Wd);
+  dc_png_text t = {"parameters", "a cat"};
+  char *png = tu_path("clip.png");
+  CHECK_OK(dc_png_write_frames(png, 2, 1, v, F, H, Wd, &t, 1));
+  for (int f = 0; f < F; f++) {
+    char *path = dc_png_frame_path(png, 2, 1, f);
+    read_png r = read_file(path);
+    CHECK(r.ok && r.width == Wd && r.height == H && r.ntexts == 1);
+    CHECK(r.ok && pixels_match(r.rgb, v + (size_t)f * 3 * H * Wd, H, Wd));
+    free(r.rgb);
+    dc_free(path);
+  }
+  char *missing = dc_png_frame_path(png, 2, 1, F); /* no more than F files */
+  struct stat sb;
+  CHECK(stat(missing, &sb) != 0 && tu_tmp_files_left() == 0);
+  dc_free(missing);
+  /* the error names the frame's file */
+  char *bad = tu_path("no/such/dir/clip.png");
+  char *want = dc_asprintf("%s/no/such/dir/clip-000.png: cannot create", tu_tmpdir());
+  CHECK_ERR(dc_png_write_frames(bad, 1, 0, v, F, H, Wd, NULL, 0), want);
+  dc_free(want);
+  free(bad);
+  free(png);
+  free(v);
+}
+
+/* CRC-32 (ISO-HDLC, as PNG defines it), bit by bit: independent of zlib's. */
+static uint32_t crc32_bits(const uint8_t *p, size_t n, uint32_t crc) {
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; k++) crc = crc & 1 ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+  }
+  return ~crc;
+}
+
+static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+typedef struct {
+  int ok, nframes_actl, nplays, nfctl, width, height, nchunks;
+  int delay_num[16], delay_den[16], dispose[16], blend[16], fctl_w[16], fctl_h[16], fctl_x[16], fctl_y[16];
+  uint8_t *data[16]; /* each frame's zlib bytes, concatenated */
+  size_t ndata[16];
+  int data_chunks; /* IDAT + fdAT chunks */
+  char order[64];  /* one letter per chunk: H acTL=A fcTL=F IDAT=I fdAT=D text=T IEND=E */
+} apng_file;
+
+static void add_data(apng_file *a, int frame, const uint8_t *p, size_t n) {
+  a->data[frame] = realloc(a->data[frame], a->ndata[frame] + n);
+  memcpy(a->data[frame] + a->ndata[frame], p, n);
+  a->ndata[frame] += n;
+  a->data_chunks++;
+}
+
+/* Every chunk of an APNG; ok when the structure holds (order, CRCs, sequence numbers). */
+static apng_file parse_apng(const char *path) {
+  apng_file a;
+  memset(&a, 0, sizeof a);
+  char *bytes = NULL;
+  size_t n = 0;
+  dc_status *st = dc_file_read_all(path, &bytes, &n);
+  if (st) {
+    fprintf(stderr, "  %s\n", dc_status_message(st));
+    dc_status_free(st);
+    return a;
+  }
+  const uint8_t *p = (const uint8_t *)bytes;
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  int ok = n >= 8 && !memcmp(p, sig, 8), seq = 0, frame = -1, ended = 0;
+  for (size_t at = 8; ok && at < n && !ended;) {
+    if (n - at < 12) ok = 0;
+    uint32_t len = ok ? get32(p + at) : 0;
+    if (ok && len > n - at - 12) ok = 0;
+    if (!ok) break;
+    const uint8_t *type = p + at + 4, *d = p + at + 8;
+    ok &= crc32_bits(type, 4 + len, 0) == get32(d + len);
+    char letter = !memcmp(type, "IHDR", 4) ? 'H' : !memcmp(type, "acTL", 4) ? 'A' : !memcmp(type, "fcTL", 4) ? 'F'
+                  : !memcmp(type, "IDAT", 4) ? 'I' : !memcmp(type, "fdAT", 4) ? 'D' : !memcmp(type, "IEND", 4) ? 'E'
+                  : !memcmp(type, "tEXt", 4) || !memcmp(type, "iTXt", 4) ? 'T' : '?';
+    if (a.nchunks < 63) a.order[a.nchunks++] = letter;
+    if (letter == 'H' && len == 13) a.width = (int)get32(d), a.height = (int)get32(d + 4);
+    if (letter == 'A' && len == 8) a.nframes_actl = (int)get32(d), a.nplays = (int)get32(d + 4);
+    if (letter == 'F') {
+      ok &= len == 26 && (int)get32(d) == seq++ && a.nfctl < 16;
+      if (!ok) break;
+      int k = frame = a.nfctl++;
+      a.fctl_w[k] = (int)get32(d + 4), a.fctl_h[k] = (int)get32(d + 8);
+      a.fctl_x[k] = (int)get32(d + 12), a.fctl_y[k] = (int)get32(d + 16);
+      a.delay_num[k] = d[20] << 8 | d[21], a.delay_den[k] = d[22] << 8 | d[23];
+      a.dispose[k] = d[24], a.blend[k] = d[25];
+    }
+    if (letter == 'I') ok &= frame == 0, add_data(&a, 0, d, len);
+    if (letter == 'D') {
+      ok &= frame >= 1 && len >= 4 && (int)get32(d) == seq++;
+      if (ok) add_data(&a, frame, d + 4, len - 4);
+    }
+    ended = letter == 'E';
+    at += 12 + len;
+  }
+  a.ok = ok && ended;
+  dc_free(bytes);
+  return a;
+}
+
+static int paeth(int a, int b, int c) {
+  int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+  return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+/* A frame's zlib bytes to interleaved RGB (h * w * 3), undoing every PNG filter type; 0 on a bad stream. */
+static int decode_frame(const uint8_t *z, size_t nz, int h, int w, uint8_t *rgb) {
+  size_t stride = (size_t)w * 3, raw_n = (stride + 1) * (size_t)h;
+  uint8_t *raw = malloc(raw_n);
+  uLongf got = (uLongf)raw_n;
+  int ok = uncompress(raw, &got, z, (uLong)nz) == Z_OK && got == raw_n;
+  for (int y = 0; ok && y < h; y++) {
+    const uint8_t *in = raw + (size_t)y * (stride + 1) + 1;
+    uint8_t *out = rgb + (size_t)y * stride, *up = y ? out - stride : NULL;
+    int filter = in[-1];
+    ok = filter <= 4;
+    for (size_t i = 0; ok && i < stride; i++) {
+      int a = i >= 3 ? out[i - 3] : 0, b = up ? up[i] : 0, c = up && i >= 3 ? up[i - 3] : 0;
+      int pred = filter == 0 ? 0 : filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2 : paeth(a, b, c);
+      out[i] = (uint8_t)(in[i] + pred);
+    }
+  }
+  free(raw);
+  return ok;
+}
+
+static void free_apng(apng_file *a) {
+  for (int i = 0; i < 16; i++) free(a->data[i]);
+}
+
+/* Writes frames as an APNG at fps and checks everything about the file. */
+static void check_apng(const char *path, const float *v, int nf, int h, int w, int fps, const dc_png_text *t, int nt) {
+  CHECK_OK(dc_apng_write_chw(path, v, nf, h, w, fps, t, nt));
+  apng_file a = parse_apng(path);
+  CHECK(a.ok && a.width == w && a.height == h && a.nframes_actl == nf && a.nplays == 0 && a.nfctl == nf);
+  CHECK(a.order[0] == 'H' && a.order[1] == 'A' && a.order[a.nchunks - 1] == 'E');
+  uint8_t *rgb = malloc((size_t)h * w * 3);
+  for (int f = 0; a.ok && f < nf; f++) {
+    CHECK(a.fctl_w[f] == w && a.fctl_h[f] == h && a.fctl_x[f] == 0 && a.fctl_y[f] == 0);
+    CHECK(a.delay_num[f] == 1 && a.delay_den[f] == fps && a.dispose[f] == 0 && a.blend[f] == 0);
+    CHECK(decode_frame(a.data[f], a.ndata[f], h, w, rgb) && pixels_match(rgb, v + (size_t)f * 3 * h * w, h, w));
+  }
+  /* what a reader without APNG support sees: the first frame, and the texts */
+  read_png r = read_file(path);
+  CHECK(r.ok && r.width == w && r.height == h && r.ntexts == nt && pixels_match(r.rgb, v, h, w));
+  free(r.rgb);
+  free(rgb);
+  printf("  %d frames %dx%d at %d fps: %d chunks (%d of frame data), every frame's pixels as written\n", nf, w, h,
+         fps, a.nchunks, a.data_chunks);
+  free_apng(&a);
+}
+
+static void test_apng(void) {
+  printf("animated PNGs\n");
+  enum { F = 5, H = 6, Wd = 9 };
+  float *v = make_frames(F, H, Wd);
+  dc_png_text t[2] = {{"parameters", "a cat, Steps: 50"}, {"Title", "\xe6\x9d\xb1"}};
+  char *path = tu_path("clip.apng");
+  check_apng(path, v, F, H, Wd, 8, t, 2);
+  check_apng(path, v, 1, H, Wd, 24, NULL, 0); /* one frame; rewriting replaces the file */
+  free(v);
+  /* frames bigger than one data chunk (1 MiB): split over several IDAT / fdAT chunks */
+  enum { BH = 700, BW = 700 };
+  float *big = malloc(sizeof *big * 2 * 3 * BH * BW);
+  uint32_t s = 777;
+  for (size_t i = 0; i < (size_t)2 * 3 * BH * BW; i++) big[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f;
+  check_apng(path, big, 2, BH, BW, 65535, NULL, 0);
+  free(big);
+  CHECK(tu_tmp_files_left() == 0);
+  free(path);
+}
+
+static void test_apng_errors(void) {
+  printf("animated PNG refusals and failures: a clear error, nothing left\n");
+  float v[3 * 2 * 2 * 2];
+  for (int i = 0; i < 24; i++) v[i] = (float)i / 23;
+  char *path = tu_path("bad.apng");
+  struct stat sb;
+  CHECK_ERR(dc_apng_write_chw(path, v, 2, 2, 2, 0, NULL, 0), "bad.apng: 0 frames per second: an animated PNG's frame delay takes 1 to 65535");
+  CHECK_ERR(dc_apng_write_chw(path, v, 2, 2, 2, 65536, NULL, 0), "65536 frames per second");
+  CHECK_ERR(dc_apng_write_chw(path, v, 0, 2, 2, 8, NULL, 0), "bad.apng: an animated PNG needs at least one frame, got 0");
+  CHECK_ERR(dc_apng_write_chw(path, v, 2, 0, 2, 8, NULL, 0), "cannot write a 2x0 animated PNG");
+  dc_png_text bad = {"two  spaces", "x"};
+  CHECK_ERR(dc_apng_write_chw(path, v, 2, 2, 2, 8, &bad, 1), "expected 1-79 printable Latin-1 characters");
+  CHECK(stat(path, &sb) != 0 && tu_tmp_files_left() == 0);
+  char *nodir = tu_path("no/such/folder/v.apng");
+  char *want = dc_asprintf("%s: cannot create: no folder", nodir);
+  CHECK_ERR(dc_apng_write_chw(nodir, v, 2, 2, 2, 8, NULL, 0), want);
+  dc_free(want);
+  free(nodir);
+  /* a write error midway (a file size limit) */
+  enum { H = 256, Wd = 256 };
+  float *img = malloc(sizeof *img * 2 * 3 * H * Wd);
+  uint32_t s = 12345;
+  for (int i = 0; i < 2 * 3 * H * Wd; i++) img[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f;
+  struct rlimit old, lim;
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim = old;
+  lim.rlim_cur = 8192;
+  void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  CHECK_ERR(dc_apng_write_chw(path, img, 2, H, Wd, 8, NULL, 0), "bad.apng: write failed");
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, prev);
+  CHECK(stat(path, &sb) != 0 && tu_tmp_files_left() == 0);
+  free(img);
+  /* every allocation failing in turn (zlib's included) */
+  dc_png_text t[2] = {{"parameters", "steps 20"}, {"Title", "\xe6\x9d\xb1"}};
+  int fails = 0, done = 0;
+  for (long k = 0; k < 500 && !done; k++) {
+    dc_alloc_fail_after(k);
+    dc_status *st = dc_apng_write_chw(path, v, 2, 2, 2, 8, t, 2);
+    dc_alloc_fail_after(-1);
+    if (!st) {
+      done = 1;
+      break;
+    }
+    fails++;
+    CHECK(dc_status_code_of(st) == DC_ERR_NOMEM);
+    dc_status_free(st);
+    CHECK(stat(path, &sb) != 0 && tu_tmp_files_left() == 0);
+  }
+  printf("  allocation sweep: %d failures, then success\n", fails);
+  CHECK(done && fails > 5);
+  apng_file a = parse_apng(path);
+  CHECK(a.ok && a.nfctl == 2);
+  free_apng(&a);
+  free(path);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_rounding();
@@ -287,5 +574,9 @@ int main(int argc, char **argv) {
   test_unwritable();
   test_write_error();
   test_alloc_failures();
+  test_frame_paths();
+  test_frames_as_pngs();
+  test_apng();
+  test_apng_errors();
   return tu_finish();
 }

@@ -3,7 +3,7 @@
  * small hand-checked cases and naive loops written differently from the
  * kernel (padded copies instead of range clipping, one-pass moments instead
  * of two-pass, a full S×S softmax in double instead of query blocks), for
- * conv2d, linear, the norms, their fused epilogues, attention and the
+ * conv2d, conv3d, linear, the norms, their fused epilogues, attention and the
  * timestep embedding; and the op table (every op has a reference kernel or
  * says why not).  Nodes go through dc_infer_type first, so the kernels see
  * the types the compiler would give them. */
@@ -130,6 +130,118 @@ static void test_conv(void) {
   printf("  conv2d 64->64 3x3 at 32x32: %.3f s%s\n", dt, under_valgrind ? " (valgrind)" : "");
   free(x), free(w), free(b), free(y);
   dc_module_destroy(m);
+}
+
+/* ---- conv3d ----------------------------------------------------------- */
+typedef struct {
+  int64_t b, c, t, h, w, o, kt, kh, kw;
+  int st, sh, sw, ph, pw, bias;
+} conv3d_shape;
+
+static dc_node conv3d_node(int32_t x, int32_t w, int32_t b, const conv3d_shape *s) {
+  int32_t ins[3] = {x, w, b};
+  dc_node nd = dc_node_make(OP_CONV3D, b >= 0 ? 3 : 2, ins);
+  dc_node_set_int(&nd, "bias", b >= 0);
+  dc_node_set_int(&nd, "stride_t", s->st);
+  dc_node_set_int(&nd, "stride_h", s->sh);
+  dc_node_set_int(&nd, "stride_w", s->sw);
+  dc_node_set_int(&nd, "pad_h", s->ph);
+  dc_node_set_int(&nd, "pad_w", s->pw);
+  return nd;
+}
+
+/* Frame t of x is t+1 everywhere; the kernel [1,1,2,1,1] = {1, 10} mixes
+ * frames t*stride_t and t*stride_t+1; the bias 0.5 is added last. */
+static void test_conv3d_hand(void) {
+  dc_module *m = dc_module_create();
+  float x[5 * 4], w[2] = {1, 10}, b[1] = {0.5f};
+  for (int i = 0; i < 20; i++) x[i] = (float)(i / 4 + 1);
+  conv3d_shape s = {1, 1, 5, 2, 2, 1, 2, 1, 1, 2, 1, 1, 0, 0, 1};
+  int32_t ix = IN32(m, 1, 1, 5, 2, 2), iw = IN32(m, 1, 1, 2, 1, 1), ib = IN32(m, 1);
+  const void *in[3] = {x, w, b};
+  float *y = run_node(m, conv3d_node(ix, iw, ib, &s), in); /* frames (0,1) and (2,3); frame 4 is left over */
+  float want[8] = {21.5f, 21.5f, 21.5f, 21.5f, 43.5f, 43.5f, 43.5f, 43.5f};
+  CHECK(m->nodes[m->nnodes - 1].type.dims[2] == 2);
+  check_closef("conv3d kt 2, stride_t 2, 1x1 taps, bias 0.5", y, want, 8, 0);
+  free(y);
+  dc_module_destroy(m);
+}
+
+/* Naive conv3d: copy the input into a buffer zero-padded in H and W, then
+ * sum every output element in double. */
+static double *conv3d_naive(const float *x, const float *w, const float *b, const conv3d_shape *s, int64_t out[3]) {
+  int64_t hp = s->h + 2 * s->ph, wp = s->w + 2 * s->pw;
+  int64_t to = (s->t - s->kt) / s->st + 1, ho = (hp - s->kh) / s->sh + 1, wo = (wp - s->kw) / s->sw + 1;
+  double *xp = calloc((size_t)(s->b * s->c * s->t * hp * wp), sizeof *xp);
+  double *y = malloc((size_t)(s->b * s->o * to * ho * wo) * sizeof *y);
+  for (int64_t i = 0; i < s->b * s->c * s->t; i++)
+    for (int64_t r = 0; r < s->h; r++)
+      for (int64_t c = 0; c < s->w; c++) xp[(i * hp + r + s->ph) * wp + c + s->pw] = x[(i * s->h + r) * s->w + c];
+  for (int64_t n = 0; n < s->b; n++)
+    for (int64_t o = 0; o < s->o; o++)
+      for (int64_t f = 0; f < to; f++)
+        for (int64_t r = 0; r < ho; r++)
+          for (int64_t c = 0; c < wo; c++) {
+            double acc = b ? b[o] : 0;
+            for (int64_t ci = 0; ci < s->c; ci++)
+              for (int64_t kt = 0; kt < s->kt; kt++)
+                for (int64_t ky = 0; ky < s->kh; ky++)
+                  for (int64_t kx = 0; kx < s->kw; kx++)
+                    acc += w[(((o * s->c + ci) * s->kt + kt) * s->kh + ky) * s->kw + kx] *
+                           xp[(((n * s->c + ci) * s->t + f * s->st + kt) * hp + r * s->sh + ky) * wp + c * s->sw + kx];
+            y[(((n * s->o + o) * to + f) * ho + r) * wo + c] = acc;
+          }
+  out[0] = to, out[1] = ho, out[2] = wo;
+  free(xp);
+  return y;
+}
+
+static void conv3d_case(const char *what, conv3d_shape s) {
+  dc_module *m = dc_module_create();
+  float *x = rand_buf(s.b * s.c * s.t * s.h * s.w), *w = rand_buf(s.o * s.c * s.kt * s.kh * s.kw), *b = rand_buf(s.o);
+  int32_t ix = IN32(m, s.b, s.c, s.t, s.h, s.w), iw = IN32(m, s.o, s.c, s.kt, s.kh, s.kw), ib = IN32(m, s.o);
+  const void *in[3] = {x, w, b};
+  int64_t d[3];
+  double *want = conv3d_naive(x, w, s.bias ? b : NULL, &s, d);
+  float *y = run_node(m, conv3d_node(ix, iw, s.bias ? ib : -1, &s), in);
+  const dc_type *t = &m->nodes[m->nnodes - 1].type;
+  CHECK(t->rank == 5 && t->dims[0] == s.b && t->dims[1] == s.o && t->dims[2] == d[0] && t->dims[3] == d[1] &&
+        t->dims[4] == d[2]);
+  check_close(what, y, want, s.b * s.o * d[0] * d[1] * d[2], 1e-5);
+  free(x), free(w), free(b), free(y), free(want);
+  dc_module_destroy(m);
+}
+
+/* The type rule refuses what the op does not define, naming the problem. */
+static void conv3d_refused(const char *what, conv3d_shape s, int64_t wc, const char *msg) {
+  dc_module *m = dc_module_create();
+  int32_t ix = IN32(m, s.b, s.c, s.t, s.h, s.w), iw = IN32(m, s.o, wc, s.kt, s.kh, s.kw), ib = IN32(m, s.o);
+  dc_node nd = conv3d_node(ix, iw, s.bias ? ib : -1, &s);
+  dc_type t;
+  dc_status *st = dc_infer_type(m, &nd, &t);
+  CHECK(st != NULL && strstr(dc_status_message(st), msg));
+  printf("  refused %s: %s\n", what, st ? dc_status_message(st) : "(accepted)");
+  dc_status_free(st);
+  dc_module_destroy(m);
+}
+
+static void test_conv3d(void) {
+  printf("conv3d:\n");
+  test_conv3d_hand();
+  conv3d_case("conv3d 2x3x4x5x6 -> 4, 3x3x3, stride 1, pad 1, bias (the causal conv after its padding frames)",
+              (conv3d_shape){2, 3, 4, 5, 6, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1});
+  conv3d_case("conv3d 1x2x5x7x5 -> 3, 3x3x3, strides (2,2,1), pad (1,0), no bias",
+              (conv3d_shape){1, 2, 5, 7, 5, 3, 3, 3, 3, 2, 2, 1, 1, 0, 0});
+  conv3d_case("conv3d 1x2x3x6x7 -> 3, 1x3x1, strides (1,1,2), pad (0,1), bias",
+              (conv3d_shape){1, 2, 3, 6, 7, 3, 1, 3, 1, 1, 1, 2, 0, 1, 1});
+  conv3d_case("conv3d 2x4x2x3x3 -> 5, 1x1x1 (a 1x1 shortcut over frames)",
+              (conv3d_shape){2, 4, 2, 3, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 1});
+  conv3d_case("conv3d 1x1x3x2x2 -> 1, 3x3x3, pad 2 (outputs wider than the input)",
+              (conv3d_shape){1, 1, 3, 2, 2, 1, 3, 3, 3, 1, 1, 1, 2, 2, 0});
+  conv3d_refused("channels", (conv3d_shape){1, 2, 3, 4, 4, 2, 1, 3, 3, 1, 1, 1, 1, 1, 1}, 3, "channels");
+  conv3d_refused("more taps than frames", (conv3d_shape){1, 2, 2, 4, 4, 2, 3, 3, 3, 1, 1, 1, 1, 1, 0}, 2,
+                 "larger than padded input");
+  conv3d_refused("stride 0", (conv3d_shape){1, 2, 3, 4, 4, 2, 1, 3, 3, 0, 1, 1, 1, 1, 0}, 2, "bad stride");
 }
 
 /* ---- linear ----------------------------------------------------------- */
@@ -571,6 +683,7 @@ int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_table();
   test_conv();
+  test_conv3d();
   test_linear();
   test_group_norm();
   test_layer_norm();

@@ -18,7 +18,11 @@
  *
  * FlowMatchEulerDiscreteScheduler's cases set their timesteps as the Flux
  * or SD3 pipeline does (custom sigmas, mu from calculate_shift), and check
- * mu, the sigmas and the timesteps bit for bit. */
+ * mu, the sigmas and the timesteps bit for bit.  CogVideoXDPMScheduler's
+ * cases step as CogVideoXPipeline does (its previous x0 prediction and
+ * timestep, which diffc's scheduler keeps itself); CogVideoXPipeline's
+ * use_dynamic_cfg scale is checked against the pipeline's expression
+ * (tests/fixtures/schedulers/cogvideox_dynamic_cfg.json). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +58,7 @@ typedef struct {
   int cases;
 } class_stats;
 
-enum { NCLASSES = 7 };
+enum { NCLASSES = 9 };
 static class_stats stats[NCLASSES];
 
 static class_stats *stats_for(const char *cls) {
@@ -280,7 +284,7 @@ static void test_cases(void) {
   for (int i = 0; i < NCLASSES && stats[i].cls; i++)
     printf("  %-32s %2d cases, %3d steps: %.2g; %.2g, %.2g; %d/%d\n", stats[i].cls, stats[i].cases, stats[i].steps,
            stats[i].forced, stats[i].free_step, stats[i].final, stats[i].bitwise, stats[i].steps);
-  CHECK(stats[NCLASSES - 1].cls != NULL); /* all seven classes ran */
+  CHECK(stats[NCLASSES - 1].cls != NULL); /* all nine classes ran */
   dc_json_free(&doc);
   dc_free(path);
 }
@@ -298,7 +302,8 @@ static void test_config_errors(void) {
   check_parse_err("{\"_class_name\": \"UniPCMultistepScheduler\"}", NULL,
                   "cfg/scheduler_config.json: \"_class_name\" is \"UniPCMultistepScheduler\", a scheduler diffc does "
                   "not implement (supported: PNDMScheduler, EulerDiscreteScheduler, EulerAncestralDiscreteScheduler, "
-                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler)");
+                  "DDIMScheduler, DPMSolverMultistepScheduler, LMSDiscreteScheduler, FlowMatchEulerDiscreteScheduler, "
+                  "CogVideoXDDIMScheduler, CogVideoXDPMScheduler)");
   check_parse_err("{\"_class_name\": \"PNDMScheduler\"}", "HeunDiscreteScheduler",
                   "scheduler \"HeunDiscreteScheduler\" (for cfg/scheduler_config.json) is not one diffc implements "
                   "(supported: PNDMScheduler, ");
@@ -629,6 +634,8 @@ static void test_alloc_failures(void) {
       {"{\"_class_name\": \"EulerDiscreteScheduler\", \"interpolation_type\": \"log_linear\"}", 4},
       {"{\"_class_name\": \"DDIMScheduler\", \"rescale_betas_zero_snr\": true}", 4},
       {FLOW_CLASS ", \"shift\": 3.0, \"use_karras_sigmas\": true, \"stochastic_sampling\": true}", 4},
+      {"{\"_class_name\": \"CogVideoXDPMScheduler\", \"rescale_betas_zero_snr\": true}", 4},
+      {"{\"_class_name\": \"CogVideoXDDIMScheduler\", \"beta_schedule\": \"linear\"}", 3},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     dc_text_files fs;
@@ -650,9 +657,71 @@ static void test_alloc_failures(void) {
   }
 }
 
+/* ---- CogVideoX --------------------------------------------------------------- */
+
+static void test_cogvideox_dynamic_cfg(void) {
+  char *path = fixture("cogvideox_dynamic_cfg.json");
+  dc_json_doc doc;
+  CHECK_OK(dc_json_load(path, &doc));
+  int count = 0;
+  double worst = 0;
+  for (const cJSON *v = doc.root ? cJSON_GetObjectItem(doc.root, "values")->child : NULL; v; v = v->next, count++) {
+    double gs = cJSON_GetObjectItem(v, "guidance_scale")->valuedouble;
+    int steps = cJSON_GetObjectItem(v, "num_inference_steps")->valueint;
+    int64_t t = (int64_t)cJSON_GetObjectItem(v, "timestep")->valuedouble;
+    double want = cJSON_GetObjectItem(v, "scale")->valuedouble, got = dc_cogvideox_dynamic_guidance(gs, steps, t);
+    double e = fabs(got - want) / fabs(want);
+    if (e > worst) worst = e;
+    if (!(e <= 1e-15)) fprintf(stderr, "  guidance %g, %d steps, t %lld: %.17g, diffusers %.17g\n", gs, steps,
+                               (long long)t, got, want);
+    CHECK(e <= 1e-15);
+  }
+  printf("CogVideoXPipeline's use_dynamic_cfg scale: %d values, worst relative error %.2g\n", count, worst);
+  CHECK(count >= 60);
+  dc_json_free(&doc);
+  dc_free(path);
+}
+
+/* What the CogVideoX classes refuse or take that the fixtures do not show. */
+static void test_cogvideox_configs(void) {
+  printf("CogVideoX configs and calls\n");
+  /* snr_shift_scale dropped by from_config for another class: refused unless it changes nothing */
+  check_parse_err("{\"_class_name\": \"CogVideoXDDIMScheduler\", \"snr_shift_scale\": 3.0}", "DDIMScheduler",
+                  "cfg/scheduler_config.json: \"snr_shift_scale\" is 3, a shift of the training schedule that "
+                  "DDIMScheduler does not take");
+  dc_scheduler *s = NULL;
+  CHECK_OK(parse_text("{\"_class_name\": \"CogVideoXDDIMScheduler\", \"snr_shift_scale\": 1.0}", "DDIMScheduler", &s));
+  dc_scheduler_free(s);
+  /* SD's PNDM config (its family's keys dropped) as CogVideoXDDIMScheduler, as from_config takes it */
+  CHECK_OK(parse_text("{\"_class_name\": \"PNDMScheduler\", \"skip_prk_steps\": true}", "CogVideoXDDIMScheduler", &s));
+  dc_scheduler_free(s);
+  check_parse_err("{\"_class_name\": \"CogVideoXDPMScheduler\", \"prediction_type\": \"flow_prediction\"}", NULL,
+                  "\"prediction_type\" is \"flow_prediction\", which diffc does not support for CogVideoXDPMScheduler "
+                  "(supported: epsilon, sample, v_prediction)");
+  check_parse_err("{\"_class_name\": \"CogVideoXDDIMScheduler\", \"snr_shift_scale\": \"3\"}", NULL,
+                  "\"snr_shift_scale\"");
+  check_parse_err("{\"_class_name\": \"CogVideoXDDIMScheduler\", \"snr_shift\": 3.0}", NULL,
+                  "\"snr_shift\" is not an argument of CogVideoXDDIMScheduler that diffc knows (the nearest it knows is "
+                  "\"snr_shift_scale\")");
+  /* the DPM step draws noise: no generator, no step */
+  float x[4] = {1, 2, 3, 4}, mo[4] = {0};
+  CHECK_OK(parse_text("{\"_class_name\": \"CogVideoXDPMScheduler\"}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 4));
+  CHECK(dc_scheduler_init_noise_sigma(s) == 1.0f && dc_scheduler_timestep(s, 0) == 750.0f);
+  CHECK_ERR(dc_scheduler_step(s, 0, mo, x, 4, NULL),
+            "cfg/scheduler_config.json: CogVideoXDPMScheduler draws noise each step and needs a generator");
+  dc_scheduler_free(s);
+  CHECK_OK(parse_text("{\"_class_name\": \"CogVideoXDDIMScheduler\", \"steps_offset\": 600}", NULL, &s));
+  CHECK_OK(dc_scheduler_set_timesteps(s, 1)); /* 600 */
+  CHECK_ERR(dc_scheduler_set_timesteps(s, 2), "timestep 1100 (with \"steps_offset\" 600) is outside the 1000");
+  dc_scheduler_free(s);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_cases();
+  test_cogvideox_dynamic_cfg();
+  test_cogvideox_configs();
   test_config_errors();
   test_config_accepts();
   test_call_errors();

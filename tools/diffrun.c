@@ -38,7 +38,8 @@ static const char usage[] =
     "                      diffusers' from_config): PNDMScheduler, EulerDiscreteScheduler,\n"
     "                      EulerAncestralDiscreteScheduler, DDIMScheduler,\n"
     "                      DPMSolverMultistepScheduler, LMSDiscreteScheduler,\n"
-    "                      FlowMatchEulerDiscreteScheduler (flow-matching pipelines only)\n"
+    "                      FlowMatchEulerDiscreteScheduler (flow-matching pipelines only),\n"
+    "                      CogVideoXDDIMScheduler, CogVideoXDPMScheduler\n"
     "  --scheduler-set KEY=VALUE  change one key of the scheduler's config (a JSON value), as\n"
     "                      from_config(config, KEY=VALUE): e.g. use_karras_sigmas=true; repeatable\n"
     "  --seed N            the initial noise: torch.randn from torch.Generator().manual_seed(N),\n"
@@ -49,9 +50,17 @@ static const char usage[] =
     "  --original-size HxW, --crop TOPxLEFT, --target-size HxW\n"
     "                      SDXL's size conditioning (default: the image size, 0x0, the image size)\n"
     "  -o, --output FILE.png  write the image (8-bit RGB; the parameters in a \"parameters\" text\n"
-    "                      chunk); with --batch N plans, FILE-0.png ... FILE-(N-1).png\n"
-    "  --outputs FILE      also write \"image\" [B,3,H,W] in [0,1] (diffusers' output_type=\"pt\") and\n"
-    "                      the final \"latents\" to a .safetensors file\n"
+    "                      chunk); with --batch N plans, FILE-0.png ... FILE-(N-1).png.  A video\n"
+    "                      pipeline writes one PNG per frame: FILE-000.png, FILE-001.png, ...\n"
+    "                      (with a batch, FILE-0-000.png ... FILE-1-000.png ...)\n"
+    "  --video FILE.apng   a video pipeline: write each video as an animated PNG (8-bit RGB,\n"
+    "                      looping; the parameters in a text chunk; readers without APNG show\n"
+    "                      the first frame); with a batch, FILE-0.apng, FILE-1.apng, ...\n"
+    "  --fps N             the animated PNG's frame rate (1 to 65535; default 8, the rate of\n"
+    "                      CogVideoX's training videos and of its pipeline's export example)\n"
+    "  --outputs FILE      also write \"image\" [B,3,H,W] in [0,1] (diffusers' output_type=\"pt\"; a\n"
+    "                      video pipeline: \"frames\" [B,F,3,H,W]) and the final \"latents\" to a\n"
+    "                      .safetensors file\n"
     "\n"
     "options:\n"
     "  --inputs FILE       read the inputs from a .safetensors file: one tensor per plan input,\n"
@@ -139,7 +148,8 @@ static const char usage[] =
 typedef struct {
   const char *plan, *inputs, *outputs, *backend;
   /* a pipeline plan */
-  const char *prompt, *negative_prompt, *scheduler, *latents, *png;
+  const char *prompt, *negative_prompt, *scheduler, *latents, *png, *video;
+  int fps; /* --fps; 0 = not given */
   const char *scheduler_set[16];
   int nscheduler_set;
   int steps, has_seed, generation;
@@ -207,7 +217,7 @@ static dc_status *parse_real(const char *opt, const char *v, double lo, double *
 static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int *used) {
   static const char *const names[] = {"--prompt", "--negative-prompt", "--steps", "--guidance", "--guidance-rescale",
                                       "--scheduler", "--latents", "--original-size", "--crop", "--target-size",
-                                      "--scheduler-set", "-o", "--output"};
+                                      "--scheduler-set", "-o", "--output", "--video", "--fps"};
   const char *a = argv[*i];
   int k = -1;
   for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
@@ -236,6 +246,11 @@ static dc_status *generation_arg(int argc, char **argv, int *i, options *o, int 
       if (!strchr(v, '=')) return dc_error(DC_ERR_ARGUMENT, "--scheduler-set %s: expected KEY=VALUE, e.g. use_karras_sigmas=true", v);
       o->scheduler_set[o->nscheduler_set++] = v;
       return NULL;
+    case 13: return o->video = v, NULL;
+    case 14:
+      DC_TRY(parse_int(a, v, 1, &x));
+      if (x > 65535) return dc_error(DC_ERR_ARGUMENT, "--fps %s: an animated PNG takes 1 to 65535 frames per second", v);
+      return o->fps = (int)x, NULL;
     default: return o->png = v, NULL;
   }
 }
@@ -244,6 +259,17 @@ static dc_status *check_png_name(const char *path) {
   size_t n = strlen(path);
   if (n > 4 && !strcasecmp(path + n - 4, ".png")) return NULL;
   return dc_error(DC_ERR_ARGUMENT, "-o %s: diffrun writes images as PNG: name the file *.png", path);
+}
+
+/* --video: an animated PNG, named *.apng (or *.png, which APNG files may carry). */
+static dc_status *check_video_names(const options *o) {
+  if (o->fps && !o->video) return dc_error(DC_ERR_ARGUMENT, "--fps %d: the frame rate is --video's; give --video FILE.apng", o->fps);
+  if (!o->video) return NULL;
+  size_t n = strlen(o->video);
+  if ((n > 5 && !strcasecmp(o->video + n - 5, ".apng")) || (n > 4 && !strcasecmp(o->video + n - 4, ".png")))
+    return NULL;
+  return dc_error(DC_ERR_ARGUMENT, "--video %s: diffrun writes videos as animated PNG: name the file *.apng",
+                  o->video);
 }
 
 /* --trace is written after the run: a path that cannot be written is
@@ -361,6 +387,7 @@ static dc_status *parse_args(int argc, char **argv, options *o, int *exit_now) {
   if (o->json && !o->info) return dc_error(DC_ERR_ARGUMENT, "--format json applies to --info: give --info too");
   if (o->outputs) DC_TRY(check_output_name(o->outputs));
   if (o->png) DC_TRY(check_png_name(o->png));
+  DC_TRY(check_video_names(o));
   if (o->calibrate && (o->inputs || o->random_inputs || o->outputs || o->profile || o->info || o->print_ir ||
                        o->generation))
     return dc_error(DC_ERR_ARGUMENT, "--calibrate runs the plan on random inputs by itself: it takes none of --inputs, "
@@ -673,10 +700,11 @@ static char *parameters_text(const options *o, const dc_generate_result *r, drt_
                      (long long)r->height, base ? base + 1 : model ? model : "?", DIFFC_VERSION);
 }
 
-/* FILE.png, or FILE-0.png ... for a batch. */
+/* FILE.png, or FILE-0.png ... for a batch (FILE.apng: FILE-0.apng ...); the
+ * name was checked to end in its extension. */
 static char *image_path(const char *png, int64_t batch, int64_t i) {
   if (batch == 1) return dc_strdup(png);
-  size_t n = strlen(png) - 4;
+  size_t n = (size_t)(strrchr(png, '.') - png);
   return dc_asprintf("%.*s-%lld%s", (int)n, png, (long long)i, png + n);
 }
 
@@ -697,7 +725,41 @@ static dc_status *write_images(const options *o, drt_plan *p, const dc_generate_
   return st;
 }
 
+/* A video pipeline's videos [batch, F, 3, H, W]: -o as one PNG per frame,
+ * --video as one animated PNG per video. */
+static dc_status *write_videos(const options *o, drt_plan *p, const dc_generate_result *r) {
+  if (r->frames > INT32_MAX) return dc_error(DC_ERR_UNSUPPORTED, "%lld frames: diffrun writes at most %d", (long long)r->frames, INT32_MAX);
+  char *params = parameters_text(o, r, p);
+  if (!params) return dc_nomem("writing the video");
+  dc_png_text text = {"parameters", params};
+  int nf = (int)r->frames, h = (int)r->height, w = (int)r->width, fps = o->fps ? o->fps : 8;
+  size_t per = (size_t)(r->frames * 3 * r->height * r->width);
+  dc_status *st = NULL;
+  for (int64_t b = 0; b < r->batch && !st; b++) {
+    const float *video = r->image + per * (size_t)b;
+    if (o->png) st = dc_png_write_frames(o->png, r->batch, b, video, nf, h, w, &text, 1);
+    if (!st && o->png && !o->quiet) {
+      char *first = dc_png_frame_path(o->png, r->batch, b, 0), *last = dc_png_frame_path(o->png, r->batch, b, nf - 1);
+      printf("wrote %s ... %s (%d frames)\n", first ? first : "?", last ? last : "?", nf);
+      dc_free(first);
+      dc_free(last);
+    }
+    char *path = !st && o->video ? image_path(o->video, r->batch, b) : NULL;
+    if (!st && o->video) st = path ? dc_apng_write_chw(path, video, nf, h, w, fps, &text, 1) : dc_nomem("writing the video");
+    if (!st && path && !o->quiet) printf("wrote %s (%d frames at %d fps)\n", path, nf, fps);
+    dc_free(path);
+  }
+  dc_free(params);
+  return st;
+}
+
 static dc_status *write_generation(const char *path, const dc_generate_result *r) {
+  if (r->frames) { /* a video pipeline's: [B, F, 3, H, W] and [B, F', C, h, w] */
+    dc_st_out t[2] = {
+        {"frames", {DT_F32, 5, {r->batch, r->frames, 3, r->height, r->width}}, r->image},
+        {"latents", {DT_F32, 5, {r->batch, r->latent_frames, r->latent_channels, r->latent_h, r->latent_w}}, r->latents}};
+    return dc_st_write(path, t, 2);
+  }
   dc_st_out t[2] = {{"image", {DT_F32, 4, {r->batch, 3, r->height, r->width}}, r->image},
                     {"latents", {DT_F32, 4, {r->batch, r->latent_channels, r->latent_h, r->latent_w}}, r->latents}};
   return dc_st_write(path, t, 2);
@@ -707,9 +769,11 @@ static void print_generation(const dc_generate_result *r) {
   char b1[32], b2[32], b3[32], b4[32];
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("%lld image(s) %lldx%lld: %.3f s (text %.3f s, denoise %.3f s = %.3f s/step over %d steps with %d UNet "
+  if (r->frames) printf("%lld video(s) of %lld frames", (long long)r->batch, (long long)r->frames);
+  else printf("%lld image(s)", (long long)r->batch);
+  printf(" %lldx%lld: %.3f s (text %.3f s, denoise %.3f s = %.3f s/step over %d steps with %d UNet "
          "runs, decode %.3f s), %s, guidance %g, backend %s",
-         (long long)r->batch, (long long)r->width, (long long)r->height,
+         (long long)r->width, (long long)r->height,
          r->text_seconds + r->denoise_seconds + r->decode_seconds, r->text_seconds, r->denoise_seconds,
          r->steps ? r->denoise_seconds / r->steps : 0, r->steps, r->unet_runs, r->decode_seconds, r->scheduler,
          r->guidance, r->backend ? r->backend : "?");
@@ -727,8 +791,9 @@ static dc_status *write_trace(const drt_plan *p, const char *path, int quiet) {
 }
 
 static dc_status *run_pipeline(const options *o, drt_plan *p) {
-  if (!o->png && !o->outputs)
-    return dc_error(DC_ERR_ARGUMENT, "nowhere to put the image: give -o FILE.png and/or --outputs FILE.safetensors");
+  if (!o->png && !o->outputs && !o->video)
+    return dc_error(DC_ERR_ARGUMENT, "nowhere to put the image: give -o FILE.png (a video pipeline: and/or --video "
+                    "FILE.apng) and/or --outputs FILE.safetensors");
   float *latents = NULL;
   if (o->latents) DC_TRY(read_latents(p, o->latents, &latents));
   progress_state ps = {.tty = !o->quiet && isatty(2), .start = dc_now_seconds()};
@@ -749,7 +814,11 @@ static dc_status *run_pipeline(const options *o, drt_plan *p) {
   else memset(&r, 0, sizeof r);
   if (ps.tty) fprintf(stderr, "\r\033[K");
   dc_free(latents);
-  if (!st && o->png) st = write_images(o, p, &r);
+  if (!st && !r.frames && o->video)
+    st = dc_error(DC_ERR_ARGUMENT, "--video %s: this pipeline makes images, not videos (write them with -o FILE.png)",
+                  o->video);
+  if (!st && r.frames && (o->png || o->video)) st = write_videos(o, p, &r);
+  else if (!st && o->png) st = write_images(o, p, &r);
   if (!st && o->outputs) st = write_generation(o->outputs, &r);
   if (!st && o->trace) st = write_trace(p, o->trace, o->quiet);
   if (!st && !o->quiet) print_generation(&r);

@@ -27,6 +27,12 @@ Usage:  python tools/make_fixtures_scheduler.py --out tests/fixtures/schedulers
       recorded, and the scheduler's sigmas (with the final one) are stored as "sigmas".  The flow
       class has neither scale_model_input nor init_noise_sigma: the input is the latents, the
       noise unscaled.
+      CogVideoXDPMScheduler's step is called as CogVideoXPipeline calls it: with the previous
+      step's pred_original_sample and the previous loop timestep (None at the first step).
+  cogvideox_dynamic_cfg.json
+      CogVideoXPipeline's use_dynamic_cfg guidance scale for a few guidance scales and step
+      counts at each timestep of the CogVideoX-2b scheduler: the expression of the pipeline's
+      source (checked to be there), in Python floats.
 
 LMSDiscreteScheduler integrates its coefficients with scipy.integrate.quad(f, a, b, epsrel=1e-4);
 scipy is not in the fixture venv, so quad is QUADPACK's dqagse first stage (the 21-point
@@ -325,6 +331,40 @@ FLOW_CONFIGS = {
 }
 CONFIGS.update(FLOW_CONFIGS)
 
+# CogVideoX, as THUDM/CogVideoX-2b and -5b ship them (CogVideoXDDIMScheduler; the model cards
+# switch to CogVideoXDPMScheduler.from_config), and save_config-written variants for the float32
+# schedules (betas other than scaled_linear) and the other options.
+COGVIDEOX_2B = {"_class_name": "CogVideoXDDIMScheduler", "_diffusers_version": "0.30.0.dev0", "beta_end": 0.012,
+                "beta_schedule": "scaled_linear", "beta_start": 0.00085, "clip_sample": False,
+                "clip_sample_range": 1.0, "num_train_timesteps": 1000, "prediction_type": "v_prediction",
+                "rescale_betas_zero_snr": True, "sample_max_value": 1.0, "set_alpha_to_one": True,
+                "snr_shift_scale": 3.0, "steps_offset": 0, "timestep_spacing": "trailing", "trained_betas": None}
+COGVIDEOX_5B = dict(COGVIDEOX_2B, _diffusers_version="0.31.0.dev0", snr_shift_scale=1.0)
+COGX_DPM = "CogVideoXDPMScheduler"
+CONFIGS.update({
+    "cogvideox_2b": COGVIDEOX_2B,
+    "cogvideox_5b": COGVIDEOX_5B,
+    "cogx_ddim_linear_eps": saved("CogVideoXDDIMScheduler", beta_schedule="linear", beta_start=0.0001,
+                                  beta_end=0.02, set_alpha_to_one=False, timestep_spacing="leading", steps_offset=1),
+    "cogx_dpm_linear_zero_snr": saved(COGX_DPM, beta_schedule="linear", prediction_type="v_prediction",
+                                      rescale_betas_zero_snr=True, timestep_spacing="trailing", snr_shift_scale=2.0),
+    "cogx_dpm_eps_linspace": saved(COGX_DPM, timestep_spacing="linspace", set_alpha_to_one=False),
+    "cogx_ddim_cosine_sample": saved("CogVideoXDDIMScheduler", beta_schedule="squaredcos_cap_v2",
+                                     prediction_type="sample", snr_shift_scale=1.5),
+})
+# The float32 schedules (betas other than scaled_linear) with rescale_betas_zero_snr take torch's
+# float32 sqrt, which on this machine (MKL, AVX-512) is not correctly rounded for ~20% of inputs:
+# diffc's alphas_cumprod differ from diffusers' by an ulp here and there (the released float64
+# schedules match bit for bit).  A step whose previous alpha is alphas_cumprod[0] (1 - it ~ 2e-3)
+# turns that ulp into ~4e-5 of its coefficients, past the 1e-6 the tests hold: the float32
+# zero-SNR case runs 12 steps, whose last step goes to final_alpha_cumprod instead (11 would not).
+CASES += [(f"{c}_{n}", c, None, n) for c, n in [
+    ("cogvideox_2b", 50), ("cogvideox_2b", 7), ("cogvideox_5b", 12), ("cogvideox_5b", 1),
+    ("cogx_ddim_linear_eps", 10), ("cogx_ddim_cosine_sample", 9),
+    ("cogx_dpm_linear_zero_snr", 12), ("cogx_dpm_eps_linspace", 8)]]
+CASES += [(f"{c}_to_dpm_{n}", c, COGX_DPM, n) for c, n in [
+    ("cogvideox_5b", 50), ("cogvideox_5b", 1), ("cogvideox_5b", 2), ("cogvideox_2b", 13), ("cogvideox_2b", 3)]]
+
 # (config, pipeline, image_seq_len, steps): the case is named <config>_<pipeline>_<seq>_<steps>
 FLOW_CASES = [
     ("flux_dev", "flux", 4096, 28), ("flux_dev", "flux", 1024, 4), ("flux_dev", "flux", 256, 1),
@@ -412,11 +452,17 @@ def run_case(out, name, config_name, override, steps, seed, flow=None):
     if flow:
         tensors["sigmas"] = sched.sigmas.to(torch.float32).numpy()
     scale = getattr(sched, "scale_model_input", lambda x, t: x)
+    old_pred_original_sample = None
     for i, t in enumerate(timesteps):
         x = scale(latents, t)
         tensors[f"input.{i}"] = x.numpy().copy()
         output = x * float(coef[i]) + table
-        latents = sched.step(output, t, latents, **extra).prev_sample
+        if type(sched).__name__ == COGX_DPM:  # as CogVideoXPipeline calls it
+            latents, old_pred_original_sample = sched.step(output, old_pred_original_sample, t,
+                                                           timesteps[i - 1] if i > 0 else None, latents,
+                                                           **extra, return_dict=False)
+        else:
+            latents = sched.step(output, t, latents, **extra).prev_sample
         tensors[f"sample.{i}"] = latents.numpy().copy()
     save_file({k: np.ascontiguousarray(v, dtype="<f4") for k, v in tensors.items()},
               os.path.join(out, f"{name}.safetensors"))
@@ -425,6 +471,36 @@ def run_case(out, name, config_name, override, steps, seed, flow=None):
     if flow:
         case.update({"pipeline": flow[0], "image_seq_len": flow[1], "mu": mu})
     return case
+
+
+# ---- CogVideoXPipeline's use_dynamic_cfg -------------------------------------------------------
+
+DYNAMIC_CFG_EXPR = ("1 + guidance_scale * (\n"
+                    "                        (1 - math.cos(math.pi * ((num_inference_steps - t.item()) / "
+                    "num_inference_steps) ** 5.0)) / 2\n"
+                    "                    )")
+
+
+def make_dynamic_cfg(out):
+    import math
+    import inspect
+    from diffusers import CogVideoXDDIMScheduler
+    from diffusers.pipelines.cogvideo.pipeline_cogvideox import CogVideoXPipeline
+    if DYNAMIC_CFG_EXPR not in inspect.getsource(CogVideoXPipeline.__call__):
+        raise SystemExit("CogVideoXPipeline's use_dynamic_cfg expression changed: update make_dynamic_cfg")
+    values = []
+    for guidance_scale, num_inference_steps in [(6.0, 50), (6.0, 7), (3.5, 12), (1.0, 1)]:
+        sched = CogVideoXDDIMScheduler.from_config(COGVIDEOX_2B)
+        sched.set_timesteps(num_inference_steps)
+        for t in sched.timesteps:
+            scale = eval(DYNAMIC_CFG_EXPR, {"math": math}, {"guidance_scale": guidance_scale, "t": t,
+                                                             "num_inference_steps": num_inference_steps})
+            values.append({"guidance_scale": guidance_scale, "num_inference_steps": num_inference_steps,
+                           "timestep": int(t), "scale": scale})
+    with open(os.path.join(out, "cogvideox_dynamic_cfg.json"), "w") as f:
+        json.dump({"description": "CogVideoXPipeline(use_dynamic_cfg=True)'s guidance scale at each timestep "
+                   "(tools/make_fixtures_scheduler.py)", "values": values}, f, indent=1)
+        f.write("\n")
 
 
 def main():
@@ -436,6 +512,7 @@ def main():
     print(f"diffusers {diffusers.__version__}, torch {torch.__version__}, numpy {np.__version__}")
     os.makedirs(os.path.join(args.out, "configs"), exist_ok=True)
     make_rng(args.out)
+    make_dynamic_cfg(args.out)
     for name, spec in CONFIGS.items():
         write_config(args.out, name, spec)
     cases = [run_case(args.out, name, cfg, override, steps, 100 + k)

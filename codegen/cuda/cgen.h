@@ -6,7 +6,8 @@
  *   g_elementwise.c  silu gelu quick_gelu gelu_tanh clamp scale add mul geglu gated_add cast
  *   g_data.c         reshape permute upsample_nearest concat slice timestep_embedding
  *   g_norm.c         group_norm layer_norm mod_layer_norm rms_norm
- *   g_gemm.c         conv2d linear (FMA for f32 compute, WMMA for an NCHW conv at bf16/f16; g_gemm.h)
+ *   g_gemm.c         conv2d conv3d linear (FMA for f32 compute, WMMA for an NCHW conv or conv3d at bf16/f16;
+ *                    g_gemm.h)
  *   g_mma_gemm.c     linear and NHWC conv2d at bf16/f16 on mma.sync + ldmatrix + cp.async
  *   g_attention.c    attention, causal_attention, attention_bias (flash: online softmax, never an Sq x Sk matrix;
  *                    f32 FMA, and wmma for bf16/f16 heads over 160)
@@ -92,6 +93,7 @@ dc_status *dc_cuda_gen_time_embed(const dc_module *, const dc_node *, const dc_c
 dc_status *dc_cuda_gen_group_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_layer_norm(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_conv2d(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
+dc_status *dc_cuda_gen_conv3d(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_linear(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 dc_status *dc_cuda_gen_blend(const dc_module *, const dc_node *, const dc_cuda_options *, const char *, dc_cuda_kernel *);
 /* Whether g_flash.c's mma.sync kernel takes node n (bf16/f16 compute,

@@ -1,4 +1,4 @@
-/* g_gemm.c — conv2d and linear as one tiled GEMM, C[M, N] = A[M, K] · B[K, N],
+/* g_gemm.c — conv2d, conv3d and linear as one tiled GEMM, C[M, N] = A[M, K] · B[K, N],
  * with the epilogue of ops.def fused (bias, act, residual).
  *
  *   linear: A = x viewed as [M, K] (rows of the input), B[k][j] = w[j][k].
@@ -16,6 +16,12 @@
  *           16-byte load when C % 4 == 0, else 4 scalar ones) and
  *           consecutive threads walk along k; the C tile is row-major
  *           [pixel][O], the NHWC output itself (columns fastest, as linear).
+ *   conv3d: the NCHW implicit GEMM with time: M = B·To·Ho·Wo (rows = output
+ *           voxels), K = C·kt·kh·kw, k = (c, t, r, q) as w[O][C][kt][kh][kw]
+ *           is stored; A's element is the tap (n, c, to·st + t, ho·sh + r -
+ *           ph, wo·sw + q - pw), zero in the H / W padding (time has none).
+ *           The output is written volume by volume (G_P = To·Ho·Wo): the
+ *           NCHW epilogue unchanged, and the bias its only epilogue.
  *
  * Two main loops here, picked by dc_cuda_options.compute:
  *   F32        plain FMA (no TF32): 64x64 block tile, BK 16, 256 threads,
@@ -89,6 +95,9 @@ static dc_status *check_int_range(const gemm *g) {
 
 static void read_epilogue(const dc_module *m, const dc_node *n, gemm *g) {
   g->has_bias = dc_node_int(n, "bias") != 0;
+  g->out = n->type;
+  g->rtype = g->gtype = DT_F32;
+  if (n->op == OP_CONV3D) return; /* the bias is its whole epilogue (no act or residual attribute) */
   g->has_res = dc_node_int(n, "residual") != 0;
   g->act = (int)dc_node_int(n, "act");
   g->geglu = g->act == ACT_GEGLU;
@@ -126,6 +135,20 @@ static void read_conv(const dc_module *m, const dc_node *n, gemm *g) {
   g->ncols = w->dims[0];
   g->k = g->ci * g->kh * g->kw;
   g->outc = g->ncols;
+}
+
+/* x[B,C,T,H,W] w[O,C,kt,kh,kw] out[B,O,To,Ho,Wo]; padding in H and W only. */
+static void read_conv3d(const dc_module *m, const dc_node *n, gemm *g) {
+  const dc_type *x = input_type(m, n, 0), *w = input_type(m, n, 1);
+  g->conv = g->conv3d = 1;
+  g->ci = x->dims[1], g->ti = x->dims[2], g->hi = x->dims[3], g->wi = x->dims[4];
+  g->kd = w->dims[2], g->kh = w->dims[3], g->kw = w->dims[4];
+  g->to = n->type.dims[2], g->ho = n->type.dims[3], g->wo = n->type.dims[4];
+  g->st = dc_node_int(n, "stride_t"), g->sh = dc_node_int(n, "stride_h"), g->sw = dc_node_int(n, "stride_w");
+  g->pt = dc_node_int(n, "pad_h"), g->pl = dc_node_int(n, "pad_w");
+  g->m = x->dims[0] * g->to * g->ho * g->wo;
+  g->ncols = g->outc = w->dims[0];
+  g->k = g->ci * g->kd * g->kh * g->kw;
 }
 
 static void read_linear(const dc_module *m, const dc_node *n, gemm *g) {
@@ -178,7 +201,16 @@ enum { STATIC_SMEM_MAX = 48 * 1024 };
  * output, residual, gate) as the kernel text names them; shared with the
  * mma.sync generator (g_gemm.h). */
 static void emit_operands(dc_buf *b, const gemm *g) {
-  if (g->conv)
+  if (g->conv3d)
+    dc_buf_printf(b,
+                  "#define G_CI %lld\n#define G_TI %lld\n#define G_HI %lld\n#define G_WI %lld\n#define G_KD %lld\n"
+                  "#define G_KH %lld\n#define G_KW %lld\n#define G_TO %lld\n#define G_HO %lld\n#define G_WO %lld\n"
+                  "#define G_P (G_TO * G_HO * G_WO)\n#define G_ST %lld\n#define G_SH %lld\n#define G_SW %lld\n"
+                  "#define G_PT %lld\n#define G_PL %lld\n",
+                  (long long)g->ci, (long long)g->ti, (long long)g->hi, (long long)g->wi, (long long)g->kd,
+                  (long long)g->kh, (long long)g->kw, (long long)g->to, (long long)g->ho, (long long)g->wo,
+                  (long long)g->st, (long long)g->sh, (long long)g->sw, (long long)g->pt, (long long)g->pl);
+  else if (g->conv)
     dc_buf_printf(b,
                   "#define G_CI %lld\n#define G_HI %lld\n#define G_WI %lld\n#define G_KH %lld\n#define G_KW %lld\n"
                   "#define G_HO %lld\n#define G_WO %lld\n#define G_P (G_HO * G_WO)\n"
@@ -282,6 +314,23 @@ static void emit_a(dc_buf *b, const gemm *g) {
   }
   if (g->nhwc) {
     emit_a_nhwc(b, g);
+    return;
+  }
+  if (g->conv3d) {
+    dc_buf_printf(b,
+                  "/* Implicit im2col of the [B,C,T,H,W] input: row m = (n, to, ho, wo), column k = (c, t, r, q). */\n"
+                  "struct g_arow { const g_x_t *p; int hb, wb; bool ok; };\n"
+                  "DC_DEVICE g_arow g_row(const g_x_t *__restrict__ x, int m) {\n"
+                  "  const int wo = m %% G_WO, ho = (m / G_WO) %% G_HO, to = (m / (G_WO * G_HO)) %% G_TO, n = m / G_P;\n"
+                  "  g_arow r = {x + ((long long)n * G_CI * G_TI + to * G_ST) * G_HI * G_WI, ho * G_SH - G_PT,\n"
+                  "              wo * G_SW - G_PL, m < G_M};\n"
+                  "  return r;\n"
+                  "}\n"
+                  "DC_DEVICE float g_a(const g_arow &r, int k) {\n"
+                  "  const int q = k %% G_KW, t = k / G_KW, hi = r.hb + t %% G_KH, u = t / G_KH, c = u / G_KD, wi = r.wb + q;\n"
+                  "  if (!r.ok || k >= G_K || (unsigned)hi >= (unsigned)G_HI || (unsigned)wi >= (unsigned)G_WI) return 0.0f;\n"
+                  "  return G_XLD(r.p, (((long long)c * G_TI + u %% G_KD) * G_HI + hi) * G_WI + wi); /* frame to·st + t */\n"
+                  "}\n");
     return;
   }
   dc_buf_printf(b,
@@ -566,6 +615,14 @@ dc_status *dc_cuda_gen_conv2d(const dc_module *m, const dc_node *n, const dc_cud
   if (g.geglu) return dc_error(DC_ERR_UNSUPPORTED, "act geglu is for linear only");
   read_conv(m, n, &g);
   return generate(&g, o, g.nhwc ? "conv2d (NHWC)" : "conv2d", name, out);
+}
+
+dc_status *dc_cuda_gen_conv3d(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,
+                              dc_cuda_kernel *out) {
+  gemm g;
+  DC_TRY(read_common(m, n, &g));
+  read_conv3d(m, n, &g);
+  return generate(&g, o, "conv3d", name, out);
 }
 
 dc_status *dc_cuda_gen_linear(const dc_module *m, const dc_node *n, const dc_cuda_options *o, const char *name,

@@ -1,5 +1,5 @@
 /* g_gemm.h — internal to codegen/cuda: what the two GEMM generators share.
- * g_gemm.c reads a conv2d / linear node into a `gemm` (shapes, operand
+ * g_gemm.c reads a conv2d / conv3d / linear node into a `gemm` (shapes, operand
  * dtypes, epilogue) and owns the epilogue text (bias, act, residual, geglu
  * pairs, gated residual: one definition); it writes the FMA kernel (f32
  * compute) and the WMMA one, and hands bf16 / f16 compute to g_mma_gemm.c
@@ -24,6 +24,8 @@ typedef struct {
   dc_cuda_compute compute;
   int64_t m, ncols, k, outc;      /* GEMM rows, GEMM columns, reduction, output columns */
   int64_t ci, hi, wi, kh, kw, ho, wo, stride, pt, pl; /* conv geometry */
+  int conv3d;                          /* conv3d: time too, H and W strides of their own */
+  int64_t ti, kd, to, st, sh, sw;      /* conv3d: frames in, taps in time, frames out, strides */
   int bm, bn, bk, threads;        /* block tile, K step, threads per block */
   int fm, fn, wgm, wgn;           /* wmma: fragments per warp (rows, cols), warp grid */
   dc_type out, res;

@@ -25,6 +25,7 @@ static dc_cuda_gen_fn generator_for(dc_op op) {
     case OP_GROUP_NORM: return dc_cuda_gen_group_norm;
     case OP_LAYER_NORM: return dc_cuda_gen_layer_norm;
     case OP_CONV2D: return dc_cuda_gen_conv2d;
+    case OP_CONV3D: return dc_cuda_gen_conv3d;
     case OP_LINEAR: return dc_cuda_gen_linear;
     case OP_ATTENTION: return dc_cuda_gen_attention;
     case OP_BLEND: return dc_cuda_gen_blend;
@@ -51,7 +52,7 @@ static const dc_lowering cuda_marks[OP_COUNT] = {
   [OP_WEIGHT] = {DC_LOWER_RUNTIME, "the runtime uploads weights at load"},
   [OP_UPLOAD] = {DC_LOWER_RUNTIME, "an upload is a copy on the copy stream"},
   [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a peer copy"},
-  [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place constants; compile for --target cpu"},
+  [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place integer constants (f32 ones become weights); compile for --target cpu"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 

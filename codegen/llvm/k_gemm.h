@@ -1,5 +1,6 @@
-/* k_gemm.h — private to the conv2d and linear kernels (k_gemm.c, k_conv.c,
- * k_linear.c): one register-blocked GEMM generator both ops lower to.
+/* k_gemm.h — private to the conv2d, conv3d and linear kernels (k_gemm.c,
+ * k_conv.c, k_linear.c): one register-blocked GEMM generator they lower to
+ * (conv3d is conv2d's GEMM with time in its k and its columns, k_conv.c).
  *
  * Both ops compute, per group g (conv: image; linear: one group),
  *     C[r, j] = sum_kk A[r, kk] · B[kk, j]       r < m, j < ncols, kk < k
@@ -135,8 +136,13 @@ LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValu
  * g->winograd), and its emitter. */
 int conv2d_winograd_applies(const dc_kgen *g);
 dc_status *conv2d_winograd(dc_kgen *g);
+/* conv3d the same way when its taps in H and W are 3×3 at stride 1 (its
+ * output frames as images, its (c, kt) pairs as channels). */
+int conv3d_winograd_applies(const dc_kgen *g);
+dc_status *conv3d_winograd(dc_kgen *g);
 
 dc_status *dc_k_conv2d(dc_kgen *g);
+dc_status *dc_k_conv3d(dc_kgen *g);
 dc_status *dc_k_linear(dc_kgen *g);
 
 #endif

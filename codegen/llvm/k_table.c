@@ -6,6 +6,7 @@
 
 dc_status *dc_k_silu(dc_kgen *g);
 dc_status *dc_k_conv2d(dc_kgen *g);
+dc_status *dc_k_conv3d(dc_kgen *g);
 dc_status *dc_k_linear(dc_kgen *g);
 dc_status *dc_k_gelu(dc_kgen *g);
 dc_status *dc_k_clamp(dc_kgen *g);
@@ -36,6 +37,7 @@ dc_kgen_emit_fn dc_kgen_emitter_for(dc_op op) {
   switch (op) {
     case OP_SILU: return dc_k_silu;
     case OP_CONV2D: return dc_k_conv2d;
+    case OP_CONV3D: return dc_k_conv3d;
     case OP_LINEAR: return dc_k_linear;
     case OP_GELU: return dc_k_gelu;
     case OP_CLAMP: return dc_k_clamp;

@@ -1,7 +1,7 @@
 /* fuzz_scheduler.c — the scheduler reader and the schedulers: all but the
  * last two bytes are scheduler_config.json; the second-to-last byte picks
- * a class override (0: the config's _class_name, 1..6 and 8: the classes
- * diffc implements, 7: a name it does not), the last byte's low six bits
+ * a class override (0: the config's _class_name, 1..6 and 8..10: the
+ * classes diffc implements, 7: a name it does not), the last byte's low six bits
  * the step count (1..64) and its top two how a flow-matching scheduler's
  * timesteps are set (bit 6: as a pipeline does, with calculate_shift's mu
  * for an image size from the config bytes' length; bit 7: with FluxPipeline's
@@ -25,6 +25,8 @@ static const char *const overrides[] = {
     "LMSDiscreteScheduler",
     "KDPM2DiscreteScheduler",
     "FlowMatchEulerDiscreteScheduler",
+    "CogVideoXDDIMScheduler",
+    "CogVideoXDPMScheduler",
 };
 
 enum { N = 21 }; /* a ragged randn tail, and the < 16 path never */
