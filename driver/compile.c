@@ -668,6 +668,7 @@ static dc_status *emit(const dc_compile_options *o, const target_ctx *t, const d
  * search, which chooses the storage dtype itself) every float weight too,
  * as diffusers' pipe.to(dtype): no forward casts a weight. */
 static void compute_defaults(dc_compile_options *o, const target_ctx *t) {
+  o->memory.constants_as_weights = t->cuda; /* the CUDA runtime places no constants */
   if (!t->cuda || t->compute == DC_CUDA_COMPUTE_F32) return;
   dc_dtype d = t->compute == DC_CUDA_COMPUTE_BF16 ? DT_BF16 : DT_F16;
   o->memory.activation = d;

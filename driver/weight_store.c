@@ -291,6 +291,10 @@ static uint64_t source_index(const dc_weight *w, uint64_t i) {
 /* Converts weight w's source bytes into dst (type.dtype, repacked if asked). */
 static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) {
   uint64_t n = dc_type_numel(&w->type);
+  if (!w->cast_pending && !w->repack_pending) { /* a constant's bytes, as they are */
+    memcpy(dst, src, (size_t)w->bytes);
+    return NULL;
+  }
   if (!w->cast_pending) { /* a repack alone moves elements as they are: src in order, no index arithmetic */
     size_t es = (size_t)dc_dtype_size(w->type.dtype);
     const int64_t *d = w->type.dims; /* O, kh, kw, C */
@@ -324,6 +328,17 @@ static dc_status *convert(const dc_weight *w, const uint8_t *src, uint8_t *dst) 
   return NULL;
 }
 
+/* Where weight w's bytes are in its (mapped) source file. */
+static dc_status *source_bytes(const dc_module *m, sources *s, const dc_weight *w, const uint8_t **out) {
+  uint64_t from_bytes = w->cast_pending ? w->from_bytes : w->bytes;
+  dc_mapped_file *f = &s->maps[w->file];
+  if (!f->data) DC_TRY(dc_file_map(m->files[w->file].path, f));
+  if (w->offset + from_bytes > (uint64_t)f->size)
+    return dc_error(DC_ERR_IO, "%s: tensor %s lies past the end: the file changed", m->files[w->file].path, w->name);
+  *out = f->data + w->offset;
+  return NULL;
+}
+
 dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose, const dc_progress *progress) {
   int n = 0;
   uint64_t total = 0;
@@ -342,12 +357,9 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose, co
   for (int32_t i = 0; i < m->nweights && !st; i++) {
     dc_weight *w = &m->weights[i];
     if (!dc_weight_pending(w)) continue;
-    uint64_t from_bytes = w->cast_pending ? w->from_bytes : w->bytes;
-    dc_mapped_file *f = &s.maps[w->file];
-    if (!f->data) st = dc_file_map(m->files[w->file].path, f);
-    if (!st && w->offset + from_bytes > (uint64_t)f->size)
-      st = dc_error(DC_ERR_IO, "%s: tensor %s lies past the end: the file changed", m->files[w->file].path, w->name);
-    if (!st) st = convert(w, f->data + w->offset, data + at);
+    const uint8_t *src = w->inline_bytes;
+    if (!src) st = source_bytes(m, &s, w, &src);
+    if (!st) st = convert(w, src, data + at);
     outs[k] = (dc_st_out){w->name, w->type, data + at};
     ws[k++] = i;
     at += w->bytes;
@@ -358,14 +370,17 @@ dc_status *dc_store_cast_weights(dc_module *m, const char *path, int verbose, co
   for (int32_t f = 0; s.maps && f < s.nfiles; f++)
     if (s.maps[f].data) dc_file_unmap(&s.maps[f]);
   if (!st) {
-    for (int i = 0; i < n; i++) m->weights[ws[i]].cast_pending = m->weights[ws[i]].repack_pending = 0;
+    for (int i = 0; i < n; i++) {
+      m->weights[ws[i]].cast_pending = m->weights[ws[i]].repack_pending = 0;
+      m->weights[ws[i]].inline_bytes = NULL;
+    }
     st = repoint(m, path, ws, n);
   }
   if (!st) st = drop_unused_files(m);
   if (!st && verbose) {
     char b[32];
     dc_progress_pause(progress);
-    fprintf(stderr, "diffc: wrote %s: %d weights converted (storage dtype, NHWC repack), %s\n", path, n, dc_format_bytes(total, b, sizeof b));
+    fprintf(stderr, "diffc: wrote %s: %d weights converted (storage dtype, NHWC repack, constants), %s\n", path, n, dc_format_bytes(total, b, sizeof b));
   }
   dc_free(s.maps);
   dc_free(outs);

@@ -147,7 +147,7 @@ const char *dc_act_name(dc_act a) {
 
 int dc_op_is_copy(dc_op op) { return op == OP_UPLOAD || op == OP_TRANSFER; }
 
-int dc_weight_pending(const dc_weight *w) { return w->cast_pending || w->repack_pending; }
+int dc_weight_pending(const dc_weight *w) { return w->cast_pending || w->repack_pending || w->inline_bytes; }
 
 const char *dc_layout_name(dc_layout l) {
   static const char *names[LAYOUT_COUNT] = {"row", "nchw", "nhwc"};

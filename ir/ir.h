@@ -195,6 +195,11 @@ typedef struct {
    * before each use, on the device that runs the module.  Compile time
    * only: a plan shows it as uploads. */
   enum { DC_PLACE_DEVICE, DC_PLACE_CPU, DC_PLACE_DISK } place;
+  /* A constant turned into a weight (pass constant-weights, for a target
+   * that places no constants): its bytes, in the module's arena, written
+   * beside the plan like a cast; the file is the pseudo file "<constants>"
+   * until then.  Compile time only: pending, never in a plan. */
+  const void *inline_bytes;
 } dc_weight;
 /* True while a weight's file bytes still need converting (cast or repack). */
 int dc_weight_pending(const dc_weight *w);

@@ -81,6 +81,7 @@ typedef struct dc_memory_options {
   int nmap;
   dc_max_memory max_memory;      /* --max-memory */
   int no_hoist;                  /* --no-hoist: compute nothing of a loop before it (passes/hoist.c) */
+  int constants_as_weights;      /* --target cuda: constants become weights (passes/constant_weights.c) */
 } dc_memory_options;
 
 /* Names for messages and the plan's options ("none", "model", ...). */
@@ -90,6 +91,7 @@ const char *dc_group_level_name(dc_group_level g);
  * required), blocks per group only at block level (and then >= 1), prefetch
  * only with group offload.  Messages say which option to add or drop. */
 dc_status *dc_memory_options_check(const dc_memory_options *o);
+dc_status *dc_pass_constant_weights(dc_module *m, const dc_memory_options *o);
 
 typedef dc_status *(*dc_pass_fn)(dc_module *m, const dc_memory_options *mem);
 

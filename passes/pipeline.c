@@ -38,6 +38,10 @@ static const dc_pass passes[] = {
      * (transfers and uploads copy the dtype they read) and memplan (sizes). */
     {"activation-dtype", "cuda --compute-dtype bf16/f16: computed values stored in it between kernels (outputs f32)",
      dc_pass_activation_dtype},
+    /* After cast-weights and activation-dtype (position tables keep their
+     * f32 bytes); before dce and offload (the new weights offload by scope). */
+    {"constant-weights", "cuda: every f32 constant becomes a weight with its bytes, written beside the plan",
+     dc_pass_constant_weights},
     {"dce", "remove values no output depends on; drop weights nothing reads", dce},
     /* After dce (only live weights count); before offload, which uploads
      * what it put on cpu or disk, and memplan, which plans each device. */

@@ -52,7 +52,7 @@ static const dc_lowering cuda_marks[OP_COUNT] = {
   [OP_WEIGHT] = {DC_LOWER_RUNTIME, "the runtime uploads weights at load"},
   [OP_UPLOAD] = {DC_LOWER_RUNTIME, "an upload is a copy on the copy stream"},
   [OP_TRANSFER] = {DC_LOWER_RUNTIME, "a transfer is a peer copy"},
-  [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place constants; compile for --target cpu"},
+  [OP_CONSTANT] = {DC_LOWER_REFUSED, "the CUDA backend does not place integer constants (f32 ones become weights); compile for --target cpu"},
   [OP_PROBE] = {DC_LOWER_REFUSED, "probe is an op for the IR's own tests (OPF_TEST); no backend lowers it"},
 };
 
