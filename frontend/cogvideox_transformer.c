@@ -2,7 +2,8 @@
  * (models/transformers/cogvideox_transformer_3d.py) as an IR graph:
  * CogVideoX 1.0, 2b-style (3D sincos positions) and 5b-style (3D RoPE,
  * optionally with learned positions as the 5b image-to-video model), and
- * CogVideoX 1.5 text-to-video (patch_size_t: patches span frames too).
+ * CogVideoX 1.5 (patch_size_t: patches span frames too; image-to-video
+ * with ofs_embed_dim: an "ofs" input embedded like the timestep).
  *
  *   hidden_states [B,F,in_channels,H,W] (latent frames) -> patch_embed.proj
  *      per frame (1.5: per patch_size_t frames) to (F/p_t)*(H/p)*(W/p)
@@ -33,6 +34,7 @@ typedef struct {
   int64_t heads, head_dim, in_ch, out_ch, time_dim, text_dim, layers;
   int64_t sample_w, sample_h, sample_frames, patch, patch_t, tcr, max_text; /* patch_t 0: None */
   double freq_shift, eps, spatial_scale, temporal_scale;
+  int64_t ofs_dim; /* ofs_embed_dim; 0: None */
   int flip_sin_to_cos, qkv_bias, rope, learned;
 } cog_config;
 
@@ -68,18 +70,25 @@ static dc_status *cfg_patch_t(const dc_json_doc *d, cog_config *c) {
   return NULL;
 }
 
-/* What diffc builds of the keys that select other variants: CogVideoX 1.5's
- * image-to-video ofs embedding; the activations of the released models;
- * the affine norms every released model has, and the patch conv's bias
- * every 1.0 model has (1.5's Linear patch embedding has one whatever
- * patch_bias says). */
-static dc_status *cfg_variants(const dc_json_doc *d, const cog_config *c) {
-  int64_t ofs;
+/* CogVideoX 1.5 image-to-video's ofs embedding (diffusers tests `if
+ * ofs_embed_dim:`, so 0 is None too), added to the time embedding: the
+ * widths must agree for diffusers' emb + ofs_emb. */
+static dc_status *cfg_ofs(const dc_json_doc *d, cog_config *c) {
   const cJSON *o = cJSON_GetObjectItemCaseSensitive(d->root, "ofs_embed_dim");
-  if (o && !cJSON_IsNull(o)) { /* diffusers tests `if ofs_embed_dim:`, so 0 is none too */
-    DC_TRY(dc_json_int(d, "ofs_embed_dim", 0, &ofs));
-    if (ofs) return unsupported(d, "ofs_embed_dim", "null or 0 (no ofs embedding)");
-  }
+  if (!o || cJSON_IsNull(o)) return NULL;
+  DC_TRY(dc_json_int_min(d, "ofs_embed_dim", 0, 0, &c->ofs_dim));
+  if (c->ofs_dim && c->ofs_dim != c->time_dim)
+    return dc_error(DC_ERR_FORMAT, "%s: \"ofs_embed_dim\" is %lld but \"time_embed_dim\" is %lld; the ofs embedding "
+                    "is added to the time embedding, so they must be equal", d->path, (long long)c->ofs_dim,
+                    (long long)c->time_dim);
+  return NULL;
+}
+
+/* What diffc builds of the keys that select other variants: the
+ * activations of the released models; the affine norms every released
+ * model has, and the patch conv's bias every 1.0 model has (1.5's Linear
+ * patch embedding has one whatever patch_bias says). */
+static dc_status *cfg_variants(const dc_json_doc *d, const cog_config *c) {
   DC_TRY(cfg_string_is(d, "activation_fn", "gelu-approximate", (const char *const[]){"gelu-approximate", NULL},
                        "\"gelu-approximate\""));
   DC_TRY(cfg_string_is(d, "timestep_activation_fn", "silu", (const char *const[]){"silu", "swish", NULL},
@@ -145,13 +154,14 @@ static dc_status *cfg_load(const dc_json_doc *d, cog_config *c) {
                     (long long)c->patch);
   DC_TRY(cfg_positions(d, c));
   DC_TRY(cfg_patch_t(d, c));
+  DC_TRY(cfg_ofs(d, c));
   return cfg_variants(d, c);
 }
 
 /* ---- inputs ------------------------------------------------------------ */
 
 typedef struct {
-  int64_t x[5], ctx[3], t[1];
+  int64_t x[5], ctx[3], t[1], ofs[1];
 } cog_shapes;
 
 static dc_status *bad_input(const char *name, const int64_t *have, int rank, const char *need, const char *why) {
@@ -223,7 +233,12 @@ static dc_status *input_shapes(const cog_config *c, const dc_build_options *opt,
     return bad_input("encoder_hidden_states", s->ctx, 3, need, why);
   DC_TRY(dc_build_input_shape(opt, "timestep", 1, &b, s->t));
   snprintf(need, sizeof need, "[%lld]", (long long)b);
-  return s->t[0] == b ? NULL : bad_input("timestep", s->t, 1, need, "batch from \"hidden_states\"");
+  if (s->t[0] != b) return bad_input("timestep", s->t, 1, need, "batch from \"hidden_states\"");
+  if (!c->ofs_dim) return NULL;
+  /* the image-to-video pipeline passes one ofs value, broadcast over the batch */
+  DC_TRY(dc_build_input_shape(opt, "ofs", 1, (int64_t[]){1}, s->ofs));
+  snprintf(need, sizeof need, "[1] or [%lld]", (long long)b);
+  return s->ofs[0] == 1 || s->ofs[0] == b ? NULL : bad_input("ofs", s->ofs, 1, need, "one value, or one per sample");
 }
 
 static dc_status *add_input(dc_module *m, const char *name, int rank, const int64_t *dims, dc_input_init init,
@@ -238,13 +253,19 @@ static dc_status *add_input(dc_module *m, const char *name, int rank, const int6
 
 #define P(...) gb_path(s, sizeof s, __VA_ARGS__)
 
-/* emb = time_embedding(time_proj(timestep)), Timesteps over the blocks' width. */
+/* emb = time_embedding(time_proj(timestep)), Timesteps over the blocks'
+ * width; with ofs_embed_dim, + ofs_embedding(ofs_proj(ofs)). */
 static dc_status *time_embedding(dc_gb *g, const cog_config *c, const cog_shapes *sh, int32_t *emb) {
-  int32_t t;
+  int32_t t, ofs;
   int64_t dim = c->heads * c->head_dim;
   DC_TRY(add_input(g->m, "timestep", 1, sh->t, INIT_TIMESTEP, &t));
   DC_TRY(blk_timesteps(g, "time_proj", t, dim, c->flip_sin_to_cos, c->freq_shift, &t));
-  return blk_timestep_embedding(g, "time_embedding", t, dim, c->time_dim, emb);
+  DC_TRY(blk_timestep_embedding(g, "time_embedding", t, dim, c->time_dim, emb));
+  if (!c->ofs_dim) return NULL;
+  DC_TRY(add_input(g->m, "ofs", 1, sh->ofs, INIT_NORMAL, &ofs));
+  DC_TRY(blk_timesteps(g, "ofs_proj", ofs, c->ofs_dim, c->flip_sin_to_cos, c->freq_shift, &ofs));
+  DC_TRY(blk_timestep_embedding(g, "ofs_embedding", ofs, c->ofs_dim, c->ofs_dim, &ofs));
+  return gb_binary(g, OP_ADD, "ofs_embedding", *emb, ofs, emb);
 }
 
 /* patch_embed.pos_embedding [1, max_text + N, dim] (the persistent learned
@@ -365,7 +386,7 @@ static const dc_config_key cog_keys[] = {
     {"flip_sin_to_cos", DC_KEY_BOOL, "true", 0, NULL},
     {"freq_shift", DC_KEY_NUM, "0", 0, NULL},
     {"time_embed_dim", DC_KEY_INT, "512", 0, NULL},
-    {"ofs_embed_dim", DC_KEY_INT, "null", 1, "null or 0"},
+    {"ofs_embed_dim", DC_KEY_INT, "null", 1, "null, 0, or time_embed_dim"},
     {"text_embed_dim", DC_KEY_INT, "4096", 0, NULL},
     {"num_layers", DC_KEY_INT, "30", 0, NULL},
     {"dropout", DC_KEY_NUM, "0.0", 0, NULL}, /* inference: no dropout */
@@ -393,6 +414,7 @@ static const dc_entry_io cog_inputs[] = {
     {"hidden_states", NULL},
     {"encoder_hidden_states", NULL},
     {"timestep", NULL},
+    {"ofs", "ofs_embed_dim set"},
     {NULL, NULL},
 };
 static const dc_entry_io cog_outputs[] = {{"sample", NULL}, {NULL, NULL}};

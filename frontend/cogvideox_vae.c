@@ -109,8 +109,8 @@ static dc_status *cfg_quant(const dc_json_doc *d, cvx_config *c) {
   DC_TRY(dc_json_bool(d, "use_post_quant_conv", 0, &c->post_quant));
   if ((c->quant || c->post_quant) && c->latent != c->out_ch)
     return dc_error(DC_ERR_UNSUPPORTED,
-                    "%s: \"%s\" is true with \"latent_channels\" %lld != \"out_channels\" %lld: diffusers sizes that conv "
-                    "by out_channels and cannot run it on the latents",
+                    "%s: \"%s\" is true with \"latent_channels\" %lld != \"out_channels\" %lld: diffusers sizes "
+                    "that conv by out_channels and cannot run it on the latents",
                     d->path, c->quant ? "use_quant_conv" : "use_post_quant_conv", (long long)c->latent,
                     (long long)c->out_ch);
   return NULL;

@@ -54,7 +54,7 @@ static dc_status *read_info(const drt_plan *p, pipe_info *pi) {
   if (!st) st = json_int(j, "tokens", &pi->tokens);
   if (!st) st = json_int(j, "latent_channels", &pi->channels);
   if (!st) st = json_int(j, "vae_scale_factor", &vae);
-  if (!st && (vae < 1 || pi->batch < 1 || pi->tokens < 2 || pi->tokens > 4096))
+  if (!st && (vae < 1 || pi->batch < 1 || pi->tokens < 1 || pi->tokens > 4096)) /* CogVideoX: T5's, may be 1 */
     st = dc_error(DC_ERR_FORMAT, "the plan's pipeline section: sizes out of range");
   const cJSON *sf = cJSON_GetObjectItemCaseSensitive(j, "scaling_factor");
   const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shift_factor");

@@ -33,7 +33,8 @@ static dc_status *build_in(const char *dir, const char *entry, const dc_input_sh
 
 static int count_scope(const dc_module *m, dc_op op, const char *scope) {
   int n = 0;
-  for (int i = 0; i < m->nnodes; i++) n += m->nodes[i].op == op && m->nodes[i].scope && !strcmp(m->nodes[i].scope, scope);
+  for (int i = 0; i < m->nnodes; i++)
+    n += m->nodes[i].op == op && m->nodes[i].scope && !strcmp(m->nodes[i].scope, scope);
   return n;
 }
 
@@ -76,7 +77,8 @@ static void test_batches(void) {
     CHECK(is5(output_type(whole, "sample"), 1, 3, 17, 16, 24));
     CHECK(count_scope(m, OP_CONV3D, "decoder.conv_in.conv") == 2);
     CHECK(count_scope(whole, OP_CONV3D, "decoder.conv_in.conv") == 1);
-    int32_t c0 = nth_scope(m, OP_CONV3D, "decoder.conv_in.conv", 0), c1 = nth_scope(m, OP_CONV3D, "decoder.conv_in.conv", 1);
+    int32_t c0 = nth_scope(m, OP_CONV3D, "decoder.conv_in.conv", 0);
+    int32_t c1 = nth_scope(m, OP_CONV3D, "decoder.conv_in.conv", 1);
     int32_t pad0 = m->nodes[c0].inputs[0], pad1 = m->nodes[c1].inputs[0];
     CHECK(m->nodes[pad0].op == OP_CONCAT && m->nodes[pad1].op == OP_CONCAT);
     CHECK(m->nodes[pad0].type.dims[2] == 3 + 2 && m->nodes[pad1].type.dims[2] == 2 + 2);

@@ -13,7 +13,8 @@
  *     sample_size), the output shapes, the rotary table and the cropped
  *     positional table;
  *   - CogVideoX: the variants diffc does not build refused by key
- *     (ofs_embed_dim, patch_size_t without rotary positions, ...), widths
+ *     (patch_size_t without rotary positions, ...), an ofs_embed_dim the
+ *     time embedding cannot take, widths
  *     the position tables cannot split, text lengths the added tables do
  *     not cover, sizes the learned table (or 1.5's sliced rotary grid)
  *     does not cover, frames that are no whole patch_size_t groups; the
@@ -136,7 +137,9 @@ static void test_cogvideox_config_errors(void) {
   /* a 1.0 checkpoint asked to be 1.5: its conv patch embedding is no Linear */
   expect_weight_error("cogvideox_tiny", "{\"patch_size_t\": 2}",
                       "\"patch_embed.proj.weight\" has shape [32,4,2,2] but the config implies [32,32]");
-  expect_config_error("cogvideox_tiny", "{\"ofs_embed_dim\": 512}", "\"ofs_embed_dim\" is 512, which diffc does not");
+  expect_config_error("cogvideox_tiny", "{\"ofs_embed_dim\": 512}",
+                      "\"ofs_embed_dim\" is 512 but \"time_embed_dim\" is 16; the ofs embedding is added");
+  expect_weight_error("cogvideox_t", "{\"ofs_embed_dim\": 16}", "weight \"ofs_embedding.linear_1.weight\" is missing");
   expect_config_error("cogvideox_tiny", "{\"activation_fn\": \"gelu\"}",
                       "\"activation_fn\" is \"gelu\", which diffc does not support (supported: \"gelu-approximate\")");
   expect_config_error("cogvideox_tiny", "{\"norm_elementwise_affine\": false}", "\"norm_elementwise_affine\" is false");
@@ -189,6 +192,8 @@ static void test_input_errors(void) {
   expect_input_error("cogvideox_t", cog_t_frames, 1, "with F a multiple of 2, H at most 6 and W at most 8");
   dc_input_shape cog_t_big[] = {{"hidden_states", 5, {1, 2, 4, 8, 8}}};
   expect_input_error("cogvideox_t", cog_t_big, 1, "the rotary grid is sliced from the base grid");
+  dc_input_shape cog_ofs[] = {{"hidden_states", 5, {2, 4, 8, 6, 8}}, {"ofs", 1, {3}}};
+  expect_input_error("cogvideox_i2v15", cog_ofs, 2, "input \"ofs\" is [3] but the model needs [1] or [2]");
   dc_input_shape cog_batch[] = {{"hidden_states", 5, {2, 3, 4, 6, 8}}, {"timestep", 1, {1}}};
   expect_input_error("cogvideox_tiny", cog_batch, 2, "input \"timestep\" is [1] but the model needs [2]");
 }
@@ -337,6 +342,11 @@ static void test_cogvideox_graph(void) {
   }
   dc_module_destroy(m);
   char *t15 = fixture_model("cogvideox_t");
+  char *i2v = fixture_model("cogvideox_i2v15");
+  CHECK_OK(build(i2v, NULL, 0, &m)); /* ofs only with ofs_embed_dim: one value by default */
+  CHECK(m && m->ninputs == 4 && dims_are(input_type(m, "ofs"), 1, (int64_t[]){1}));
+  dc_module_destroy(m);
+  dc_free(i2v);
   CHECK_OK(build(t15, NULL, 0, &m)); /* 1.5: 4 latent frames in 2 groups; the "slice" grid's integer positions */
   pos = m ? only_node(m, OP_CONSTANT, 2) : NULL;
   CHECK(m && dims_are(input_type(m, "hidden_states"), 5, (int64_t[]){1, 4, 4, 6, 8}) && pos &&

@@ -20,13 +20,17 @@ def is_cogvideox(cls_name):
     return cls_name == "CogVideoXTransformer3DModel"
 
 
-def cogvideox_inputs(seed, batch, frames, channels, h, w, seq, text_dim, timesteps):
+def cogvideox_inputs(seed, batch, frames, channels, h, w, seq, text_dim, timesteps, ofs=None):
+    """ofs: CogVideoX 1.5 image-to-video's ofs values (its pipeline passes one, 2.0)."""
     g = torch.Generator().manual_seed(seed)
-    return {
+    d = {
         "hidden_states": _randn(g, batch, frames, channels, h, w),
         "encoder_hidden_states": _randn(g, batch, seq, text_dim),
         "timestep": torch.tensor(timesteps[:batch], dtype=torch.float32),
     }
+    if ofs is not None:
+        d["ofs"] = torch.tensor(ofs, dtype=torch.float32)
+    return d
 
 
 def rotary_emb(model, frames, h, w):
@@ -43,7 +47,7 @@ def run_cogvideox(model, inputs):
     if model.config.use_rotary_positional_embeddings:
         rope = rotary_emb(model, x.shape[1], x.shape[3], x.shape[4])
     y = model(hidden_states=x, encoder_hidden_states=inputs["encoder_hidden_states"], timestep=inputs["timestep"],
-              image_rotary_emb=rope).sample
+              ofs=inputs.get("ofs"), image_rotary_emb=rope).sample
     return {"out.sample": y}
 
 

@@ -382,12 +382,18 @@ VAE_COGVIDEOX = {
     "scaling_factor": 0.7,
 }
 
+# CogVideoX-2b's: 3D sincos positions (a table for the text rows and the sample grid) instead of RoPE
+COGVIDEOX_2B_TRANSFORMER = dict(COGVIDEOX_TRANSFORMER, use_rotary_positional_embeddings=False)
+VAE_COGVIDEOX_2B = dict(VAE_COGVIDEOX, scaling_factor=1.15258426)
+
 # THUDM/CogVideoX-5b's scheduler_config.json
 SCHEDULER_COGVIDEOX = ("CogVideoXDDIMScheduler", {
     "beta_end": 0.012, "beta_schedule": "scaled_linear", "beta_start": 0.00085, "clip_sample": False,
     "clip_sample_range": 1.0, "num_train_timesteps": 1000, "prediction_type": "v_prediction",
     "rescale_betas_zero_snr": True, "sample_max_value": 1.0, "set_alpha_to_one": True, "snr_shift_scale": 1.0,
     "steps_offset": 0, "timestep_spacing": "trailing", "trained_betas": None})
+# THUDM/CogVideoX-2b's: the same but snr_shift_scale 3
+SCHEDULER_COGVIDEOX_2B = (SCHEDULER_COGVIDEOX[0], dict(SCHEDULER_COGVIDEOX[1], snr_shift_scale=3.0))
 
 PIPELINES_VIDEO = {
     "cogvideox": dict(
@@ -402,6 +408,14 @@ PIPELINES_VIDEO = {
                     "(spatial scale factor 4, temporal 4), 4 latent channels, scaling_factor 0.7; text_encoder / "
                     "tokenizer = flux's T5 (same files); CogVideoXDDIMScheduler with CogVideoX-5b's config "
                     "(v_prediction, zero-SNR rescaled betas, trailing spacing)."),
+    "cogvideox_2b": dict(
+        cls="CogVideoXPipeline",
+        transformer=COGVIDEOX_2B_TRANSFORMER, transformer_seed=76, vae=VAE_COGVIDEOX_2B, vae_seed=72,
+        vae_conv_out_scale=0.4,
+        scheduler=SCHEDULER_COGVIDEOX_2B,
+        description="CogVideoXPipeline, CogVideoX-2b style: the transformer with 3D sincos positions (no "
+                    "RoPE), its own weights; the VAE = cogvideox's weights (same files) with CogVideoX-2b's "
+                    "scaling_factor 1.15258426; T5 = flux's; CogVideoX-2b's scheduler (snr_shift_scale 3)."),
 }
 
 PIPELINES = {**PIPELINES, **PIPELINES_VIDEO}
@@ -445,10 +459,10 @@ def _dit_case(name, pipeline, description, *, max_sequence_length, height=64, wi
 
 
 
-def _video_case(name, description, *, max_sequence_length=None, num_frames=None, use_dynamic_cfg=False,
-                guidance=6.0, negative_prompt=None, **kw):
+def _video_case(name, description, *, pipeline="cogvideox", max_sequence_length=None, num_frames=None,
+                use_dynamic_cfg=False, guidance=6.0, negative_prompt=None, **kw):
     """A CogVideoX run: size, frames and T5 length the pipeline's defaults unless given."""
-    c = _case(name, "cogvideox", description, negative_prompt=negative_prompt, guidance=guidance,
+    c = _case(name, pipeline, description, negative_prompt=negative_prompt, guidance=guidance,
               max_sequence_length=max_sequence_length, tolerance=DIT_TOLERANCE, **kw)
     c.update(num_frames=num_frames, use_dynamic_cfg=use_dynamic_cfg)
     return c
@@ -543,5 +557,8 @@ CASES = [
     _video_case("cogvideox_size", "24 x 24 px (a 3 x 3 patch grid, RoPE cropped against the 2 x 3 base grid), "
                 "9 frames (3 latent frames, one VAE batch), T5 at 32 tokens", height=24, width=24, num_frames=9,
                 max_sequence_length=32, negative_prompt="ugly", steps=2, seed=75),
+    _video_case("cogvideox_2b_cfg", "CogVideoX-2b style (3D sincos positions at the configured 4 x 6 x 5 "
+                "grid after the 226 text rows) at the pipeline's defaults, CFG 6 with a negative prompt",
+                pipeline="cogvideox_2b", negative_prompt=NEGATIVE, steps=2, seed=76),
 ]
 

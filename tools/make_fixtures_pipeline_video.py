@@ -49,11 +49,16 @@ def save_video_pipeline(pipe, name, folder):
 
 
 def video_shared_files():
-    """Files of the CogVideoX folder that are the same bytes as flux's."""
-    return [("flux/text_encoder_2/config.json", "cogvideox/text_encoder/config.json"),
-            ("flux/text_encoder_2/model.safetensors", "cogvideox/text_encoder/model.safetensors"),
-            ("flux/tokenizer_2/spiece.model", "cogvideox/tokenizer/spiece.model"),
-            ("flux/tokenizer_2/tokenizer.json", "cogvideox/tokenizer/tokenizer.json")]
+    """Files of the CogVideoX folders that are the same bytes as flux's (T5) and as each other's (the
+    VAE weights)."""
+    pairs = [("cogvideox/vae/diffusion_pytorch_model.safetensors",
+              "cogvideox_2b/vae/diffusion_pytorch_model.safetensors")]
+    for folder in ("cogvideox", "cogvideox_2b"):
+        pairs += [("flux/text_encoder_2/config.json", f"{folder}/text_encoder/config.json"),
+                  ("flux/text_encoder_2/model.safetensors", f"{folder}/text_encoder/model.safetensors"),
+                  ("flux/tokenizer_2/spiece.model", f"{folder}/tokenizer/spiece.model"),
+                  ("flux/tokenizer_2/tokenizer.json", f"{folder}/tokenizer/tokenizer.json")]
+    return pairs
 
 
 # --------------------------------------------------------------------------------------

@@ -186,8 +186,10 @@ tests do not see it.
   but for the transformer and the scheduler config; SD3's T5 and tokenizer_3 = Flux's;
   SD3's `text_encoder_2` = `sdxl/text_encoder_2`; SD3's `text_encoder` (CLIP-L with projection, sharded
   at 1MB) has its token table shard = `sdxl/text_encoder_2`'s; the VAE weights of flux and sd3.
-- `pipelines/cogvideox/`: a CogVideoXPipeline folder (`tools/make_fixtures_pipeline_video.py`): T5 and
-  its tokenizer = flux's (byte-identical), a `CogVideoXTransformer3DModel` with 3D RoPE, an
+- `pipelines/cogvideox/`, `pipelines/cogvideox_2b/`: CogVideoXPipeline folders
+  (`tools/make_fixtures_pipeline_video.py`): T5 and its tokenizer = flux's (byte-identical), a
+  `CogVideoXTransformer3DModel` with 3D RoPE (cogvideox_2b: 3D sincos positions, and the VAE's
+  weights = cogvideox's), an
   `AutoencoderKLCogVideoX` of three levels (its decoder's `conv_out` scaled down so the frames are not
   mostly clipped), CogVideoX-5b's `CogVideoXDDIMScheduler` config. Its cases' `image` is the video
   [1,F,3,H,W] (`output_type="pt"` frames), `latents` and `init_noise` [1,F',C,h,w]; cases.json adds

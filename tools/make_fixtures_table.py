@@ -222,6 +222,8 @@ COGVIDEOX_LEARNED = dict(COGVIDEOX_TINY, in_channels=8, use_learned_positional_e
 # CogVideoX 1.5-style: patch_size_t 2 (a Linear patch embedding over 2 frames x 2 x 2), patch_bias false as
 # released (unused by that Linear), sample_frames 13 (4 latent frames: 2 frame groups)
 COGVIDEOX_T = dict(COGVIDEOX_TINY, patch_size_t=2, patch_bias=False, sample_frames=13)
+# CogVideoX 1.5 image-to-video-style: the ofs embedding (ofs_embed_dim = time_embed_dim), 8 input channels
+COGVIDEOX_I2V15 = dict(COGVIDEOX_T, in_channels=8, ofs_embed_dim=16)
 
 CLIP_PROMPTS = ["a photograph of an astronaut riding a horse",
                 "A painting of a red fox in the snow, by Hokusai; highly detailed, 4k!"]
@@ -285,6 +287,7 @@ COGVIDEOX_LEARNED_IN = dict(COGVIDEOX_IN, seed=443, channels=8, timesteps=[501, 
 # base grid), 6 tokens
 COGVIDEOX_T_IN = dict(COGVIDEOX_IN, seed=444, frames=4, timesteps=[999, 58])
 COGVIDEOX_T_RESIZED_IN = dict(COGVIDEOX_RESIZED_IN, seed=445, frames=2, h=4, w=6, seq=6, timesteps=[300])
+COGVIDEOX_I2V15_IN = dict(COGVIDEOX_T_IN, seed=446, channels=8, timesteps=[761, 12], ofs=[2.0])
 TINY_UNET_IN = dict(seed=100, batch=4, channels=4, h=16, w=16, seq=4, ctx_dim=8, timesteps=[10, 500, 999, 250])
 TINY_VAE_DECODE_IN = dict(seed=301, name="z", shape=(4, 4, 16, 16))
 
@@ -535,6 +538,12 @@ FIXTURES = [
                      "frames of 4x6 (a 2x3 grid sliced from the 3x4 base grid), 6 tokens, timestep 300.",
          runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_T_IN),
                _cogvideox_run("io_resized.safetensors", COGVIDEOX_T_RESIZED_IN)]),
+    dict(name="cogvideox_i2v15", cls="CogVideoXTransformer3DModel", config=COGVIDEOX_I2V15, seed=19,
+         description="CogVideoXTransformer3DModel CogVideoX-1.5-I2V-style: the cogvideox_t model with 8 input channels "
+                     "and ofs_embed_dim 16 (ofs_proj and ofs_embedding, added to the time embedding). Batch 2, 4 "
+                     "frames of 6x8, 8 tokens, timesteps [761, 12], ofs [2.0] (one value, as the pipeline passes "
+                     "it, broadcast over the batch).",
+         runs=[_cogvideox_run("io_forward.safetensors", COGVIDEOX_I2V15_IN)]),
     dict(name="pipeline_sd", pipeline=True,
          components={"unet": ("UNet2DConditionModel", UNET_TINY, 1),
                      "vae": ("AutoencoderKL", VAE_TINY, 5)},
