@@ -153,6 +153,10 @@ int main(int argc, char **argv) {
   /* A text encoder: int64 token ids into the pinned input buffer, the
    * embedding, causal attention and eos pooling kernels, sharded weights. */
   if (!skip) run_fixture("fixtures/clip_sdxl2", "forward", "io_forward.safetensors");
+  /* A video DiT: rope on the video tokens only, per-head layer norms, the
+   * modulated norms and gated epilogues, its rotary positions a constant
+   * turned into a weight (constant-weights). */
+  if (!skip) run_fixture("fixtures/cogvideox_tiny", "forward", "io_forward.safetensors");
   /* The memory techniques through the real backend: fp8 weights read by the
    * GEMMs, uploads on the copy stream ordered by events. */
   dc_memory_options mo = {.offload = DC_OFFLOAD_GROUP, .group_level = DC_GROUP_BLOCK, .blocks_per_group = 1,
