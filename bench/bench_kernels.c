@@ -24,8 +24,8 @@
  * the reference), and the reference kernels that rope_freqs and
  * relative_position_bias run on (their LLVM marks, codegen/llvm/k_table.c);
  * gated: a DiT's linear + gated_add against the linear with the gate fused;
- * conv3d: CogVideoX's VAE 3x3x3 convs on 2 threads, each beside the direct
- * 3x3 conv2d of one of its frames. */
+ * conv3d: CogVideoX's VAE 3x3x3 convs on 2 threads, Winograd and direct,
+ * each beside the direct 3x3 conv2d of one of its frames. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,8 +295,10 @@ static void bench_gemm(void) {
 }
 
 /* conv3d 3x3x3, pad 1 in H and W, over T + 2 frames (a causal conv after
- * its padding frames): CogVideoX's VAE decoder convs, on 2 threads, with
- * the direct 3x3 conv2d of one frame beside it for the rate. */
+ * its padding frames): CogVideoX's VAE decoder convs, on 2 threads,
+ * Winograd where it applies and direct (GFLOP/s count the direct conv's
+ * multiply-adds for both), with the direct 3x3 conv2d of one frame beside
+ * them for the rate. */
 static void bench_conv3d_shape(int64_t c, int64_t o, int64_t t, int64_t h, int64_t w) {
   dc_module *m = dc_module_create();
   int32_t in[3] = {kh_input(m, 5, (int64_t[]){1, c, t + 2, h, w}), kh_input(m, 5, (int64_t[]){o, c, 3, 3, 3}),
@@ -308,7 +310,8 @@ static void bench_conv3d_shape(int64_t c, int64_t o, int64_t t, int64_t h, int64
   char what[96];
   snprintf(what, sizeof what, "conv3d 3x3x3 %lld->%lld @%lldx%lldx%lld", (long long)c, (long long)o, (long long)t,
            (long long)h, (long long)w);
-  bench_algo(what, m, kh_node(m, n), 2.0 * (double)(c * 27) * (double)o * (double)(t * h * w), 0, 2);
+  int32_t y = kh_node(m, n);
+  for (int wino = 1; wino >= 0; wino--) bench_algo(what, m, y, 2.0 * (double)(c * 27) * (double)o * (double)(t * h * w), wino, 2);
   dc_module_destroy(m);
   m = dc_module_create();
   conv_shape s = {1, c, h, w, o, 3, 3, 1, 1, 1, 1, 1};

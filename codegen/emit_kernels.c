@@ -136,12 +136,12 @@ static void report(const dc_cpu_emit_options *o, const dc_kcache *cache, const d
             cache->rejected == 1 ? "y" : "ies", cache->rejected == 1 ? "was" : "were");
   if (!o->verbose) return;
   size_t code = 0;
-  int nwino = 0; /* conv2d nodes on the Winograd kernel (k_winograd.c's variant names its symbols so) */
+  int nwino = 0; /* conv2d and conv3d nodes on the Winograd kernel (k_winograd.c's variant names its symbols so) */
   for (int p = 0; p < k->nobjects; p++) code += k->objects[p].size;
   for (int i = 0; i < k->nentries; i++) nwino += strstr(k->entries[i].symbol, "_winograd") != NULL;
   fprintf(stderr,
           "diffc: %d nodes on %d distinct LLVM kernels for %s (%s), %d from the kernel cache%s%s%s, %d compiled on %d "
-          "thread(s), %zu bytes of code; %d conv2d by Winograd F(2x2,3x3), %d nodes on reference kernels; %.0f ms\n",
+          "thread(s), %zu bytes of code; %d convs by Winograd F(2x2,3x3), %d nodes on reference kernels; %.0f ms\n",
           k->nentries, nreps, t->cpu, t->triple, ncached, cache->dir ? " (" : " (off)", cache->dir ? cache->dir : "",
           cache->dir ? ")" : "", nreps - ncached, threads, code, nwino, nref, seconds * 1e3);
 }

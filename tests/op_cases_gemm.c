@@ -486,9 +486,27 @@ static int wino_rows(op_case *out) {
   return k;
 }
 
+/* conv3d on the Winograd kernel (its output frames as images, (c, kt) as
+ * channels): 3x3x3 over several frames, time stride 2, kt 1, odd and even
+ * sizes, padding 0 and 1 (and 2: outputs wider than the input), C·kt past
+ * 256 (two k blocks), O past a block of 96, batch 2, with and without bias,
+ * weights stored in bf16 and fp8. */
+static int conv3d_wino_rows(op_case *out) {
+  int k = 0;
+  out[k++] = wino(CONV3D(1, 3, 4, 7, 9, 5, 3, 3, 3, 1, 1, 1, 1, 1), 1));
+  out[k++] = wino(CONV3D(2, 4, 5, 8, 6, 7, 3, 3, 3, 2, 1, 1, 1, 1), 0));
+  out[k++] = wino(CONV3D(1, 5, 3, 9, 11, 4, 1, 3, 3, 1, 1, 1, 0, 0), 1));
+  out[k++] = wino(CONV3D(1, 2, 3, 3, 2, 3, 3, 3, 3, 1, 1, 1, 2, 2), 1));
+  out[k++] = wino(CONV3D(1, 100, 3, 6, 20, 100, 3, 3, 3, 1, 1, 1, 1, 1), 1));
+  out[k++] = wino(stored(CONV3D(2, 6, 3, 5, 7, 9, 3, 3, 3, 1, 1, 1, 1, 1), 1), DT_BF16));
+  out[k++] = wino(stored_with_bias(CONV3D(1, 4, 4, 6, 6, 5, 2, 3, 3, 2, 1, 1, 1, 1), 1), DT_F8_E4M3));
+  return k;
+}
+
 int oc_gemm_rows(op_case *out) {
   int k = llvm_rows(out);
   k += conv3d_rows(out + k);
+  k += conv3d_wino_rows(out + k);
   k += cuda_rows(out + k);
   k += gated_rows(out + k);
   k += nhwc_rows(out + k);

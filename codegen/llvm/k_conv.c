@@ -273,6 +273,7 @@ dc_status *dc_k_conv2d(dc_kgen *g) {
  * residual attribute). */
 dc_status *dc_k_conv3d(dc_kgen *g) {
   DC_TRY(gemm_need_f32(g));
+  if (conv3d_winograd_applies(g)) return conv3d_winograd(g);
   const dc_node *n = g->n;
   const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
   conv_op cv = {tx->dims[1], tx->dims[3], tx->dims[4], tw->dims[3], tw->dims[4], to->dims[3], to->dims[4],

@@ -136,6 +136,10 @@ LLVMValueRef kg_gather_f32_from(dc_kgen *g, dc_dtype t, LLVMValueRef p, LLVMValu
  * g->winograd), and its emitter. */
 int conv2d_winograd_applies(const dc_kgen *g);
 dc_status *conv2d_winograd(dc_kgen *g);
+/* conv3d the same way when its taps in H and W are 3×3 at stride 1 (its
+ * output frames as images, its (c, kt) pairs as channels). */
+int conv3d_winograd_applies(const dc_kgen *g);
+dc_status *conv3d_winograd(dc_kgen *g);
 
 dc_status *dc_k_conv2d(dc_kgen *g);
 dc_status *dc_k_conv3d(dc_kgen *g);

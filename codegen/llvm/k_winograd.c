@@ -33,6 +33,12 @@
  * NHWC (layout nhwc) swaps the GEMM operands so that vectors run along
  * channels, as conv2d_nhwc's do: see the NHWC section below.
  *
+ * conv3d with 3×3 taps in H and W at stride 1 is the same computation: an
+ * output frame (b, ot) is an image, and the (c, kt) pairs are its channels
+ * (input plane (b, c, ot·stride_t + kt)), in the order w[O][C][kt][3][3]
+ * already stores them, so U is read from the weight as it is and only the
+ * input's and output's plane addresses differ (wino.kt > 0).
+ *
  * The weights are transformed here, per call, rather than stored: that
  * keeps the plan, its weight files and every memory figure as they are,
  * works the same for offloaded weights (read from their upload slot) and
@@ -74,6 +80,10 @@ typedef struct {
   dc_act act;
   int64_t rs[4]; /* residual strides against the output (0: broadcast) */
   gemm gm;       /* tile shape for gemm_kernel */
+  /* conv3d (kt > 0; 0 for conv2d): n = B·T' images (output frames) and
+   * c = C·kt channels; input frames t, the input's channels cin, output
+   * frames to, the time stride st */
+  int64_t kt, t, cin, to, st;
 } wino;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -238,11 +248,28 @@ static void vec_pos(dc_kgen *g, const wino *wn, LLVMValueRef q, LLVMValueRef *ty
   *tx0 = mul(g, remc(g, q, wn->nvr), g->vw);
 }
 
+/* conv3d: the first input plane of image img = (b, ot), channel 0 at frame
+ * ot·st; conv2d: image img. */
+static LLVMValueRef image_input(dc_kgen *g, const wino *wn, LLVMValueRef img) {
+  const int64_t plane = wn->h * wn->w;
+  if (!wn->kt) return kg_gep(g, wn->x, mul(g, img, wn->c * plane));
+  LLVMValueRef b = divc(g, img, wn->to), ot = remc(g, img, wn->to);
+  return kg_gep(g, wn->x, mul(g, add(g, mul(g, b, wn->cin * wn->t), mul(g, ot, wn->st)), plane));
+}
+
+/* Channel c's plane of an image: conv3d's channel c = (ci, kt) is frame kt
+ * of input channel ci, counted from the image's first frame. */
+static LLVMValueRef channel_input(dc_kgen *g, const wino *wn, LLVMValueRef ximg, LLVMValueRef c) {
+  const int64_t plane = wn->h * wn->w;
+  if (!wn->kt) return kg_gep(g, ximg, mul(g, c, plane));
+  return kg_gep(g, ximg, mul(g, add(g, mul(g, divc(g, c, wn->kt), wn->t), remc(g, c, wn->kt)), plane));
+}
+
 /* V[ξ][jr][c][v·W + lane] for the npanels panels of vectors q0.. of image n. */
 static void emit_input(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRef q0, LLVMValueRef npanels) {
   const int nv = wn->gm.nv, vw = g->vw;
-  const int64_t nr = wn->gm.nr, plane = wn->h * wn->w;
-  LLVMValueRef ximg = kg_gep(g, wn->x, mul(g, img, wn->c * plane));
+  const int64_t nr = wn->gm.nr;
+  LLVMValueRef ximg = image_input(g, wn, img);
   kg_loop jr;
   kg_for(g, &jr, i64v(g, 0), npanels, 1, "jr");
   for (int v = 0; v < nv; v++) {
@@ -263,7 +290,7 @@ static void emit_input(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueRe
     LLVMValueRef dst = kg_gep(g, wn->v, add(g, mul(g, jr.i, wn->c * nr), i64v(g, v * vw)));
     kg_loop c;
     kg_for(g, &c, i64v(g, 0), i64v(g, wn->c), 1, "c");
-    LLVMValueRef xc = kg_gep(g, ximg, mul(g, c.i, plane)), t[16], d[4], x[4], vv[16];
+    LLVMValueRef xc = channel_input(g, wn, ximg, c.i), t[16], d[4], x[4], vv[16];
     for (int r = 0; r < 4; r++) {
       for (int k = 0; k < 4; k++)
         x[k] = gk_mload(g, gep_any(g, xc, add(g, off[r], i64v(g, koff[k] * vw + kshift[k]))), mask[r][k]);
@@ -346,7 +373,11 @@ static void emit_output(dc_kgen *g, const wino *wn, LLVMValueRef img, LLVMValueR
   kg_for(g, &o, r0, r1, 1, "oo");
   LLVMValueRef bias = wn->has_bias ? kg_splat(g, kg_load_f32_from(g, wn->bt, wn->bias, o.i)) : NULL;
   LLVMValueRef mrow = kg_gep(g, wn->m, mul(g, sub(g, o.i, r0), wn->tcols));
-  LLVMValueRef orow = kg_gep(g, wn->out, mul(g, add(g, mul(g, img, wn->o), o.i), wn->ho * wn->wo));
+  /* conv3d: output frame ot of channel o of sample b, img = (b, ot) */
+  LLVMValueRef plane_at = wn->kt ? add(g, mul(g, add(g, mul(g, divc(g, img, wn->to), wn->o), o.i), wn->to),
+                                       remc(g, img, wn->to))
+                                 : add(g, mul(g, img, wn->o), o.i);
+  LLVMValueRef orow = kg_gep(g, wn->out, mul(g, plane_at, wn->ho * wn->wo));
   kg_for(g, &ql, i64v(g, 0), nq, 1, "ql");
   LLVMValueRef ty, tx0, m[16], a[8], y[4];
   vec_pos(g, wn, add(g, q0, ql.i), &ty, &tx0);
@@ -571,6 +602,17 @@ static void emit_nhwc(dc_kgen *g, wino *wn) {
  * tiles (a 16² output at 16 lanes: 8 tiles per row in 16 lanes). */
 enum { MIN_C = 8, MIN_TILES = 64 };
 
+/* Whether an NCHW 3×3 stride-1 conv of c channels (conv3d: C·kt) into o
+ * channels of ho × wo pays on Winograd (the thresholds above). */
+static int nchw_pays(const dc_kgen *g, int64_t c, int64_t o, int64_t ho, int64_t wo) {
+  int64_t ntx = cdiv(wo, 2), nty = cdiv(ho, 2);
+  if (c < MIN_C || ntx * nty < MIN_TILES) return 0;
+  gemm gm = {0};
+  gemm_tile_shape(g, &gm);
+  if (mb_cap(g, c, gm.mr) < MB_MIN && o > MB_MIN) return 0; /* C past about 1360 */
+  return 4 * ntx >= 3 * rup(ntx, g->vw); /* lanes holding tiles, of those computed */
+}
+
 int conv2d_winograd_applies(const dc_kgen *g) {
   const dc_node *n = g->n;
   if (!g->winograd) return 0;
@@ -580,13 +622,47 @@ int conv2d_winograd_applies(const dc_kgen *g) {
   if (tw->dims[nhwc ? 1 : 2] != 3 || tw->dims[nhwc ? 2 : 3] != 3 || dc_node_int(n, "stride") != 1) return 0;
   if (!nhwc && tx->dims[3] + 4 * (int64_t)g->vw >= INT32_MAX) return 0; /* 32-bit lane indices in the column masks */
   if (g->winograd == 2) return 1; /* tests: wherever it is correct */
+  if (!nhwc) return nchw_pays(g, c, tw->dims[0], ho, wo);
   int64_t ntx = cdiv(wo, 2), nty = cdiv(ho, 2);
   if (c < MIN_C || ntx * nty < MIN_TILES) return 0;
   gemm gm = {0};
   gemm_tile_shape(g, &gm);
-  if (nhwc) return 16 * c * gm.nr * 4 <= U_BYTES; /* one panel of U fits; lanes run along O as in the direct conv */
-  if (mb_cap(g, c, gm.mr) < MB_MIN && tw->dims[0] > MB_MIN) return 0; /* C past about 1360 */
-  return 4 * ntx >= 3 * rup(ntx, g->vw); /* lanes holding tiles, of those computed */
+  return 16 * c * gm.nr * 4 <= U_BYTES; /* one panel of U fits; lanes run along O as in the direct conv */
+}
+
+int conv3d_winograd_applies(const dc_kgen *g) {
+  const dc_node *n = g->n;
+  if (!g->winograd) return 0;
+  const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
+  if (tw->dims[3] != 3 || tw->dims[4] != 3 || dc_node_int(n, "stride_h") != 1 || dc_node_int(n, "stride_w") != 1)
+    return 0;
+  if (tx->dims[4] + 4 * (int64_t)g->vw >= INT32_MAX) return 0; /* 32-bit lane indices in the column masks */
+  if (g->winograd == 2) return 1;
+  return nchw_pays(g, tx->dims[1] * tw->dims[2], tw->dims[0], to->dims[3], to->dims[4]);
+}
+
+/* conv3d's image and channel counts, its planes' geometry and its bias (no
+ * act, no residual). */
+dc_status *conv3d_winograd(dc_kgen *g) {
+  const dc_node *n = g->n;
+  const dc_type *to = kg_type(g, 0), *tx = kg_type(g, 1), *tw = kg_type(g, 2);
+  wino wn = {0};
+  wn.kt = tw->dims[2], wn.t = tx->dims[2], wn.cin = tx->dims[1], wn.to = to->dims[2];
+  wn.st = dc_node_int(n, "stride_t");
+  wn.n = tx->dims[0] * wn.to, wn.c = wn.cin * wn.kt, wn.h = tx->dims[3], wn.w = tx->dims[4];
+  wn.o = to->dims[1], wn.ho = to->dims[3], wn.wo = to->dims[4];
+  wn.pt = dc_node_int(n, "pad_h"), wn.pl = dc_node_int(n, "pad_w");
+  wn.x = kg_buf(g, 1);
+  wn.wt = tw->dtype;
+  wn.wp = kg_buf_typed(g, 2, wn.wt);
+  wn.out = kg_buf(g, 0);
+  wn.act = ACT_NONE;
+  wn.has_bias = dc_node_int(n, "bias") != 0;
+  if (wn.has_bias) wn.bt = kg_type(g, 3)->dtype, wn.bias = kg_buf_typed(g, 3, wn.bt);
+  plan(g, &wn);
+  emit(g, &wn);
+  g->variant = "winograd";
+  return NULL;
 }
 
 dc_status *conv2d_winograd(dc_kgen *g) {
