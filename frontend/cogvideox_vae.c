@@ -421,10 +421,12 @@ static dc_status *set_meta(dc_module *m, const cvx_config *c, const dc_build_opt
   if (opt && opt->vae_no_frame_batching)
     snprintf(buf, sizeof buf, "off: all %lld %sframes in one pass (differs from diffusers' %s, which batches them)",
              (long long)frames, encode ? "" : "latent ", encode ? "encode" : "decode");
+  else if (batches == 1)
+    snprintf(buf, sizeof buf, "one batch: all %lld %sframes (diffusers' batches hold %lld, the remainder joins the "
+             "first)", (long long)frames, encode ? "" : "latent ", (long long)n);
   else
-    snprintf(buf, sizeof buf, "%lld batch%s of %lld %sframes (the first %lld), conv caches chained",
-             (long long)batches, batches > 1 ? "es" : "", (long long)n, encode ? "" : "latent ",
-             (long long)(frames - n * (batches - 1)));
+    snprintf(buf, sizeof buf, "%lld batches of %lld %sframes (the first %lld), conv caches chained", (long long)batches,
+             (long long)n, encode ? "" : "latent ", (long long)(frames - n * (batches - 1)));
   return dc_module_set_meta(m, "vae_frame_batching", buf);
 }
 
