@@ -177,7 +177,9 @@ static int placed_off_device(const dc_module *m) {
  * VAE) uploads its weights again each time, as diffusers' hooks onload a
  * module at every call, instead of holding them across every invocation;
  * a weight one invocation reads twice (CogVideoX's norm, shared by the
- * text and the video stream) is uploaded once for it, as the hooks do. */
+ * text and the video stream) is uploaded once for it, as the hooks do.
+ * An invocation also ends where the phase changes: a loop's phases run
+ * as separate graphs, so an upload never serves another phase. */
 typedef struct {
   int32_t *group_of;   /* per node: the group key of an offloaded weight, else -1 */
   int32_t *slot_pair;  /* per (node, input slot): the upload pair it reads, else -1 */
@@ -242,16 +244,17 @@ static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
   /* per key: its lead weight and the current invocation (-1: none yet) */
   int32_t *lead = dc_malloc(((size_t)g->ngroups + 1) * sizeof *lead);
   int32_t *occ = dc_malloc(((size_t)g->ngroups + 1) * sizeof *occ);
+  int32_t *at_phase = dc_malloc(((size_t)g->ngroups + 1) * sizeof *at_phase); /* the current invocation's */
   g->slot_pair = dc_malloc(nslots * sizeof *g->slot_pair);
   g->pair_w = dc_calloc(nslots, sizeof *g->pair_w), g->pair_inst = dc_calloc(nslots, sizeof *g->pair_inst);
   g->inst_key = dc_calloc(nslots, sizeof *g->inst_key), g->inst_occ = dc_calloc(nslots, sizeof *g->inst_occ);
   g->first_use = dc_calloc(nslots, sizeof *g->first_use);
-  if (!lead || !occ || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ ||
+  if (!lead || !occ || !at_phase || !g->slot_pair || !g->pair_w || !g->pair_inst || !g->inst_key || !g->inst_occ ||
       !g->first_use) {
-    dc_free(lead), dc_free(occ);
+    dc_free(lead), dc_free(occ), dc_free(at_phase);
     return dc_nomem("grouping weights for offload");
   }
-  for (int32_t k = 0; k < g->ngroups; k++) lead[k] = -1, occ[k] = -1;
+  for (int32_t k = 0; k < g->ngroups; k++) lead[k] = -1, occ[k] = -1, at_phase[k] = -1;
   for (int32_t i = 0; i < m->nnodes; i++) {
     const dc_node *n = &m->nodes[i];
     for (int k = 0; k < DC_MAX_INPUTS; k++) g->slot_pair[SLOT(i, k)] = -1;
@@ -261,13 +264,16 @@ static dc_status *assign_instances(const dc_module *m, int model, grouping *g) {
       int same = 0; /* a node reading a weight twice reads one upload */
       for (int j = 0; j < k; j++) same |= n->inputs[j] == w;
       if (lead[key] < 0) lead[key] = w;
-      if (!same && w == lead[key]) occ[key]++;
+      /* an invocation never spans phases: a CFG half's own copy of a table
+       * (constants become weights per half on cuda) is read in its phase */
+      int new_phase = occ[key] >= 0 && n->phase != at_phase[key];
+      if (!same && (w == lead[key] || new_phase)) occ[key]++, at_phase[key] = n->phase;
       int32_t before = g->ninst, inst = find_or_add(g->inst_key, g->inst_occ, &g->ninst, key, model ? 0 : occ[key]);
       if (inst == before) g->first_use[inst] = i;
       g->slot_pair[SLOT(i, k)] = find_or_add(g->pair_w, g->pair_inst, &g->npairs, w, inst);
     }
   }
-  dc_free(lead), dc_free(occ);
+  dc_free(lead), dc_free(occ), dc_free(at_phase);
   return NULL;
 }
 

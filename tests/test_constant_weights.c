@@ -7,11 +7,17 @@
  *    stays (no kernel reads integer weights);
  *  - the store writes the bytes as they are, repoints the weights at the
  *    written file (nothing pending, the pseudo file gone), and the module
- *    still verifies. */
+ *    still verifies;
+ *  - the CogVideoX pipeline fixture as --target cuda compiles it (its RoPE
+ *    position tables, one constant per CFG half, become weights) passes the
+ *    verifier under every offload mode: an upload never serves another
+ *    loop phase (passes/offload.c ends an invocation where the phase
+ *    changes; it once gave the uncond half's table the cond half's upload). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/compile.h"
 #include "driver/weight_store.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -94,9 +100,35 @@ static void test_on_and_store(void) {
   dc_module_destroy(m);
 }
 
+static void pipeline_case(dc_offload_kind offload, dc_group_level level, int prefetch) {
+  char *model = dc_asprintf("%s/fixtures/pipelines/cogvideox", tu_source_dir);
+  dc_compile_options co = {.model = model};
+  co.memory.offload = offload, co.memory.group_level = level, co.memory.prefetch = prefetch;
+  co.memory.blocks_per_group = level == DC_GROUP_BLOCK;
+  co.memory.constants_as_weights = 1;
+  dc_folder f;
+  memset(&f, 0, sizeof f);
+  dc_module *m = NULL;
+  dc_status *st = dc_compile_module(&co, &f, &m);
+  if (st) printf("  offload %s: %s\n", dc_offload_name(offload), dc_status_message(st));
+  CHECK_OK(st);
+  if (m) CHECK(count_op(m, OP_CONSTANT, DT_F32) == 0);
+  dc_module_destroy(m);
+  dc_free(model);
+}
+
+static void test_pipeline_offload(void) {
+  pipeline_case(DC_OFFLOAD_NONE, DC_GROUP_NONE, 0);
+  pipeline_case(DC_OFFLOAD_SEQUENTIAL, DC_GROUP_NONE, 0);
+  pipeline_case(DC_OFFLOAD_GROUP, DC_GROUP_LEAF, 1);
+  pipeline_case(DC_OFFLOAD_GROUP, DC_GROUP_BLOCK, 1);
+  pipeline_case(DC_OFFLOAD_MODEL, DC_GROUP_NONE, 0);
+}
+
 int main(int argc, char **argv) {
   tu_init(argc, argv);
   test_off();
   test_on_and_store();
+  test_pipeline_offload();
   return tu_finish();
 }
