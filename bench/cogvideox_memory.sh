@@ -70,17 +70,7 @@ pipeline_folder() {
   [ -d "$dir/tokenizer" ] || cp -rL "$repo/tests/fixtures/pipelines/flux/tokenizer_2" "$dir/tokenizer"
   mkdir -p "$dir/scheduler"
   cp "$repo/bench/configs/cogvideox_5b_scheduler.json" "$dir/scheduler/scheduler_config.json"
-  cat >"$dir/model_index.json" <<'EOF'
-{
-  "_class_name": "CogVideoXPipeline",
-  "_diffusers_version": "0.31.0.dev0",
-  "scheduler": ["diffusers", "CogVideoXDDIMScheduler"],
-  "text_encoder": ["transformers", "T5EncoderModel"],
-  "tokenizer": ["transformers", "T5Tokenizer"],
-  "transformer": ["diffusers", "CogVideoXTransformer3DModel"],
-  "vae": ["diffusers", "AutoencoderKLCogVideoX"]
-}
-EOF
+  cp "$repo/bench/configs/cogvideox_5b_model_index.json" "$dir/model_index.json"
 }
 
 make_pipeline() {
