@@ -393,13 +393,14 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
   return st;
 }
 
-dc_status *pb_build_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
-                               const dc_pipeline_info *info, int32_t phase) {
-  int64_t z[4] = {info->batch, info->latent_channels, info->latent_h, info->latent_w};
-  int32_t latents, image;
-  DC_TRY(pb_add_input(g->m, "latents", DT_F32, 4, z, phase, &latents));
+dc_status *pb_merge_vae_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
+                               int rank, const int64_t *z, int32_t phase, int32_t *out) {
+  int32_t latents;
+  DC_TRY(pb_add_input(g->m, "latents", DT_F32, rank, z, phase, &latents));
+  dc_input_shape shape = {"z", rank, {0}};
+  memcpy(shape.dims, z, (size_t)rank * sizeof *z);
   dc_build_options bo = {.entry = "decode",
-                         .shapes = (dc_input_shape[]){{"z", 4, {z[0], z[1], z[2], z[3]}}},
+                         .shapes = &shape,
                          .nshapes = 1,
                          .vae_slicing = o->vae_slicing,
                          .vae_tiling = o->vae_tiling,
@@ -408,11 +409,19 @@ dc_status *pb_build_decode(merger *g, const dc_pipeline_source *src, const dc_pi
   dc_module *c = NULL;
   DC_TRY(pb_build_component(&src->vae, &bo, &c));
   binding b[] = {{"z", latents}};
-  dc_status *st = pb_merge(g, c, "vae", phase, b, 1, (const char *const[]){"sample"}, 1, &image);
+  dc_status *st = pb_merge(g, c, "vae", phase, b, 1, (const char *const[]){"sample"}, 1, out);
   for (int i = 0; i < c->nmeta && !st; i++) /* what the VAE's options did (tiling, slicing), for the dump */
     if (!strncmp(c->meta[i].key, "vae_", 4)) st = dc_module_set_meta(g->m, c->meta[i].key, c->meta[i].value);
   dc_module_destroy(c);
-  return st ? st : dc_module_add_output(g->m, "image", image);
+  return st;
+}
+
+dc_status *pb_build_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
+                           const dc_pipeline_info *info, int32_t phase) {
+  int64_t z[4] = {info->batch, info->latent_channels, info->latent_h, info->latent_w};
+  int32_t image;
+  DC_TRY(pb_merge_vae_decode(g, src, o, 4, z, phase, &image));
+  return dc_module_add_output(g->m, "image", image);
 }
 
 /* ---- the facts the passes read ----------------------------------------------- */

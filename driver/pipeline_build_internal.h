@@ -32,6 +32,11 @@ dc_status *pb_add_input(dc_module *m, const char *name, dc_dtype dt, int rank, c
 dc_status *pb_add_op(dc_module *m, dc_node n, const char *scope, int32_t *out);
 /* x [1, ...] repeated to [n, ...] (num_images_per_prompt). */
 dc_status *pb_repeat_batch(dc_module *m, int32_t x, int64_t n, int32_t *out);
+/* The pipeline input "latents" of shape z (rank dims) in `phase`, decoded by
+ * the VAE (with the build's slicing and tiling options; their metadata
+ * copied for the dump): out is the VAE's "sample". */
+dc_status *pb_merge_vae_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
+                               int rank, const int64_t *z, int32_t phase, int32_t *out);
 /* A component's module (errors annotated with its folder). */
 dc_status *pb_build_component(const dc_folder *f, dc_build_options *bo, dc_module **out);
 dc_status *pb_read_int(const dc_folder *f, const char *key, int64_t def, int64_t *out);

@@ -170,22 +170,8 @@ static dc_status *build_denoise(merger *g, const dc_pipeline_source *src, const 
 static dc_status *build_decode(merger *g, const dc_pipeline_source *src, const dc_pipeline_build_options *o,
                                const dc_pipeline_info *info, int32_t phase) {
   int64_t z[5] = {1, info->latent_channels, info->latent_frames, info->latent_h, info->latent_w};
-  int32_t latents, video;
-  DC_TRY(pb_add_input(g->m, "latents", DT_F32, 5, z, phase, &latents));
-  dc_build_options bo = {.entry = "decode",
-                         .shapes = (dc_input_shape[]){{"z", 5, {z[0], z[1], z[2], z[3], z[4]}}},
-                         .nshapes = 1,
-                         .vae_slicing = o->vae_slicing,
-                         .vae_tiling = o->vae_tiling,
-                         .tile_size = o->tile_size,
-                         .tile_overlap = o->tile_overlap};
-  dc_module *c = NULL;
-  DC_TRY(pb_build_component(&src->vae, &bo, &c));
-  binding b[] = {{"z", latents}};
-  dc_status *st = pb_merge(g, c, "vae", phase, b, 1, (const char *const[]){"sample"}, 1, &video);
-  for (int i = 0; i < c->nmeta && !st; i++) /* what the VAE's options did (tiling, slicing), for the dump */
-    if (!strncmp(c->meta[i].key, "vae_", 4)) st = dc_module_set_meta(g->m, c->meta[i].key, c->meta[i].value);
-  dc_module_destroy(c);
+  int32_t video;
+  dc_status *st = pb_merge_vae_decode(g, src, o, 5, z, phase, &video);
   const dc_type *vt = st ? NULL : &g->m->nodes[video].type;
   if (vt && (vt->rank != 5 || vt->dims[0] != 1 || vt->dims[1] != 3 || vt->dims[3] != info->height ||
              vt->dims[4] != info->width))
