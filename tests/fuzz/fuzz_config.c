@@ -1,9 +1,9 @@
 /* fuzz_config.c — the config reader: dc_json_load and the typed getters on
  * the bytes as a file, then the bytes as the config.json of a model folder
- * (beside the real weights of unet_tiny, vae_tiny, flux_dev, sd35 and
- * t5_original) through dc_folder_open and dc_frontend_build, which choose a
- * builder by _class_name and read every key the UNet, VAE, Flux, SD3 and T5
- * builders know.  Errors are expected; crashes, leaks
+ * (beside the real weights of unet_tiny, vae_tiny, flux_dev, sd35,
+ * t5_original, cogvideox_tiny and cogvideox_vae) through dc_folder_open and dc_frontend_build, which choose a
+ * builder by _class_name and read every key the UNet, VAE, Flux, SD3, T5
+ * and CogVideoX builders know.  Errors are expected; crashes, leaks
  * and undefined behaviour are the findings. */
 #include "frontend/frontend.h"
 #include "fuzz_common.h"
@@ -66,7 +66,7 @@ static void build_folder(const char *dir, const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *const dp = "diffusion_pytorch_model.safetensors";
-  static char top[256], json[256], folders[5][256];
+  static char top[256], json[256], folders[7][256];
   if (!top[0]) {
     fuzz_tmp_path(top, sizeof top, "config", "");
     fuzz_tmp_path(json, sizeof json, "config", ".json");
@@ -78,6 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setup_folder(folders[2], sizeof folders[2], "flux", "flux_dev", dp);
     setup_folder(folders[3], sizeof folders[3], "sd3", "sd35", dp);
     setup_folder(folders[4], sizeof folders[4], "t5", "t5_original", "model.safetensors");
+    setup_folder(folders[5], sizeof folders[5], "cogvideox", "cogvideox_tiny", dp);
+    setup_folder(folders[6], sizeof folders[6], "cogvideox_vae", "cogvideox_vae", dp);
   }
   /* 1. The JSON reader and the getters. */
   fuzz_write_file(json, data, size);
@@ -90,6 +92,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_drop(st);
 
   /* 2. The folder and the builders, beside each model's weights. */
-  for (int i = 0; i < 5; i++) build_folder(folders[i], data, size);
+  for (int i = 0; i < 7; i++) build_folder(folders[i], data, size);
   return 0;
 }
